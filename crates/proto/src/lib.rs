@@ -1,0 +1,40 @@
+//! tickforge's network protocol, with no I/O and no clock.
+//!
+//! What it does: byte-exact encoding ([`wire`]), the connection state machines of both
+//! sides ([`transport`]), and the messages a match exchanges inside a connection
+//! ([`msg`]). Time comes in as a parameter (`now: Instant`) and datagrams go out as plain
+//! bytes, so every state machine is tested tick by tick without sockets or sleeps.
+//!
+//! What it does not do: open sockets, read the OS clock, or know the game. The `io` crate
+//! drives it; the `server` and `bots` crates decide what a payload means.
+//!
+//! In order of importance: no datagram off the network can make it panic or allocate
+//! without bound; no packet exceeds [`MAX_PACKET_BYTES`]; the hot path allocates nothing.
+
+pub mod msg;
+pub mod transport;
+pub mod wire;
+
+/// Largest UDP payload tickforge ever sends or accepts (netcode.io's limit).
+pub const MAX_PACKET_BYTES: usize = 1200;
+
+/// Identifies a match on a server; carried in the connect request (later: the token).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MatchId(pub u32);
+
+/// A connection slot on one transport server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClientIndex(pub u16);
+
+impl ClientIndex {
+    /// The slot as an index into per-client arrays.
+    pub fn as_usize(self) -> usize {
+        usize::from(self.0)
+    }
+}
+
+impl std::fmt::Display for MatchId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}

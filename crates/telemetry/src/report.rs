@@ -1,0 +1,332 @@
+//! The report every bench writes, and the server and bot sections it is merged from.
+//!
+//! Keys here are relied on by other tools (DESIGN.md, "The report every bench writes"):
+//! add freely, rename none. A figure that does not exist yet is `null`, never a made-up
+//! number.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Category, Phase};
+
+/// Distribution of a duration, in milliseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest value seen.
+    pub max: f64,
+    /// Arithmetic mean.
+    pub mean: f64,
+}
+
+/// Mean milliseconds per match tick for each category; `null` where no code ran in it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct CategoryMs {
+    pub replication: Option<f64>,
+    pub fow: Option<f64>,
+    pub network: Option<f64>,
+    pub animation: Option<f64>,
+    pub gameplay: Option<f64>,
+    pub movement: Option<f64>,
+    pub equippable: Option<f64>,
+    pub character: Option<f64>,
+    pub physics: Option<f64>,
+    pub other: Option<f64>,
+}
+
+impl CategoryMs {
+    /// Builds the table by asking `f` for each category.
+    pub fn from_fn(mut f: impl FnMut(Category) -> Option<f64>) -> Self {
+        CategoryMs {
+            replication: f(Category::Replication),
+            fow: f(Category::Fow),
+            network: f(Category::Network),
+            animation: f(Category::Animation),
+            gameplay: f(Category::Gameplay),
+            movement: f(Category::Movement),
+            equippable: f(Category::Equippable),
+            character: f(Category::Character),
+            physics: f(Category::Physics),
+            other: f(Category::Other),
+        }
+    }
+
+    /// The value of one category.
+    pub fn get(&self, c: Category) -> Option<f64> {
+        match c {
+            Category::Replication => self.replication,
+            Category::Fow => self.fow,
+            Category::Network => self.network,
+            Category::Animation => self.animation,
+            Category::Gameplay => self.gameplay,
+            Category::Movement => self.movement,
+            Category::Equippable => self.equippable,
+            Category::Character => self.character,
+            Category::Physics => self.physics,
+            Category::Other => self.other,
+        }
+    }
+
+    /// Sum of the categories that have a value.
+    pub fn sum(&self) -> f64 {
+        Category::ALL.iter().filter_map(|&c| self.get(c)).sum()
+    }
+}
+
+/// Mean milliseconds per match tick for each phase of the Iris split.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct PhaseMs {
+    pub receive: Option<f64>,
+    pub simulate: Option<f64>,
+    pub replicate: Option<f64>,
+    pub send: Option<f64>,
+}
+
+impl PhaseMs {
+    /// Builds the table by asking `f` for each phase.
+    pub fn from_fn(mut f: impl FnMut(Phase) -> Option<f64>) -> Self {
+        PhaseMs {
+            receive: f(Phase::Receive),
+            simulate: f(Phase::Simulate),
+            replicate: f(Phase::Replicate),
+            send: f(Phase::Send),
+        }
+    }
+}
+
+/// How the ticks of the measured window went, summed over matches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ticks {
+    /// Ticks whose deadline fell inside the measured window.
+    pub expected: u64,
+    /// Ticks that started within 1 ms of their deadline.
+    pub on_time: u64,
+    /// Ticks that started more than 1 ms after their deadline.
+    pub late: u64,
+    /// Ticks that never ran (tickforge runs late ticks instead of skipping them).
+    pub skipped: u64,
+    /// Ticks that started more than one tick late, or frames over twice the budget.
+    pub hitches: u64,
+}
+
+/// Games per core, as DESIGN.md defines them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GamesPerCore {
+    /// Most matches one worker core held with 99.5% of ticks on time (needs a sweep).
+    pub measured: Option<f64>,
+    /// 0.9 × tick ÷ mean match frame cost.
+    pub projected: Option<f64>,
+}
+
+/// Response time at the clients, in milliseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct ResponseTimeMs {
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+    pub max: Option<f64>,
+}
+
+/// Server delay (response time less ping RTT), in milliseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct ServerDelayMs {
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+}
+
+/// What the clients measured (the Quake paper's metrics), averaged per client.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Clients {
+    /// Snapshots a client receives per second, mean over clients.
+    pub response_rate_hz: Option<f64>,
+    /// From sending the input for tick T to the first snapshot that reflects it.
+    pub response_time_ms: ResponseTimeMs,
+    /// Response time less the client's ping RTT at that moment.
+    pub server_delay_ms: ServerDelayMs,
+    /// UDP payload bytes a client receives per second, mean over clients.
+    pub down_bytes_per_s: Option<f64>,
+    /// UDP payload bytes a client sends per second, mean over clients.
+    pub up_bytes_per_s: Option<f64>,
+    /// Round trip of a ping the server answers as soon as it reads it.
+    pub ping_rtt_ms: ResponseTimeMs,
+    /// Bots that took part.
+    pub bots: u64,
+    /// Bots connected at the end of the window.
+    pub connected: u64,
+    /// Lowest response rate of any one client.
+    pub min_response_rate_hz: Option<f64>,
+}
+
+/// Datagram counters of the server.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Datagrams {
+    /// Datagrams read from the socket.
+    pub received: u64,
+    /// Datagrams handed to the kernel.
+    pub sent: u64,
+    /// Sends the kernel refused (counted as loss).
+    pub send_errors: u64,
+    /// Bytes read.
+    pub bytes_in: u64,
+    /// Bytes sent.
+    pub bytes_out: u64,
+    /// Datagrams dropped, by reason.
+    pub dropped: BTreeMap<String, u64>,
+}
+
+/// What `tickforge serve --report` writes: the server's half of a bench report.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerReport {
+    /// Tick rate in Hz.
+    pub tick_hz: u32,
+    /// Matches hosted.
+    pub matches: u32,
+    /// Player slots per match.
+    pub players_per_match: u32,
+    /// Length of the measured window, seconds.
+    pub duration_s: f64,
+    /// Time before the window, excluded from all figures, seconds.
+    pub warmup_s: f64,
+    /// CPU cost of one match tick, its share of the socket calls included.
+    pub match_frame_ms: Option<Percentiles>,
+    /// One worker wake-up.
+    pub worker_frame_ms: Option<Percentiles>,
+    /// Mean per match tick by category.
+    pub categories_ms: CategoryMs,
+    /// Mean per match tick by phase.
+    pub phases_ms: PhaseMs,
+    /// Tick timing.
+    pub ticks: Ticks,
+    /// How late the worker woke for its earliest deadline.
+    pub wake_late_ms: Option<Percentiles>,
+    /// Projected games per core from the mean match frame.
+    pub projected_games_per_core: Option<f64>,
+    /// Share of one core the server process used in the window.
+    pub cpu_util: Option<f64>,
+    /// Datagram counters over the whole run.
+    pub datagrams: Datagrams,
+}
+
+/// What `tickforge bots --report` writes: the clients' half of a bench report.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BotsReport {
+    /// Client-side measurements.
+    pub clients: Clients,
+    /// Share of one core the bot process used in the window.
+    pub cpu_util: Option<f64>,
+    /// True when the bots could not keep their own tick (so the figures speak of the bots).
+    pub saturated: bool,
+    /// How late the bot process woke for its send deadlines.
+    pub wake_late_ms: Option<Percentiles>,
+}
+
+/// The full bench report (`tickforge bench --json PATH`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct Report {
+    pub scenario: String,
+    pub tick_hz: u32,
+    pub matches: u32,
+    pub players_per_match: u32,
+    pub duration_s: f64,
+    pub warmup_s: f64,
+    /// Frame budget per match tick at the target games per core.
+    pub budget_ms: f64,
+    pub match_frame_ms: Option<Percentiles>,
+    pub worker_frame_ms: Option<Percentiles>,
+    pub categories_ms: CategoryMs,
+    pub phases_ms: PhaseMs,
+    pub ticks: Ticks,
+    pub games_per_core: GamesPerCore,
+    /// Cost of one match tick's datagrams with no game work (not measured yet: null).
+    pub io_floor_ms: Option<f64>,
+    pub clients: Clients,
+    pub server_cpu_util: Option<f64>,
+    pub bots_cpu_util: Option<f64>,
+    pub bots_saturated: Option<bool>,
+    /// The server's own section, for what the top level does not carry.
+    pub server: ServerReport,
+    /// The bots' own section.
+    pub bots: BotsReport,
+    /// Host facts: cores, and which cores server and bots were pinned to.
+    pub host: Host,
+}
+
+/// Where the bench ran.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Host {
+    /// Logical CPUs available to the bench.
+    pub cpus: u32,
+    /// Core the server was pinned to, if any.
+    pub server_core: Option<u32>,
+    /// Core the bots were pinned to, if any.
+    pub bots_core: Option<u32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_has_the_design_keys() {
+        let v = serde_json::to_value(Report::default()).unwrap();
+        for key in [
+            "scenario",
+            "tick_hz",
+            "matches",
+            "players_per_match",
+            "duration_s",
+            "warmup_s",
+            "budget_ms",
+            "match_frame_ms",
+            "worker_frame_ms",
+            "categories_ms",
+            "phases_ms",
+            "ticks",
+            "games_per_core",
+            "io_floor_ms",
+            "clients",
+            "server_cpu_util",
+            "bots_cpu_util",
+            "bots_saturated",
+        ] {
+            assert!(v.get(key).is_some(), "missing {key}");
+        }
+        for c in Category::ALL {
+            assert!(v["categories_ms"].get(c.name()).is_some(), "missing {}", c.name());
+        }
+        for p in Phase::ALL {
+            assert!(v["phases_ms"].get(p.name()).is_some(), "missing {}", p.name());
+        }
+        for k in ["expected", "on_time", "late", "skipped", "hitches"] {
+            assert!(v["ticks"].get(k).is_some());
+        }
+        for k in [
+            "response_rate_hz",
+            "response_time_ms",
+            "server_delay_ms",
+            "down_bytes_per_s",
+            "up_bytes_per_s",
+        ] {
+            assert!(v["clients"].get(k).is_some());
+        }
+        assert!(v["io_floor_ms"].is_null());
+    }
+
+    #[test]
+    fn category_table_round_trips_through_json() {
+        let c = CategoryMs::from_fn(|c| Some(c.index() as f64));
+        let back: CategoryMs = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+        assert_eq!(c, back);
+        assert_eq!(c.sum(), 45.0);
+    }
+}

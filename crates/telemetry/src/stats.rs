@@ -1,0 +1,188 @@
+//! Aggregation of frame records: histograms and per-category means.
+
+use hdrhistogram::Histogram;
+
+use crate::report::{CategoryMs, Percentiles, PhaseMs};
+use crate::{Category, FrameRecord, Phase};
+
+/// Highest value a duration histogram tracks without clamping: 60 s in nanoseconds.
+const MAX_TRACKED_NS: u64 = 60_000_000_000;
+
+/// A histogram of durations in nanoseconds, 3 significant digits, reported in milliseconds.
+///
+/// Its buckets are allocated once at creation; recording never allocates.
+#[derive(Clone)]
+pub struct DurationHistogram {
+    hist: Histogram<u64>,
+    sum_ns: u128,
+}
+
+impl Default for DurationHistogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl DurationHistogram {
+    /// An empty histogram covering 1 ns to 60 s.
+    pub fn new() -> Self {
+        let hist = Histogram::new_with_bounds(1, MAX_TRACKED_NS, 3)
+            .expect("constant histogram bounds are valid");
+        DurationHistogram { hist, sum_ns: 0 }
+    }
+
+    /// Records one duration; values beyond 60 s are clamped.
+    pub fn record_ns(&mut self, ns: u64) {
+        self.hist.saturating_record(ns.clamp(1, MAX_TRACKED_NS));
+        self.sum_ns += u128::from(ns);
+    }
+
+    /// Number of values recorded.
+    pub fn len(&self) -> u64 {
+        self.hist.len()
+    }
+
+    /// True when nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.hist.is_empty()
+    }
+
+    /// Exact mean of what was recorded, in milliseconds (not bucketed).
+    pub fn mean_ms(&self) -> Option<f64> {
+        (!self.is_empty()).then(|| self.sum_ns as f64 / self.len() as f64 / 1e6)
+    }
+
+    /// Value at quantile `q` (0..=1), in milliseconds.
+    pub fn quantile_ms(&self, q: f64) -> Option<f64> {
+        (!self.is_empty()).then(|| self.hist.value_at_quantile(q) as f64 / 1e6)
+    }
+
+    /// p50, p90, p99, max and mean in milliseconds, or `None` when empty.
+    pub fn percentiles(&self) -> Option<Percentiles> {
+        Some(Percentiles {
+            p50: self.quantile_ms(0.50)?,
+            p90: self.quantile_ms(0.90)?,
+            p99: self.quantile_ms(0.99)?,
+            max: self.hist.max() as f64 / 1e6,
+            mean: self.mean_ms()?,
+        })
+    }
+
+    /// Adds every value of `other` to this histogram.
+    pub fn merge(&mut self, other: &DurationHistogram) {
+        // Both cover the same fixed range, so adding cannot fail.
+        let _ = self.hist.add(&other.hist);
+        self.sum_ns += other.sum_ns;
+    }
+}
+
+/// Match frame records aggregated over a run.
+#[derive(Clone, Default)]
+pub struct FrameStats {
+    frames: DurationHistogram,
+    category_sum_ns: [u128; Category::COUNT],
+    phase_sum_ns: [u128; Phase::COUNT],
+    entered: u16,
+}
+
+impl FrameStats {
+    /// Empty statistics.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds one frame.
+    pub fn record(&mut self, frame: &FrameRecord) {
+        self.frames.record_ns(frame.total_ns);
+        for (sum, ns) in self.category_sum_ns.iter_mut().zip(frame.category_ns) {
+            *sum += u128::from(ns);
+        }
+        for (sum, ns) in self.phase_sum_ns.iter_mut().zip(frame.phase_ns) {
+            *sum += u128::from(ns);
+        }
+        self.entered |= frame.entered;
+    }
+
+    /// Adds every frame of `other`.
+    pub fn merge(&mut self, other: &FrameStats) {
+        self.frames.merge(&other.frames);
+        for (a, b) in self.category_sum_ns.iter_mut().zip(other.category_sum_ns) {
+            *a += b;
+        }
+        for (a, b) in self.phase_sum_ns.iter_mut().zip(other.phase_sum_ns) {
+            *a += b;
+        }
+        self.entered |= other.entered;
+    }
+
+    /// The histogram of whole-frame costs.
+    pub fn frames(&self) -> &DurationHistogram {
+        &self.frames
+    }
+
+    /// Mean milliseconds per frame for each category; `None` for a category no code has
+    /// entered (not instrumented, or no such work exists yet), never a made-up zero.
+    pub fn category_means_ms(&self) -> CategoryMs {
+        let n = self.frames.len();
+        CategoryMs::from_fn(|c| {
+            let entered = self.entered & (1 << c.index()) != 0;
+            (entered && n > 0).then(|| self.category_sum_ns[c.index()] as f64 / n as f64 / 1e6)
+        })
+    }
+
+    /// Mean milliseconds per frame for each phase.
+    pub fn phase_means_ms(&self) -> PhaseMs {
+        let n = self.frames.len();
+        PhaseMs::from_fn(|p| (n > 0).then(|| self.phase_sum_ns[p.index()] as f64 / n as f64 / 1e6))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_of_known_values() {
+        let mut h = DurationHistogram::new();
+        for ms in 1..=100u64 {
+            h.record_ns(ms * 1_000_000);
+        }
+        let p = h.percentiles().unwrap();
+        assert!((p.p50 - 50.0).abs() < 0.1, "{p:?}");
+        assert!((p.p99 - 99.0).abs() < 0.1, "{p:?}");
+        assert!((p.max - 100.0).abs() < 0.1, "{p:?}");
+        assert!((p.mean - 50.5).abs() < 1e-9, "{p:?}");
+        assert!(DurationHistogram::new().percentiles().is_none());
+    }
+
+    #[test]
+    fn category_means_are_null_when_never_entered() {
+        let mut stats = FrameStats::new();
+        let mut r = FrameRecord::default();
+        r.add(Category::Network, Phase::Receive, 2_000_000);
+        r.add(Category::Movement, Phase::Simulate, 1_000_000);
+        stats.record(&r);
+        stats.record(&r);
+        let c = stats.category_means_ms();
+        assert_eq!(c.network, Some(2.0));
+        assert_eq!(c.movement, Some(1.0));
+        assert_eq!(c.fow, None);
+        let p = stats.phase_means_ms();
+        assert_eq!(p.receive, Some(2.0));
+        assert_eq!(p.replicate, Some(0.0));
+    }
+
+    #[test]
+    fn merge_adds_counts_and_sums() {
+        let mut a = FrameStats::new();
+        let mut b = FrameStats::new();
+        let mut r = FrameRecord::default();
+        r.add(Category::Gameplay, Phase::Simulate, 4_000);
+        a.record(&r);
+        b.record(&r);
+        b.record(&r);
+        a.merge(&b);
+        assert_eq!(a.frames().len(), 3);
+        assert_eq!(a.category_means_ms().gameplay, Some(0.004));
+    }
+}

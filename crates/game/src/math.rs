@@ -15,7 +15,11 @@ pub struct Vec3 {
 
 impl Vec3 {
     /// The origin.
-    pub const ZERO: Vec3 = Vec3 { x: 0.0, y: 0.0, z: 0.0 };
+    pub const ZERO: Vec3 = Vec3 {
+        x: 0.0,
+        y: 0.0,
+        z: 0.0,
+    };
 
     /// A vector from its parts.
     pub const fn new(x: f32, y: f32, z: f32) -> Self {

@@ -62,7 +62,13 @@ pub struct PlayerState {
 pub const MAX_PITCH: i16 = (89.0 * 65536.0 / 360.0) as i16;
 
 /// Advances `state` by `dt` seconds under `cmd`, inside an arena of `half_extent` metres.
-pub fn pmove(state: &mut PlayerState, cmd: &UserCmd, params: &MovementParams, half_extent: f32, dt: f32) {
+pub fn pmove(
+    state: &mut PlayerState,
+    cmd: &UserCmd,
+    params: &MovementParams,
+    half_extent: f32,
+    dt: f32,
+) {
     state.yaw = cmd.yaw;
     state.pitch = cmd.pitch.clamp(-MAX_PITCH, MAX_PITCH);
 
@@ -86,10 +92,22 @@ pub fn pmove(state: &mut PlayerState, cmd: &UserCmd, params: &MovementParams, ha
 
     if state.on_ground {
         apply_friction(state, params, dt);
-        accelerate(state, wish, wish_speed, params.accelerate * params.max_speed, dt);
+        accelerate(
+            state,
+            wish,
+            wish_speed,
+            params.accelerate * params.max_speed,
+            dt,
+        );
         state.velocity.z = 0.0;
     } else {
-        accelerate(state, wish, wish_speed, params.air_accelerate * params.max_speed, dt);
+        accelerate(
+            state,
+            wish,
+            wish_speed,
+            params.air_accelerate * params.max_speed,
+            dt,
+        );
         state.velocity.z -= params.gravity * dt;
     }
 
@@ -150,27 +168,43 @@ mod tests {
     const DT: f32 = 1.0 / 128.0;
 
     fn on_ground() -> PlayerState {
-        PlayerState { on_ground: true, ..Default::default() }
+        PlayerState {
+            on_ground: true,
+            ..Default::default()
+        }
     }
 
     #[test]
     fn running_forward_reaches_max_speed_and_not_beyond() {
         let p = MovementParams::default();
         let mut s = on_ground();
-        let cmd = UserCmd { forward: 127, ..Default::default() };
+        let cmd = UserCmd {
+            forward: 127,
+            ..Default::default()
+        };
         for _ in 0..256 {
             pmove(&mut s, &cmd, &p, 1000.0, DT);
         }
         let speed = s.velocity.horizontal_length();
-        assert!(speed > p.max_speed * 0.95 && speed <= p.max_speed * 1.001, "{speed}");
+        assert!(
+            speed > p.max_speed * 0.95 && speed <= p.max_speed * 1.001,
+            "{speed}"
+        );
         // Yaw 0 faces +x.
-        assert!(s.origin.x > 10.0 && s.origin.y.abs() < 1e-3, "{:?}", s.origin);
+        assert!(
+            s.origin.x > 10.0 && s.origin.y.abs() < 1e-3,
+            "{:?}",
+            s.origin
+        );
     }
 
     #[test]
     fn friction_brings_a_player_to_rest() {
         let p = MovementParams::default();
-        let mut s = PlayerState { velocity: Vec3::new(8.0, 0.0, 0.0), ..on_ground() };
+        let mut s = PlayerState {
+            velocity: Vec3::new(8.0, 0.0, 0.0),
+            ..on_ground()
+        };
         for _ in 0..128 {
             pmove(&mut s, &UserCmd::default(), &p, 1000.0, DT);
         }
@@ -181,7 +215,10 @@ mod tests {
     fn a_jump_lands_after_the_ballistic_time() {
         let p = MovementParams::default();
         let mut s = on_ground();
-        let jump = UserCmd { buttons: buttons::JUMP, ..Default::default() };
+        let jump = UserCmd {
+            buttons: buttons::JUMP,
+            ..Default::default()
+        };
         pmove(&mut s, &jump, &p, 1000.0, DT);
         assert!(!s.on_ground);
         let mut ticks = 1;
@@ -191,15 +228,25 @@ mod tests {
             assert!(ticks < 1000);
         }
         let expected = 2.0 * p.jump_speed / p.gravity / DT;
-        assert!((ticks as f32 - expected).abs() <= 2.0, "{ticks} vs {expected}");
+        assert!(
+            (ticks as f32 - expected).abs() <= 2.0,
+            "{ticks} vs {expected}"
+        );
     }
 
     #[test]
     fn walls_stop_the_player_and_it_slides_along() {
         let p = MovementParams::default();
-        let mut s = PlayerState { origin: Vec3::new(9.9, 0.0, 0.0), ..on_ground() };
+        let mut s = PlayerState {
+            origin: Vec3::new(9.9, 0.0, 0.0),
+            ..on_ground()
+        };
         // Yaw 45°: into the +x wall and along +y.
-        let cmd = UserCmd { forward: 127, yaw: 8192, ..Default::default() };
+        let cmd = UserCmd {
+            forward: 127,
+            yaw: 8192,
+            ..Default::default()
+        };
         for _ in 0..128 {
             pmove(&mut s, &cmd, &p, 10.0, DT);
         }
@@ -210,7 +257,10 @@ mod tests {
     #[test]
     fn pitch_is_clamped() {
         let mut s = on_ground();
-        let cmd = UserCmd { pitch: i16::MAX, ..Default::default() };
+        let cmd = UserCmd {
+            pitch: i16::MAX,
+            ..Default::default()
+        };
         pmove(&mut s, &cmd, &MovementParams::default(), 10.0, DT);
         assert_eq!(s.pitch, MAX_PITCH);
     }

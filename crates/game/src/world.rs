@@ -72,7 +72,10 @@ impl World {
                         on_ground: true,
                         ..Default::default()
                     },
-                    cmd: UserCmd { yaw: facing, ..Default::default() },
+                    cmd: UserCmd {
+                        yaw: facing,
+                        ..Default::default()
+                    },
                     ..Default::default()
                 }
             })
@@ -144,7 +147,13 @@ impl World {
         };
         eat(self.tick.0);
         for p in &self.players {
-            for v in p.state.origin.to_bits().into_iter().chain(p.state.velocity.to_bits()) {
+            for v in p
+                .state
+                .origin
+                .to_bits()
+                .into_iter()
+                .chain(p.state.velocity.to_bits())
+            {
                 eat(v);
             }
             eat(u32::from(p.state.yaw));
@@ -216,7 +225,13 @@ mod tests {
     fn fire_rate_is_enforced() {
         let s = scopes();
         let mut w = World::new(WorldConfig::default());
-        w.set_cmd(PlayerSlot(0), UserCmd { buttons: buttons::FIRE, ..Default::default() });
+        w.set_cmd(
+            PlayerSlot(0),
+            UserCmd {
+                buttons: buttons::FIRE,
+                ..Default::default()
+            },
+        );
         for _ in 0..128 {
             w.step(&s);
         }

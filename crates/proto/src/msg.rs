@@ -60,8 +60,14 @@ impl<'a> ClientMsg<'a> {
     pub fn decode(payload: &'a [u8]) -> Result<Self, MsgError> {
         let mut r = Reader::new(payload);
         match r.u8()? {
-            INPUT => Ok(ClientMsg::Input { seq: r.u32()?, cmd: r.rest() }),
-            PING => Ok(ClientMsg::Ping { id: r.u32()?, echo: r.u64()? }),
+            INPUT => Ok(ClientMsg::Input {
+                seq: r.u32()?,
+                cmd: r.rest(),
+            }),
+            PING => Ok(ClientMsg::Ping {
+                id: r.u32()?,
+                echo: r.u64()?,
+            }),
             k => Err(MsgError::UnknownKind(k)),
         }
     }
@@ -113,8 +119,15 @@ impl<'a> ServerMsg<'a> {
     pub fn decode(payload: &'a [u8]) -> Result<Self, MsgError> {
         let mut r = Reader::new(payload);
         match r.u8()? {
-            SNAPSHOT => Ok(ServerMsg::Snapshot { tick: r.u32()?, input_ack: r.u32()?, body: r.rest() }),
-            PONG => Ok(ServerMsg::Pong { id: r.u32()?, echo: r.u64()? }),
+            SNAPSHOT => Ok(ServerMsg::Snapshot {
+                tick: r.u32()?,
+                input_ack: r.u32()?,
+                body: r.rest(),
+            }),
+            PONG => Ok(ServerMsg::Pong {
+                id: r.u32()?,
+                echo: r.u64()?,
+            }),
             k => Err(MsgError::UnknownKind(k)),
         }
     }
@@ -123,7 +136,11 @@ impl<'a> ServerMsg<'a> {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let mut w = Writer::new(out);
         match *self {
-            ServerMsg::Snapshot { tick, input_ack, body } => {
+            ServerMsg::Snapshot {
+                tick,
+                input_ack,
+                body,
+            } => {
                 w.u8(SNAPSHOT);
                 w.u32(tick);
                 w.u32(input_ack);
@@ -146,8 +163,14 @@ mod tests {
     #[test]
     fn every_message_round_trips() {
         let client = [
-            ClientMsg::Input { seq: 77, cmd: &[1, 2, 3] },
-            ClientMsg::Ping { id: 5, echo: u64::MAX },
+            ClientMsg::Input {
+                seq: 77,
+                cmd: &[1, 2, 3],
+            },
+            ClientMsg::Ping {
+                id: 5,
+                echo: u64::MAX,
+            },
         ];
         for m in client {
             let mut buf = Vec::new();
@@ -155,7 +178,11 @@ mod tests {
             assert_eq!(ClientMsg::decode(&buf), Ok(m));
         }
         let server = [
-            ServerMsg::Snapshot { tick: 9, input_ack: 8, body: &[4; 10] },
+            ServerMsg::Snapshot {
+                tick: 9,
+                input_ack: 8,
+                body: &[4; 10],
+            },
             ServerMsg::Pong { id: 5, echo: 1 },
         ];
         for m in server {
@@ -164,7 +191,12 @@ mod tests {
             assert_eq!(ServerMsg::decode(&buf), Ok(m));
         }
         let mut buf = Vec::new();
-        ServerMsg::Snapshot { tick: 0, input_ack: 0, body: &[] }.encode(&mut buf);
+        ServerMsg::Snapshot {
+            tick: 0,
+            input_ack: 0,
+            body: &[],
+        }
+        .encode(&mut buf);
         assert_eq!(buf.len(), SNAPSHOT_HEADER_BYTES);
     }
 
@@ -173,7 +205,10 @@ mod tests {
         assert_eq!(ClientMsg::decode(&[]), Err(MsgError::Truncated));
         assert_eq!(ClientMsg::decode(&[9]), Err(MsgError::UnknownKind(9)));
         assert_eq!(ClientMsg::decode(&[PING, 1, 2]), Err(MsgError::Truncated));
-        assert_eq!(ServerMsg::decode(&[SNAPSHOT, 0, 0, 0, 0, 0]), Err(MsgError::Truncated));
+        assert_eq!(
+            ServerMsg::decode(&[SNAPSHOT, 0, 0, 0, 0, 0]),
+            Err(MsgError::Truncated)
+        );
     }
 
     proptest! {

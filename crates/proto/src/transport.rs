@@ -108,7 +108,7 @@ impl DisconnectReason {
 }
 
 /// Timing and identity shared by both sides.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TransportConfig {
     /// Identifies the game and its version; requests with another id are ignored.
     pub protocol_id: u64,
@@ -279,7 +279,9 @@ impl Server {
             self.stats.short += 1;
             return None;
         };
-        let slot = self.slots[client.as_usize()].as_mut().expect("by_addr names live slots");
+        let slot = self.slots[client.as_usize()]
+            .as_mut()
+            .expect("by_addr names live slots");
         if salt != slot.salt {
             self.stats.bad_salt += 1;
             return None;
@@ -300,7 +302,10 @@ impl Server {
             }
             Kind::Disconnect => {
                 self.free_slot(client);
-                Some(ServerEvent::Disconnected { client, reason: DisconnectReason::ClientClosed })
+                Some(ServerEvent::Disconnected {
+                    client,
+                    reason: DisconnectReason::ClientClosed,
+                })
             }
             // Server-to-client kinds never arrive at a server.
             Kind::ConnectAccept | Kind::ConnectDenied | Kind::ConnectRequest => {
@@ -333,7 +338,9 @@ impl Server {
             return None;
         }
         if let Some(&client) = self.by_addr.get(&from) {
-            let slot = self.slots[client.as_usize()].as_mut().expect("by_addr names live slots");
+            let slot = self.slots[client.as_usize()]
+                .as_mut()
+                .expect("by_addr names live slots");
             if slot.salt == salt {
                 // A resent request: the accept was lost. Answer again, change nothing.
                 slot.last_recv = now;
@@ -345,12 +352,22 @@ impl Server {
             self.ended.push_back((client, DisconnectReason::Replaced));
         }
         let Some(index) = self.free.pop() else {
-            self.queue(from, Control::Deny { salt, reason: DisconnectReason::ServerFull });
+            self.queue(
+                from,
+                Control::Deny {
+                    salt,
+                    reason: DisconnectReason::ServerFull,
+                },
+            );
             return None;
         };
         let client = ClientIndex(index);
-        self.slots[client.as_usize()] =
-            Some(Slot { addr: from, salt, last_recv: now, last_send: now });
+        self.slots[client.as_usize()] = Some(Slot {
+            addr: from,
+            salt,
+            last_recv: now,
+            last_send: now,
+        });
         self.by_addr.insert(from, client);
         self.queue(from, Control::Accept { salt, client });
         Some(ServerEvent::Connected { client, match_id })
@@ -364,8 +381,7 @@ impl Server {
             if now.saturating_duration_since(slot.last_recv) >= self.config.timeout {
                 self.free_slot(client);
                 self.ended.push_back((client, DisconnectReason::TimedOut));
-            } else if now.saturating_duration_since(slot.last_send) >= self.config.keepalive_every
-            {
+            } else if now.saturating_duration_since(slot.last_send) >= self.config.keepalive_every {
                 self.queue(slot.addr, Control::KeepAlive { salt: slot.salt });
                 if let Some(s) = self.slots[i].as_mut() {
                     s.last_send = now;
@@ -381,9 +397,17 @@ impl Server {
 
     /// Ends a connection, telling the client why with redundant disconnect packets.
     pub fn disconnect(&mut self, client: ClientIndex, reason: DisconnectReason) {
-        let Some(slot) = self.slots.get(client.as_usize()).copied().flatten() else { return };
+        let Some(slot) = self.slots.get(client.as_usize()).copied().flatten() else {
+            return;
+        };
         for _ in 0..REDUNDANT_DISCONNECTS {
-            self.queue(slot.addr, Control::Disconnect { salt: slot.salt, reason });
+            self.queue(
+                slot.addr,
+                Control::Disconnect {
+                    salt: slot.salt,
+                    reason,
+                },
+            );
         }
         self.free_slot(client);
     }
@@ -427,7 +451,10 @@ impl Server {
         payload: &[u8],
         out: &mut Vec<u8>,
     ) -> Option<SocketAddr> {
-        debug_assert!(payload.len() <= MAX_PAYLOAD_BYTES, "payload over one packet");
+        debug_assert!(
+            payload.len() <= MAX_PAYLOAD_BYTES,
+            "payload over one packet"
+        );
         if payload.is_empty() || payload.len() > MAX_PAYLOAD_BYTES {
             return None;
         }
@@ -546,7 +573,10 @@ impl Client {
             }
             (Some(Kind::ConnectDenied), ClientState::SendingRequest)
             | (Some(Kind::Disconnect), ClientState::Connected(_)) => {
-                let reason = r.u8().map(DisconnectReason::from_u8).unwrap_or(DisconnectReason::Refused);
+                let reason = r
+                    .u8()
+                    .map(DisconnectReason::from_u8)
+                    .unwrap_or(DisconnectReason::Refused);
                 self.state = ClientState::Disconnected(reason);
                 Some(ClientEvent::Disconnected(reason))
             }
@@ -704,11 +734,19 @@ mod tests {
         assert!(client.send_payload(t0, b"hello", &mut out));
         assert_eq!(
             server.handle_datagram(t0, addr(1000), &out),
-            Some(ServerEvent::Payload { client: ClientIndex(0), data: b"hello" })
+            Some(ServerEvent::Payload {
+                client: ClientIndex(0),
+                data: b"hello"
+            })
         );
-        let to = server.send_payload(t0, ClientIndex(0), b"world", &mut out).unwrap();
+        let to = server
+            .send_payload(t0, ClientIndex(0), b"world", &mut out)
+            .unwrap();
         assert_eq!(to, addr(1000));
-        assert_eq!(client.handle_datagram(t0, &out), Some(ClientEvent::Payload(b"world")));
+        assert_eq!(
+            client.handle_datagram(t0, &out),
+            Some(ClientEvent::Payload(b"world"))
+        );
 
         client.disconnect();
         let mut buf = Vec::new();
@@ -738,7 +776,7 @@ mod tests {
         assert!(server.handle_datagram(t0, addr(1), &buf).is_some());
         let mut lost = Vec::new();
         let _ = server.poll_transmit(&mut lost); // the accept is lost
-        // Nothing is resent before the interval.
+                                                 // Nothing is resent before the interval.
         assert!(!client.poll_transmit(t0 + Duration::from_millis(50), &mut buf));
         let t1 = t0 + cfg.keepalive_every;
         assert!(client.poll_transmit(t1, &mut buf));
@@ -746,7 +784,10 @@ mod tests {
         assert_eq!(server.connected(), 1);
         let mut reply = Vec::new();
         assert!(server.poll_transmit(&mut reply).is_some());
-        assert_eq!(client.handle_datagram(t1, &reply), Some(ClientEvent::Connected(ClientIndex(0))));
+        assert_eq!(
+            client.handle_datagram(t1, &reply),
+            Some(ClientEvent::Connected(ClientIndex(0)))
+        );
     }
 
     #[test]
@@ -759,7 +800,10 @@ mod tests {
         pump(&mut a, &mut server, t0, addr(1));
         let log = pump(&mut b, &mut server, t0, addr(2));
         assert_eq!(log, ["client: Disconnected(ServerFull)"]);
-        assert_eq!(b.state(), ClientState::Disconnected(DisconnectReason::ServerFull));
+        assert_eq!(
+            b.state(),
+            ClientState::Disconnected(DisconnectReason::ServerFull)
+        );
         assert!(a.is_connected());
     }
 
@@ -777,7 +821,10 @@ mod tests {
         assert_eq!(client.handle_datagram(t0 + cfg.keepalive_every, &buf), None);
         assert_eq!(client.dropped, 0);
         server.handle_timeout(t0 + cfg.timeout);
-        assert_eq!(server.poll_disconnect(), Some((ClientIndex(0), DisconnectReason::TimedOut)));
+        assert_eq!(
+            server.poll_disconnect(),
+            Some((ClientIndex(0), DisconnectReason::TimedOut))
+        );
         assert_eq!(server.connected(), 0);
         // The client hears keep-alives until then, so it times out later than the server.
         assert_eq!(client.handle_timeout(t0 + cfg.timeout), None);
@@ -797,7 +844,10 @@ mod tests {
         let mut second = Client::new(cfg, MatchId(1), 200, t0);
         let log = pump(&mut second, &mut server, t0, addr(4));
         assert_eq!(log.len(), 2, "{log:?}");
-        assert_eq!(server.poll_disconnect(), Some((ClientIndex(0), DisconnectReason::Replaced)));
+        assert_eq!(
+            server.poll_disconnect(),
+            Some((ClientIndex(0), DisconnectReason::Replaced))
+        );
         // A stale payload of the first session is dropped.
         let mut out = Vec::new();
         assert!(first.send_payload(t0, b"old", &mut out));
@@ -817,7 +867,10 @@ mod tests {
         short.pop();
         assert_eq!(server.handle_datagram(t0, addr(5), &short), None);
         let mut other = Client::new(
-            TransportConfig { protocol_id: 1, ..cfg },
+            TransportConfig {
+                protocol_id: 1,
+                ..cfg
+            },
             MatchId(1),
             1,
             t0,
@@ -827,7 +880,10 @@ mod tests {
         assert_eq!(server.handle_datagram(t0, addr(5), &wrong), None);
         assert_eq!(server.stats().bad_request_size, 1);
         assert_eq!(server.stats().wrong_protocol, 1);
-        assert!(server.poll_transmit(&mut Vec::new()).is_none(), "no answer to either");
+        assert!(
+            server.poll_transmit(&mut Vec::new()).is_none(),
+            "no answer to either"
+        );
     }
 
     proptest! {

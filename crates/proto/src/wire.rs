@@ -156,7 +156,7 @@ mod tests {
         fn short_reads_fail_without_consuming_past_the_end(data in proptest::collection::vec(any::<u8>(), 0..16)) {
             let mut r = Reader::new(&data);
             let mut consumed = 0;
-            while let Ok(_) = r.u32() { consumed += 4; }
+            while r.u32().is_ok() { consumed += 4; }
             prop_assert_eq!(consumed, data.len() / 4 * 4);
             prop_assert_eq!(r.remaining(), data.len() % 4);
             prop_assert!(r.bytes(usize::MAX).is_err());

@@ -5,19 +5,24 @@
 //! ```
 
 use tickforge_game::UserCmd;
-use tickforge_proto::wire::{Reader, Truncated, Writer};
+use tickforge_proto::wire::{Reader, Truncated};
 
 /// Encoded size of one command.
 pub const CMD_BYTES: usize = 7;
 
-/// Appends `cmd` to `out`.
-pub fn encode(cmd: &UserCmd, out: &mut Vec<u8>) {
-    let mut w = Writer::new(out);
-    w.u8(cmd.forward as u8);
-    w.u8(cmd.side as u8);
-    w.u8(cmd.buttons);
-    w.u16(cmd.yaw);
-    w.i16(cmd.pitch);
+/// The encoded command.
+pub fn to_bytes(cmd: &UserCmd) -> [u8; CMD_BYTES] {
+    let [y0, y1] = cmd.yaw.to_le_bytes();
+    let [p0, p1] = cmd.pitch.to_le_bytes();
+    [
+        cmd.forward as u8,
+        cmd.side as u8,
+        cmd.buttons,
+        y0,
+        y1,
+        p0,
+        p1,
+    ]
 }
 
 /// Decodes a command; the bytes must be exactly [`CMD_BYTES`] long.
@@ -44,10 +49,7 @@ mod tests {
         #[test]
         fn round_trip(forward: i8, side: i8, buttons: u8, yaw: u16, pitch: i16) {
             let cmd = UserCmd { forward, side, buttons, yaw, pitch };
-            let mut buf = Vec::new();
-            encode(&cmd, &mut buf);
-            prop_assert_eq!(buf.len(), CMD_BYTES);
-            prop_assert_eq!(decode(&buf), Ok(cmd));
+            prop_assert_eq!(decode(&to_bytes(&cmd)), Ok(cmd));
         }
 
         #[test]

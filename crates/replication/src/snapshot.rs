@@ -29,7 +29,9 @@ pub struct SnapshotWriter {
 impl SnapshotWriter {
     /// A writer with room for `players` entities, so writing never allocates.
     pub fn with_capacity(players: usize) -> Self {
-        SnapshotWriter { body: Vec::with_capacity(1 + players * ENTITY_BYTES) }
+        SnapshotWriter {
+            body: Vec::with_capacity(1 + players * ENTITY_BYTES),
+        }
     }
 
     /// Quantizes every player of `world` into the shared body and returns it.
@@ -105,7 +107,9 @@ pub struct SnapshotReader {
 impl SnapshotReader {
     /// A reader with room for `players` entities.
     pub fn with_capacity(players: usize) -> Self {
-        SnapshotReader { entities: Vec::with_capacity(players) }
+        SnapshotReader {
+            entities: Vec::with_capacity(players),
+        }
     }
 
     /// The entities of the last snapshot read.
@@ -138,7 +142,13 @@ impl SnapshotReader {
             let on_ground = r.u8()? & 1 != 0;
             self.entities.push(EntityView {
                 slot,
-                state: PlayerState { origin, velocity, yaw, pitch, on_ground },
+                state: PlayerState {
+                    origin,
+                    velocity,
+                    yaw,
+                    pitch,
+                    on_ground,
+                },
             });
         }
         if r.remaining() != 0 {
@@ -179,13 +189,20 @@ mod tests {
         let world = stepped_world(100);
         let mut writer = SnapshotWriter::with_capacity(10);
         let body = writer.write(&world).to_vec();
-        assert_eq!(body.len(), 1 + 10 * ENTITY_BYTES, "measured size equals written size");
+        assert_eq!(
+            body.len(),
+            1 + 10 * ENTITY_BYTES,
+            "measured size equals written size"
+        );
         let mut reader = SnapshotReader::with_capacity(10);
         let seen = reader.read(&body).unwrap();
         assert_eq!(seen.len(), 10);
         for (view, p) in seen.iter().zip(world.players()) {
             let d = view.state.origin - p.state.origin;
-            assert!(d.x.abs() <= 0.005 && d.y.abs() <= 0.005 && d.z.abs() <= 0.005, "{d:?}");
+            assert!(
+                d.x.abs() <= 0.005 && d.y.abs() <= 0.005 && d.z.abs() <= 0.005,
+                "{d:?}"
+            );
             let dv = view.state.velocity - p.state.velocity;
             assert!(dv.length() <= 0.01, "{dv:?}");
             assert_eq!(view.state.yaw, p.state.yaw);
@@ -200,7 +217,10 @@ mod tests {
         let mut writer = SnapshotWriter::default();
         let body = writer.write(&world).to_vec();
         let mut reader = SnapshotReader::default();
-        assert_eq!(reader.read(&body[..body.len() - 1]), Err(SnapshotError::Truncated));
+        assert_eq!(
+            reader.read(&body[..body.len() - 1]),
+            Err(SnapshotError::Truncated)
+        );
         let mut padded = body.clone();
         padded.push(0);
         assert_eq!(reader.read(&padded), Err(SnapshotError::TrailingBytes));

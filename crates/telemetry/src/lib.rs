@@ -103,8 +103,12 @@ impl Phase {
     /// Number of phases.
     pub const COUNT: usize = 4;
     /// All phases, in frame order.
-    pub const ALL: [Phase; Phase::COUNT] =
-        [Phase::Receive, Phase::Simulate, Phase::Replicate, Phase::Send];
+    pub const ALL: [Phase; Phase::COUNT] = [
+        Phase::Receive,
+        Phase::Simulate,
+        Phase::Replicate,
+        Phase::Send,
+    ];
 
     /// The report key of this phase.
     pub const fn name(self) -> &'static str {

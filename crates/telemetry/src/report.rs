@@ -302,10 +302,18 @@ mod tests {
             assert!(v.get(key).is_some(), "missing {key}");
         }
         for c in Category::ALL {
-            assert!(v["categories_ms"].get(c.name()).is_some(), "missing {}", c.name());
+            assert!(
+                v["categories_ms"].get(c.name()).is_some(),
+                "missing {}",
+                c.name()
+            );
         }
         for p in Phase::ALL {
-            assert!(v["phases_ms"].get(p.name()).is_some(), "missing {}", p.name());
+            assert!(
+                v["phases_ms"].get(p.name()).is_some(),
+                "missing {}",
+                p.name()
+            );
         }
         for k in ["expected", "on_time", "late", "skipped", "hitches"] {
             assert!(v["ticks"].get(k).is_some());

@@ -112,7 +112,10 @@ impl Scopes {
     pub fn scope(&self, category: Category) -> ScopeGuard<'_> {
         if self.depth.get() == 0 {
             // Outside a frame (a test, a tool stepping a world offline): nothing to charge.
-            return ScopeGuard { scopes: self, active: false };
+            return ScopeGuard {
+                scopes: self,
+                active: false,
+            };
         }
         let now = self.now();
         self.charge(now);
@@ -124,7 +127,10 @@ impl Scopes {
         let mut record = self.record.get();
         record.entered |= 1 << category.index();
         self.record.set(record);
-        ScopeGuard { scopes: self, active: true }
+        ScopeGuard {
+            scopes: self,
+            active: true,
+        }
     }
 
     /// Moves the frame into `phase`; the time since the last phase change goes to the old one.
@@ -296,7 +302,9 @@ pub(crate) mod tests {
     fn deep_nesting_is_bounded() {
         let s = Scopes::new(fake_now);
         s.begin_frame();
-        let guards: Vec<_> = (0..MAX_DEPTH + 4).map(|_| s.scope(Category::Physics)).collect();
+        let guards: Vec<_> = (0..MAX_DEPTH + 4)
+            .map(|_| s.scope(Category::Physics))
+            .collect();
         advance(9);
         drop(guards);
         let r = s.end_frame();

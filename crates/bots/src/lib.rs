@@ -1,0 +1,431 @@
+//! Headless clients that play a match and measure the server from outside, as the Quake
+//! paper's benchmark did: many bots multiplexed in one process, one input per tick each,
+//! response rate and response time measured where a player would feel them.
+//!
+//! What it does: connects K bots to each of M matches over real UDP, drives them from one
+//! thread ([`run`]), and reports what they measured ([`BotsReport`]).
+//!
+//! What it does not do: decide the server's figures. It reports its own CPU use and
+//! whether it kept its own tick, so a report can say when the bots were the bottleneck.
+
+pub mod behaviour;
+
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use tickforge_io::udp::{wait_readable, SocketOptions, UdpSocket};
+use tickforge_io::{cpu, time};
+use tickforge_proto::msg::{ClientMsg, ServerMsg};
+use tickforge_proto::transport::{Client, ClientEvent, TransportConfig};
+use tickforge_proto::{MatchId, MAX_PACKET_BYTES};
+use tickforge_replication::{cmd, SnapshotReader};
+use tickforge_telemetry::report::{BotsReport, Clients, ResponseTimeMs, ServerDelayMs};
+use tickforge_telemetry::DurationHistogram;
+
+use behaviour::Wander;
+
+/// How the bots run.
+#[derive(Clone, Debug)]
+pub struct BotsConfig {
+    /// The server's game address.
+    pub server: SocketAddr,
+    /// Matches to join, ids 1..=matches.
+    pub matches: u32,
+    /// Bots per match.
+    pub bots_per_match: u32,
+    /// Inputs per second per bot; the server's tick rate.
+    pub tick_hz: u32,
+    /// Time before the measured window.
+    pub warmup: Duration,
+    /// Length of the measured window; the bots stop after it.
+    pub duration: Duration,
+    /// Core to pin the bot thread to.
+    pub core: Option<usize>,
+    /// Seeds the bots' behaviour.
+    pub seed: u64,
+    /// Transport identity and timing.
+    pub transport: TransportConfig,
+    /// Interval between pings per bot.
+    pub ping_every: Duration,
+}
+
+impl Default for BotsConfig {
+    fn default() -> Self {
+        BotsConfig {
+            server: SocketAddr::from(([127, 0, 0, 1], 40000)),
+            matches: 1,
+            bots_per_match: 10,
+            tick_hz: 128,
+            warmup: Duration::from_secs(1),
+            duration: Duration::from_secs(5),
+            core: None,
+            seed: 1,
+            transport: TransportConfig::default(),
+            ping_every: Duration::from_millis(100),
+        }
+    }
+}
+
+/// Once a second while running: what the bots see so far.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Progress {
+    /// Seconds since start.
+    pub elapsed_s: f64,
+    /// Seconds the run takes in all.
+    pub total_s: f64,
+    /// Bots connected now.
+    pub connected: usize,
+    /// Bots in all.
+    pub bots: usize,
+    /// Snapshots per second per bot over the last second.
+    pub rate_hz: f64,
+}
+
+/// Bots send in this many groups spread evenly over each tick, as real clients are not in
+/// step with the server or with each other: bot `i` sends at `i mod PHASE_GROUPS` eighths of
+/// a tick. Response time then shows the server's wait for its next tick as players feel
+/// it, not one arbitrary phase between two processes.
+const PHASE_GROUPS: u64 = 8;
+
+/// Inputs sent, remembered until a snapshot reflects them: a power of two, enough for
+/// two seconds at 128 Hz.
+const SENT_RING: usize = 256;
+
+#[derive(Default)]
+struct BotMetrics {
+    snapshots: u64,
+    bytes_down: u64,
+    bytes_up: u64,
+    response: DurationHistogram,
+    server_delay: DurationHistogram,
+    ping: DurationHistogram,
+}
+
+struct Bot {
+    /// The run's start: pings carry their send time relative to it.
+    epoch: Instant,
+    socket: UdpSocket,
+    transport: Client,
+    behaviour: Wander,
+    seq: u32,
+    sent_at: [(u32, Option<Instant>); SENT_RING],
+    input_ack: u32,
+    last_rtt: Option<Duration>,
+    next_ping: Instant,
+    ping_id: u32,
+    reader: SnapshotReader,
+    metrics: BotMetrics,
+    snapshots_total: u64,
+}
+
+/// Per-run buffers shared by all bots (one thread drives them all).
+struct Scratch {
+    recv: Vec<u8>,
+    payload: Vec<u8>,
+    frame: Vec<u8>,
+}
+
+/// Connects the bots, runs them for warm-up plus the measured window, and reports.
+///
+/// `progress` is called about once a second.
+pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<BotsReport> {
+    if let Some(core) = config.core {
+        cpu::pin_current_thread(core).with_context(|| format!("pinning bots to core {core}"))?;
+    }
+    time::tighten_timer_slack();
+    let start = time::now();
+    let bind: SocketAddr = if config.server.is_ipv4() {
+        SocketAddr::from(([127, 0, 0, 1], 0))
+    } else {
+        "[::1]:0".parse().expect("constant address")
+    };
+    let total = (config.matches * config.bots_per_match) as usize;
+    let mut bots = Vec::with_capacity(total);
+    for m in 0..config.matches {
+        for b in 0..config.bots_per_match {
+            let i = u64::from(m * config.bots_per_match + b);
+            let options = SocketOptions {
+                recv_buffer_bytes: Some(256 << 10),
+                send_buffer_bytes: None,
+            };
+            let socket = UdpSocket::bind(bind, options).context("binding a bot socket")?;
+            let salt = session_salt(config.seed, i);
+            bots.push(Bot {
+                epoch: start,
+                socket,
+                transport: Client::new(config.transport, MatchId(m + 1), salt, start),
+                behaviour: Wander::new(config.seed.wrapping_mul(1_000_003).wrapping_add(i)),
+                seq: 0,
+                sent_at: [(0, None); SENT_RING],
+                input_ack: 0,
+                last_rtt: None,
+                next_ping: start,
+                ping_id: 0,
+                reader: SnapshotReader::with_capacity(config.bots_per_match as usize),
+                metrics: BotMetrics::default(),
+                snapshots_total: 0,
+            });
+        }
+    }
+    let mut fds: Vec<libc::pollfd> = bots
+        .iter()
+        .map(|b| libc::pollfd {
+            fd: b.socket.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let mut scratch = Scratch {
+        recv: vec![0; tickforge_io::udp::SLOT_BYTES],
+        payload: Vec::with_capacity(MAX_PACKET_BYTES),
+        frame: Vec::with_capacity(MAX_PACKET_BYTES),
+    };
+
+    let period_ns = 1_000_000_000 / u64::from(config.tick_hz);
+    let period = Duration::from_nanos(period_ns);
+    let window_start = start + config.warmup;
+    let window_end = window_start + config.duration;
+    let total_s = (config.warmup + config.duration).as_secs_f64();
+    let mut wake_late = DurationHistogram::new();
+    let mut late_ticks = 0u64;
+    let mut window_ticks = 0u64;
+    let mut cpu_start = None;
+    let mut tick: u64 = 0;
+    let mut group: u64 = 0;
+    let mut next_progress = start + Duration::from_secs(1);
+    let mut snapshots_at_progress = 0u64;
+
+    loop {
+        let now = time::now();
+        if now >= window_end {
+            break;
+        }
+        // Absolute deadlines, so no drift builds up: start + tick × period, plus the
+        // group's share of the period.
+        let deadline =
+            start + Duration::from_nanos(period_ns * tick + period_ns * group / PHASE_GROUPS);
+        if now < deadline {
+            wait_readable(&mut fds, deadline - now).context("waiting for datagrams")?;
+            let now = time::now();
+            let in_window = now >= window_start;
+            for (bot, fd) in bots.iter_mut().zip(&fds) {
+                if fd.revents != 0 {
+                    bot.receive(now, in_window, &mut scratch);
+                }
+            }
+            continue;
+        }
+        // A send deadline: every bot of this phase group sends its input for this tick.
+        let in_window = deadline >= window_start;
+        if in_window {
+            if cpu_start.is_none() {
+                cpu_start = Some(cpu::process_cpu_time());
+            }
+            window_ticks += 1;
+            let late = now - deadline;
+            wake_late.record_ns(late.as_nanos() as u64);
+            if late > period {
+                late_ticks += 1;
+            }
+        }
+        for bot in bots
+            .iter_mut()
+            .skip(group as usize)
+            .step_by(PHASE_GROUPS as usize)
+        {
+            bot.tick(now, config, in_window, &mut scratch);
+        }
+        group += 1;
+        if group == PHASE_GROUPS {
+            group = 0;
+            tick += 1;
+        }
+        if now >= next_progress {
+            let snapshots: u64 = bots.iter().map(|b| b.snapshots_total).sum();
+            progress(Progress {
+                elapsed_s: (now - start).as_secs_f64(),
+                total_s,
+                connected: bots.iter().filter(|b| b.transport.is_connected()).count(),
+                bots: total,
+                rate_hz: (snapshots - snapshots_at_progress) as f64 / total.max(1) as f64,
+            });
+            snapshots_at_progress = snapshots;
+            next_progress += Duration::from_secs(1);
+        }
+    }
+    let cpu_end = cpu::process_cpu_time();
+    let window_s = config.duration.as_secs_f64();
+    let connected = bots.iter().filter(|b| b.transport.is_connected()).count() as u64;
+
+    for bot in &mut bots {
+        bot.transport.disconnect();
+        while bot.transport.poll_transmit(time::now(), &mut scratch.frame) {
+            // Best effort: the server times the bot out if these are lost.
+            let _ = bot.socket.send_to(&scratch.frame, config.server);
+        }
+    }
+
+    let mut response = DurationHistogram::new();
+    let mut delay = DurationHistogram::new();
+    let mut ping = DurationHistogram::new();
+    for b in &bots {
+        response.merge(&b.metrics.response);
+        delay.merge(&b.metrics.server_delay);
+        ping.merge(&b.metrics.ping);
+    }
+    let n = bots.len().max(1) as f64;
+    let rates: Vec<f64> = bots
+        .iter()
+        .map(|b| b.metrics.snapshots as f64 / window_s)
+        .collect();
+    let cpu_util = cpu_start.map(|a| (cpu_end - a).as_secs_f64() / window_s);
+    let saturated = cpu_util.is_some_and(|u| u > 0.9) || late_ticks * 100 > window_ticks;
+    Ok(BotsReport {
+        clients: Clients {
+            response_rate_hz: Some(rates.iter().sum::<f64>() / n),
+            response_time_ms: ResponseTimeMs {
+                p50: response.quantile_ms(0.5),
+                p99: response.quantile_ms(0.99),
+                max: response.quantile_ms(1.0),
+            },
+            server_delay_ms: ServerDelayMs {
+                p50: delay.quantile_ms(0.5),
+                p99: delay.quantile_ms(0.99),
+            },
+            down_bytes_per_s: Some(
+                bots.iter().map(|b| b.metrics.bytes_down).sum::<u64>() as f64 / n / window_s,
+            ),
+            up_bytes_per_s: Some(
+                bots.iter().map(|b| b.metrics.bytes_up).sum::<u64>() as f64 / n / window_s,
+            ),
+            ping_rtt_ms: ResponseTimeMs {
+                p50: ping.quantile_ms(0.5),
+                p99: ping.quantile_ms(0.99),
+                max: ping.quantile_ms(1.0),
+            },
+            bots: bots.len() as u64,
+            connected,
+            min_response_rate_hz: rates.iter().copied().reduce(f64::min),
+        },
+        cpu_util,
+        saturated,
+        wake_late_ms: wake_late.percentiles(),
+    })
+}
+
+/// A per-session salt: differs between runs and between bots of one run.
+fn session_salt(seed: u64, bot: u64) -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut r =
+        behaviour::Rng::new(seed ^ t ^ (u64::from(std::process::id()) << 32) ^ bot.rotate_left(17));
+    r.next_u64()
+}
+
+impl Bot {
+    fn receive(&mut self, now: Instant, in_window: bool, s: &mut Scratch) {
+        loop {
+            let (len, _from) = match self.socket.recv_from(&mut s.recv) {
+                Ok(Some(v)) => v,
+                Ok(None) => return,
+                Err(_) => continue,
+            };
+            if in_window {
+                self.metrics.bytes_down += len as u64;
+            }
+            let Some(ClientEvent::Payload(p)) = self.transport.handle_datagram(now, &s.recv[..len])
+            else {
+                continue;
+            };
+            match ServerMsg::decode(p) {
+                Ok(ServerMsg::Snapshot {
+                    input_ack, body, ..
+                }) => {
+                    self.snapshots_total += 1;
+                    if self.reader.read(body).is_err() {
+                        continue;
+                    }
+                    if in_window {
+                        self.metrics.snapshots += 1;
+                    }
+                    // Every input this snapshot is the first to reflect.
+                    while self.input_ack < input_ack {
+                        self.input_ack += 1;
+                        let (seq, at) = self.sent_at[self.input_ack as usize % SENT_RING];
+                        if let (true, Some(at), true) = (seq == self.input_ack, at, in_window) {
+                            let rt = now - at;
+                            self.metrics.response.record_ns(rt.as_nanos() as u64);
+                            if let Some(rtt) = self.last_rtt {
+                                self.metrics
+                                    .server_delay
+                                    .record_ns(rt.saturating_sub(rtt).as_nanos() as u64);
+                            }
+                        }
+                    }
+                }
+                Ok(ServerMsg::Pong { echo, .. }) => {
+                    // The echo is the send time in nanoseconds since this run's epoch.
+                    let Some(sent) = self.epoch.checked_add(Duration::from_nanos(echo)) else {
+                        continue;
+                    };
+                    let Some(rtt) = now.checked_duration_since(sent) else {
+                        continue;
+                    };
+                    self.last_rtt = Some(rtt);
+                    if in_window {
+                        self.metrics.ping.record_ns(rtt.as_nanos() as u64);
+                    }
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
+    fn tick(&mut self, now: Instant, config: &BotsConfig, in_window: bool, s: &mut Scratch) {
+        let server = config.server;
+        if let Some(_reason) = self.transport.handle_timeout(now) {
+            return;
+        }
+        if self.transport.is_connected() {
+            let c = self.behaviour.next_cmd(config.tick_hz);
+            self.seq += 1;
+            s.payload.clear();
+            ClientMsg::Input {
+                seq: self.seq,
+                cmd: &cmd::to_bytes(&c),
+            }
+            .encode(&mut s.payload);
+            if self.transport.send_payload(now, &s.payload, &mut s.frame) {
+                self.send(&s.frame, server, in_window);
+                self.sent_at[self.seq as usize % SENT_RING] = (self.seq, Some(now));
+            }
+            if now >= self.next_ping {
+                self.next_ping = now + config.ping_every;
+                self.ping_id += 1;
+                s.payload.clear();
+                let echo = now.saturating_duration_since(self.epoch).as_nanos() as u64;
+                ClientMsg::Ping {
+                    id: self.ping_id,
+                    echo,
+                }
+                .encode(&mut s.payload);
+                if self.transport.send_payload(now, &s.payload, &mut s.frame) {
+                    self.send(&s.frame, server, in_window);
+                }
+            }
+        }
+        while self.transport.poll_transmit(now, &mut s.frame) {
+            self.send(&s.frame, server, in_window);
+        }
+    }
+
+    fn send(&mut self, bytes: &[u8], to: SocketAddr, in_window: bool) {
+        // A refused send is a lost datagram; the protocol copes with loss.
+        if self.socket.send_to(bytes, to).is_ok() && in_window {
+            self.metrics.bytes_up += bytes.len() as u64;
+        }
+    }
+}

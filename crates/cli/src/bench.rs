@@ -1,0 +1,352 @@
+//! `tickforge bench`: a server and its bots as separate processes on 127.0.0.1, pinned to
+//! different cores where the host has them, merged into one report.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use tickforge_telemetry::report::{BotsReport, GamesPerCore, Host, Report, ServerReport};
+use tickforge_telemetry::{budget_ms, TARGET_GAMES_PER_CORE};
+
+use crate::summary;
+
+/// The bench scenarios (DESIGN.md, "Scenarios").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Scenario {
+    /// 1 match × 10 bots for a few seconds.
+    Smoke,
+    /// M matches × 10 bots on one worker core (set M with --matches; default 10).
+    ManyMatches,
+}
+
+impl Scenario {
+    fn name(self) -> &'static str {
+        match self {
+            Scenario::Smoke => "smoke",
+            Scenario::ManyMatches => "many-matches",
+        }
+    }
+
+    /// Matches, players per match, warm-up and measured seconds.
+    fn defaults(self) -> (u32, u32, f64, f64) {
+        match self {
+            Scenario::Smoke => (1, 10, 1.0, 5.0),
+            Scenario::ManyMatches => (10, 10, 2.0, 10.0),
+        }
+    }
+}
+
+/// Flags of `bench`.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// What to run.
+    #[arg(long, value_enum, default_value_t = Scenario::Smoke)]
+    pub scenario: Scenario,
+    /// Matches [default: the scenario's].
+    #[arg(long, value_name = "N")]
+    pub matches: Option<u32>,
+    /// Players (bots) per match [default: the scenario's].
+    #[arg(long, value_name = "N")]
+    pub players: Option<u32>,
+    /// Ticks per second.
+    #[arg(long, value_name = "HZ", default_value_t = 128)]
+    pub tick_hz: u32,
+    /// Seconds excluded before measuring [default: the scenario's].
+    #[arg(long, value_name = "S")]
+    pub warmup_s: Option<f64>,
+    /// Seconds measured [default: the scenario's].
+    #[arg(long, value_name = "S")]
+    pub duration_s: Option<f64>,
+    /// Write the full report to FILE as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+pub fn run(args: BenchArgs) -> Result<()> {
+    let (d_matches, d_players, d_warmup, d_duration) = args.scenario.defaults();
+    let matches = args.matches.unwrap_or(d_matches);
+    let players = args.players.unwrap_or(d_players);
+    let warmup_s = args.warmup_s.unwrap_or(d_warmup);
+    let duration_s = args.duration_s.unwrap_or(d_duration);
+    if !(duration_s.is_finite() && duration_s > 0.0 && warmup_s.is_finite() && warmup_s >= 0.0) {
+        bail!("--duration-s must be more than 0 and --warmup-s 0 or more");
+    }
+
+    let cores = tickforge_io::cpu::allowed_cores();
+    let (server_core, bots_core) = match cores.as_slice() {
+        [a, b, ..] => (Some(*a), Some(*b)),
+        _ => (None, None),
+    };
+    let dir = scratch_dir()?;
+    let result = run_in(
+        &args,
+        &dir,
+        matches,
+        players,
+        warmup_s,
+        duration_s,
+        server_core,
+        bots_core,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut report = result?;
+    report.host = Host {
+        cpus: cores.len() as u32,
+        server_core: server_core.map(|c| c as u32),
+        bots_core: bots_core.map(|c| c as u32),
+    };
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    print!("{}", summary::bench(&report));
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_in(
+    args: &BenchArgs,
+    dir: &Path,
+    matches: u32,
+    players: u32,
+    warmup_s: f64,
+    duration_s: f64,
+    server_core: Option<usize>,
+    bots_core: Option<usize>,
+) -> Result<Report> {
+    let exe = std::env::current_exe().context("finding the tickforge binary")?;
+    let server_report = dir.join("server.json");
+    let bots_report = dir.join("bots.json");
+    let server_log = dir.join("server.log");
+    let bots_log = dir.join("bots.log");
+
+    let mut server_cmd = Command::new(&exe);
+    server_cmd
+        .args([
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--quiet",
+            "--linger-s",
+            "30",
+        ])
+        .args([
+            "--matches",
+            &matches.to_string(),
+            "--players-per-match",
+            &players.to_string(),
+        ])
+        .args(["--tick-hz", &args.tick_hz.to_string()])
+        .args([
+            "--warmup-s",
+            &warmup_s.to_string(),
+            "--duration-s",
+            &duration_s.to_string(),
+        ])
+        .arg("--report")
+        .arg(&server_report);
+    if let Some(c) = server_core {
+        server_cmd.args(["--core", &c.to_string()]);
+    }
+    let mut server = Guard(
+        server_cmd
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&server_log)?)
+            .spawn()
+            .context("starting the server")?,
+    );
+    let mut lines = BufReader::new(server.0.stdout.take().expect("piped stdout")).lines();
+    let addr = match lines.next() {
+        Some(Ok(line)) if line.starts_with("listening ") => line["listening ".len()..].to_string(),
+        _ => bail!("the server did not start: {}", read_log(&server_log)),
+    };
+
+    let mut bots_cmd = Command::new(&exe);
+    bots_cmd
+        .args(["bots", "--server", &addr, "--progress-lines"])
+        .args([
+            "--matches",
+            &matches.to_string(),
+            "--bots-per-match",
+            &players.to_string(),
+        ])
+        .args(["--tick-hz", &args.tick_hz.to_string()])
+        .args([
+            "--warmup-s",
+            &warmup_s.to_string(),
+            "--duration-s",
+            &duration_s.to_string(),
+        ])
+        .arg("--report")
+        .arg(&bots_report);
+    if let Some(c) = bots_core {
+        bots_cmd.args(["--core", &c.to_string()]);
+    }
+    let mut bots = Guard(
+        bots_cmd
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&bots_log)?)
+            .spawn()
+            .context("starting the bots")?,
+    );
+
+    let total = warmup_s + duration_s;
+    let bar = if args.quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new((total * 10.0) as u64)
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {prefix} {bar:30} {elapsed}/{msg}")
+            .expect("constant template"),
+    );
+    bar.set_prefix(format!("{} {}×{}", args.scenario.name(), matches, players));
+    bar.set_message(format!("{total:.0}s starting"));
+    let progress = BufReader::new(bots.0.stdout.take().expect("piped stdout"));
+    for line in progress.lines() {
+        let line = line.context("reading bot progress")?;
+        if let Some(p) = parse_progress(&line) {
+            bar.set_position((p.0 * 10.0) as u64);
+            bar.set_message(format!(
+                "{total:.0}s  {}/{} connected  {:.1} snapshots/s each",
+                p.1, p.2, p.3
+            ));
+        }
+    }
+    let status = bots.0.wait().context("waiting for the bots")?;
+    bar.finish_and_clear();
+    if !status.success() {
+        bail!("the bots failed ({status}): {}", read_log(&bots_log));
+    }
+    server.terminate(Duration::from_secs(10))?;
+    if !server_report.exists() {
+        bail!("the server wrote no report: {}", read_log(&server_log));
+    }
+    let s: ServerReport = serde_json::from_str(&std::fs::read_to_string(&server_report)?)
+        .context("reading the server's report")?;
+    let b: BotsReport = serde_json::from_str(&std::fs::read_to_string(&bots_report)?)
+        .context("reading the bots' report")?;
+    Ok(merge(args.scenario.name(), s, b, warmup_s))
+}
+
+/// The bench report from the two halves.
+fn merge(scenario: &str, s: ServerReport, b: BotsReport, warmup_s: f64) -> Report {
+    Report {
+        scenario: scenario.to_string(),
+        tick_hz: s.tick_hz,
+        matches: s.matches,
+        players_per_match: s.players_per_match,
+        duration_s: s.duration_s,
+        warmup_s,
+        budget_ms: budget_ms(s.tick_hz, TARGET_GAMES_PER_CORE),
+        match_frame_ms: s.match_frame_ms,
+        worker_frame_ms: s.worker_frame_ms,
+        categories_ms: s.categories_ms,
+        phases_ms: s.phases_ms,
+        ticks: s.ticks,
+        // Measured games per core needs a sweep over match counts (many-matches --sweep).
+        games_per_core: GamesPerCore {
+            measured: None,
+            projected: s.projected_games_per_core,
+        },
+        io_floor_ms: None,
+        clients: b.clients.clone(),
+        server_cpu_util: s.cpu_util,
+        bots_cpu_util: b.cpu_util,
+        bots_saturated: Some(b.saturated),
+        server: s,
+        bots: b,
+        host: Host::default(),
+    }
+}
+
+/// Parses `progress elapsed_s=.. total_s=.. connected=.. bots=.. rate_hz=..`.
+fn parse_progress(line: &str) -> Option<(f64, u64, u64, f64)> {
+    let rest = line.strip_prefix("progress ")?;
+    let mut elapsed = None;
+    let mut connected = None;
+    let mut bots = None;
+    let mut rate = None;
+    for kv in rest.split_whitespace() {
+        let (k, v) = kv.split_once('=')?;
+        match k {
+            "elapsed_s" => elapsed = v.parse().ok(),
+            "connected" => connected = v.parse().ok(),
+            "bots" => bots = v.parse().ok(),
+            "rate_hz" => rate = v.parse().ok(),
+            _ => {}
+        }
+    }
+    Some((elapsed?, connected?, bots?, rate?))
+}
+
+fn scratch_dir() -> Result<PathBuf> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let dir = std::env::temp_dir().join(format!("tickforge-bench-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+fn read_log(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// A child process that is killed if the bench leaves early.
+struct Guard(Child);
+
+impl Guard {
+    /// Asks the child to stop (SIGTERM) and waits up to `grace` before killing it.
+    fn terminate(&mut self, grace: Duration) -> Result<()> {
+        // SAFETY: kill with a pid we spawned and still own (not yet reaped).
+        unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + grace;
+        loop {
+            if let Some(status) = self.0.try_wait()? {
+                if !status.success() {
+                    bail!("the server exited with {status}");
+                }
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                let _ = self.0.kill();
+                bail!("the server did not stop within {grace:?} of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_lines_parse() {
+        let p =
+            parse_progress("progress elapsed_s=2.0 total_s=6.0 connected=9 bots=10 rate_hz=127.5");
+        assert_eq!(p, Some((2.0, 9, 10, 127.5)));
+        assert_eq!(parse_progress("listening 127.0.0.1:1"), None);
+        assert_eq!(parse_progress("progress elapsed_s=x"), None);
+    }
+}

@@ -1,0 +1,132 @@
+//! `tickforge bots`: connect bots to a server and measure it.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use tickforge_bots::{BotsConfig, Progress};
+use tickforge_proto::transport::TransportConfig;
+
+use crate::summary;
+
+/// Flags of `bots`.
+#[derive(Args, Debug)]
+pub struct BotsArgs {
+    /// The server's game address.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:40000")]
+    pub server: SocketAddr,
+    /// Matches to join, ids 1..=N.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub matches: u32,
+    /// Bots per match.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub bots_per_match: u32,
+    /// Inputs per second per bot (the server's tick rate).
+    #[arg(long, value_name = "HZ", default_value_t = 128)]
+    pub tick_hz: u32,
+    /// Seconds before the measured window.
+    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    pub warmup_s: f64,
+    /// Seconds measured; the bots leave after it.
+    #[arg(long, value_name = "S", default_value_t = 5.0)]
+    pub duration_s: f64,
+    /// CPU to pin the bot thread to [default: not pinned].
+    #[arg(long, value_name = "CPU")]
+    pub core: Option<usize>,
+    /// Seeds the bots' behaviour.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Protocol id [default: 8388345093885489767].
+    #[arg(long, value_name = "ID")]
+    pub protocol_id: Option<u64>,
+    /// Write the report to FILE as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Print the report as JSON on standard output instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Report progress as `progress …` lines on standard output instead of a bar.
+    #[arg(long)]
+    pub progress_lines: bool,
+}
+
+pub fn run(args: BotsArgs) -> Result<()> {
+    if !(1..=1000).contains(&args.tick_hz) {
+        bail!(
+            "--tick-hz: expected an integer from 1 to 1000, got {}",
+            args.tick_hz
+        );
+    }
+    if !(args.duration_s.is_finite() && args.duration_s > 0.0) {
+        bail!(
+            "--duration-s: expected seconds, more than 0, got {}",
+            args.duration_s
+        );
+    }
+    if !(args.warmup_s.is_finite() && args.warmup_s >= 0.0) {
+        bail!(
+            "--warmup-s: expected seconds, 0 or more, got {}",
+            args.warmup_s
+        );
+    }
+    if args.matches == 0 || args.bots_per_match == 0 || args.matches * args.bots_per_match > 4096 {
+        bail!("--matches × --bots-per-match: expected 1 to 4096 bots in all");
+    }
+    let defaults = TransportConfig::default();
+    let config = BotsConfig {
+        server: args.server,
+        matches: args.matches,
+        bots_per_match: args.bots_per_match,
+        tick_hz: args.tick_hz,
+        warmup: Duration::from_secs_f64(args.warmup_s),
+        duration: Duration::from_secs_f64(args.duration_s),
+        core: args.core,
+        seed: args.seed,
+        transport: TransportConfig {
+            protocol_id: args.protocol_id.unwrap_or(defaults.protocol_id),
+            ..defaults
+        },
+        ..BotsConfig::default()
+    };
+    let total_s = args.warmup_s + args.duration_s;
+    let bar = (!args.progress_lines).then(|| {
+        let bar = ProgressBar::new((total_s * 10.0) as u64);
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} bots {bar:30} {msg}")
+                .expect("constant template"),
+        );
+        bar
+    });
+    let report = tickforge_bots::run(&config, |p: Progress| {
+        if let Some(bar) = &bar {
+            bar.set_position((p.elapsed_s * 10.0) as u64);
+            bar.set_message(format!(
+                "{}/{} connected, {:.1} snapshots/s each",
+                p.connected, p.bots, p.rate_hz
+            ));
+        } else {
+            println!(
+                "progress elapsed_s={:.1} total_s={:.1} connected={} bots={} rate_hz={:.1}",
+                p.elapsed_s, p.total_s, p.connected, p.bots, p.rate_hz
+            );
+            std::io::stdout().flush().ok();
+        }
+    })?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    if let Some(path) = &args.report {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if !args.progress_lines {
+        print!("{}", summary::bots(&report));
+    }
+    Ok(())
+}

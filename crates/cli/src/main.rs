@@ -1,0 +1,39 @@
+//! `tickforge`: host 128-tick matches, drive bots against them, and measure both.
+
+mod bench;
+mod bots_cmd;
+mod serve;
+mod summary;
+
+use clap::{Parser, Subcommand};
+
+/// Host many 128-tick shooter matches per core, load-test them with bots, and measure it.
+#[derive(Parser)]
+#[command(name = "tickforge", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Host matches of the reference shooter on a UDP port.
+    Serve(serve::ServeArgs),
+    /// Connect bots to a running server and measure it from the client side.
+    Bots(bots_cmd::BotsArgs),
+    /// Run a scenario: a server and its bots as separate processes on 127.0.0.1.
+    Bench(bench::BenchArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => serve::run(args),
+        Command::Bots(args) => bots_cmd::run(args),
+        Command::Bench(args) => bench::run(args),
+    };
+    if let Err(e) = result {
+        eprintln!("tickforge: {e:#}");
+        std::process::exit(2);
+    }
+}

@@ -1,0 +1,145 @@
+//! `tickforge serve`: host matches until stopped.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use tickforge_server::{ConfigFile, Worker};
+
+use crate::summary;
+
+/// Flags of `serve`. Each has the same key in the TOML config file (with `_` for `-`);
+/// a flag given on the command line wins over the file.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// TOML config file with any of the keys below.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address of the game socket [default: 127.0.0.1:40000]; port 0 picks a free one.
+    #[arg(long, value_name = "ADDR")]
+    pub bind: Option<String>,
+    /// Matches hosted, with ids 1..=N [default: 1].
+    #[arg(long, value_name = "N")]
+    pub matches: Option<u32>,
+    /// Player slots per match [default: 10].
+    #[arg(long, value_name = "N")]
+    pub players_per_match: Option<u32>,
+    /// Ticks per second of every match [default: 128].
+    #[arg(long, value_name = "HZ")]
+    pub tick_hz: Option<u32>,
+    /// Microseconds before a deadline the worker stops sleeping and spins [default: 100].
+    #[arg(long, value_name = "US")]
+    pub spin_us: Option<u64>,
+    /// Seconds after start excluded from the figures [default: 0].
+    #[arg(long, value_name = "S")]
+    pub warmup_s: Option<f64>,
+    /// Seconds measured after the warm-up [default: until stopped].
+    #[arg(long, value_name = "S")]
+    pub duration_s: Option<f64>,
+    /// CPU to pin the worker to [default: not pinned].
+    #[arg(long, value_name = "CPU")]
+    pub core: Option<usize>,
+    /// Protocol id; clients with another are ignored [default: 8388345093885489767].
+    #[arg(long, value_name = "ID")]
+    pub protocol_id: Option<u64>,
+    /// Milliseconds of silence before a connection is closed [default: 5000].
+    #[arg(long, value_name = "MS")]
+    pub timeout_ms: Option<u64>,
+    /// With --duration-s: keep serving this many seconds after the window, then exit
+    /// [default: 0]. SIGINT or SIGTERM stops the server at any time.
+    #[arg(long, value_name = "S", default_value_t = 0.0)]
+    pub linger_s: f64,
+    /// Write the report of the measured window to FILE as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Print the report as JSON on standard output instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+    /// No status lines while running.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl ServeArgs {
+    fn flags(&self) -> ConfigFile {
+        ConfigFile {
+            bind: self.bind.clone(),
+            matches: self.matches,
+            players_per_match: self.players_per_match,
+            tick_hz: self.tick_hz,
+            spin_us: self.spin_us,
+            warmup_s: self.warmup_s,
+            duration_s: self.duration_s,
+            core: self.core,
+            protocol_id: self.protocol_id,
+            timeout_ms: self.timeout_ms,
+        }
+    }
+}
+
+pub fn run(args: ServeArgs) -> Result<()> {
+    let file = match &args.config {
+        Some(path) => ConfigFile::load(path)?,
+        None => ConfigFile::default(),
+    };
+    let config = file.overlay(args.flags()).resolve()?;
+    if !(args.linger_s.is_finite() && args.linger_s >= 0.0) {
+        anyhow::bail!(
+            "--linger-s: expected seconds, 0 or more, got {}",
+            args.linger_s
+        );
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))
+            .context("installing signal handlers")?;
+    }
+    let mut worker = Worker::new(config.clone())?;
+    let addr = worker.local_addr();
+    // The first line on standard output is the bound address (`bench` reads it); with
+    // --json, standard output carries the report alone, so the line goes to stderr.
+    if args.json {
+        eprintln!("listening {addr}");
+    } else {
+        println!("listening {addr}");
+        std::io::stdout().flush().ok();
+    }
+    eprintln!(
+        "tickforge serve: {} match(es) × {} players at {} Hz on {addr}, core {}",
+        config.matches,
+        config.players_per_match,
+        config.tick_hz,
+        config
+            .core
+            .map_or("unpinned".to_string(), |c| c.to_string()),
+    );
+    let quiet = args.quiet;
+    let linger = config
+        .duration
+        .map(|_| Duration::from_secs_f64(args.linger_s));
+    let report = worker.run(&stop, linger, &mut |s| {
+        if !quiet && s.elapsed.as_secs() % 5 == 0 {
+            eprintln!(
+                "  {:>5.0} s  {} connected  {} ticks run  {} late",
+                s.elapsed.as_secs_f64(),
+                s.connected,
+                s.ticks_run,
+                s.late
+            );
+        }
+    });
+    if let Some(path) = &args.report {
+        let json = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", summary::server(&report));
+    }
+    Ok(())
+}

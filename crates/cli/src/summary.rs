@@ -1,0 +1,145 @@
+//! Short human summaries of reports.
+
+use std::fmt::Write;
+
+use tickforge_telemetry::report::{BotsReport, Clients, Percentiles, Report, ServerReport, Ticks};
+use tickforge_telemetry::Category;
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or("n/a".into(), |v| format!("{v:.3} ms"))
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or("n/a".into(), |v| format!("{:.0}%", v * 100.0))
+}
+
+fn frame_line(out: &mut String, name: &str, p: &Option<Percentiles>) {
+    match p {
+        Some(p) => writeln!(
+            out,
+            "  {name:<13} p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms  mean {:.3} ms",
+            p.p50, p.p99, p.max, p.mean
+        ),
+        None => writeln!(out, "  {name:<13} n/a (no ticks in the window)"),
+    }
+    .expect("writing to a String");
+}
+
+fn ticks_line(out: &mut String, t: &Ticks) {
+    let _ = writeln!(
+        out,
+        "  ticks         {}/{} on time, {} late, {} skipped, {} hitches",
+        t.on_time, t.expected, t.late, t.skipped, t.hitches
+    );
+}
+
+fn clients_line(out: &mut String, c: &Clients) {
+    let _ = writeln!(
+        out,
+        "  clients       {}/{} connected, {} snapshots/s each (min {}), response time p50 {} p99 {}",
+        c.connected,
+        c.bots,
+        c.response_rate_hz.map_or("n/a".into(), |r| format!("{r:.1}")),
+        c.min_response_rate_hz.map_or("n/a".into(), |r| format!("{r:.1}")),
+        ms(c.response_time_ms.p50),
+        ms(c.response_time_ms.p99),
+    );
+    let _ = writeln!(
+        out,
+        "  bandwidth     {:.0} B/s down, {:.0} B/s up per client; ping p50 {}",
+        c.down_bytes_per_s.unwrap_or(0.0),
+        c.up_bytes_per_s.unwrap_or(0.0),
+        ms(c.ping_rtt_ms.p50),
+    );
+}
+
+fn categories_line(out: &mut String, r: &ServerReport) {
+    let mut parts: Vec<String> = Category::ALL
+        .iter()
+        .filter_map(|&c| r.categories_ms.get(c).map(|v| (c, v)))
+        .map(|(c, v)| format!("{} {:.1} µs", c.name(), v * 1000.0))
+        .collect();
+    if parts.is_empty() {
+        parts.push("n/a".into());
+    }
+    let _ = writeln!(out, "  categories    {}", parts.join(", "));
+}
+
+/// What `serve` prints when it stops.
+pub fn server(r: &ServerReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "tickforge serve: {} match(es) × {} at {} Hz, {:.1} s measured",
+        r.matches, r.players_per_match, r.tick_hz, r.duration_s
+    );
+    frame_line(&mut out, "match frame", &r.match_frame_ms);
+    categories_line(&mut out, r);
+    ticks_line(&mut out, &r.ticks);
+    let _ = writeln!(
+        out,
+        "  games/core    {} projected; cpu {}",
+        r.projected_games_per_core
+            .map_or("n/a".into(), |g| format!("{g:.0}")),
+        pct(r.cpu_util)
+    );
+    out
+}
+
+/// What `bots` prints when it ends.
+pub fn bots(r: &BotsReport) -> String {
+    let mut out = String::from("tickforge bots:\n");
+    clients_line(&mut out, &r.clients);
+    let _ = writeln!(
+        out,
+        "  bots          cpu {}{}",
+        pct(r.cpu_util),
+        if r.saturated {
+            ", SATURATED: the figures speak of the bots, not the server"
+        } else {
+            ""
+        }
+    );
+    out
+}
+
+/// What `bench` prints when it ends.
+pub fn bench(r: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "tickforge bench {}: {} match(es) × {} bots at {} Hz, {:.1} s measured after {:.1} s warm-up",
+        r.scenario, r.matches, r.players_per_match, r.tick_hz, r.duration_s, r.warmup_s
+    );
+    frame_line(&mut out, "match frame", &r.match_frame_ms);
+    let _ = writeln!(
+        out,
+        "  budget        {:.3} ms per match tick (60 games per core)",
+        r.budget_ms
+    );
+    categories_line(&mut out, &r.server);
+    ticks_line(&mut out, &r.ticks);
+    let _ = writeln!(
+        out,
+        "  games/core    {} projected, measured {}",
+        r.games_per_core
+            .projected
+            .map_or("n/a".into(), |g| format!("{g:.0}")),
+        r.games_per_core
+            .measured
+            .map_or("n/a (needs --sweep)".into(), |g| format!("{g:.0}")),
+    );
+    clients_line(&mut out, &r.clients);
+    let _ = writeln!(
+        out,
+        "  cpu           server {}, bots {}{}",
+        pct(r.server_cpu_util),
+        pct(r.bots_cpu_util),
+        if r.bots_saturated == Some(true) {
+            " — bots SATURATED: the client figures speak of the bots, not the server"
+        } else {
+            ""
+        }
+    );
+    out
+}

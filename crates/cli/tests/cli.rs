@@ -1,0 +1,159 @@
+//! The binary end to end: the smoke scenario over real UDP on 127.0.0.1, and bad input.
+
+use std::process::Command;
+
+use tickforge_telemetry::report::Report;
+
+fn tickforge() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tickforge"))
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("tickforge-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+#[test]
+fn smoke_bench_holds_the_tick_and_its_report_adds_up() {
+    let json = scratch("smoke.json");
+    let out = tickforge()
+        .args([
+            "bench",
+            "--scenario",
+            "smoke",
+            "--warmup-s",
+            "1",
+            "--duration-s",
+            "3",
+            "--quiet",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "bench failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(summary.contains("tickforge bench smoke"), "{summary}");
+    let r: Report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+
+    assert_eq!(
+        (
+            r.scenario.as_str(),
+            r.tick_hz,
+            r.matches,
+            r.players_per_match
+        ),
+        ("smoke", 128, 1, 10)
+    );
+    assert_eq!(r.clients.connected, 10);
+
+    // Response rate within 5% of 128 Hz.
+    let rate = r.clients.response_rate_hz.unwrap();
+    assert!((rate - 128.0).abs() <= 128.0 * 0.05, "response rate {rate}");
+
+    // No skipped ticks, and no drift: the ticks run match the window's length.
+    assert_eq!(r.ticks.skipped, 0, "{:?}", r.ticks);
+    let run = r.ticks.on_time + r.ticks.late;
+    let want = r.server.duration_s * 128.0;
+    assert!(
+        (run as f64 - want).abs() <= 1.0,
+        "{run} ticks in {} s",
+        r.server.duration_s
+    );
+
+    // The categories add up to the match frame within 5%.
+    let frame = r.match_frame_ms.unwrap().mean;
+    let sum = r.categories_ms.sum();
+    assert!(
+        (sum - frame).abs() <= 0.05 * frame,
+        "categories {sum} vs frame {frame}"
+    );
+    let phases = [
+        r.phases_ms.receive,
+        r.phases_ms.simulate,
+        r.phases_ms.replicate,
+        r.phases_ms.send,
+    ];
+    let phase_sum: f64 = phases.iter().map(|p| p.unwrap()).sum();
+    assert!(
+        (phase_sum - frame).abs() <= 0.05 * frame,
+        "phases {phase_sum} vs frame {frame}"
+    );
+
+    // Every client measured its response time, and what does not exist yet is null.
+    assert!(r.clients.response_time_ms.p50.unwrap() > 0.0);
+    assert!(r.io_floor_ms.is_none());
+    assert!(r.games_per_core.measured.is_none());
+    assert!(r.games_per_core.projected.unwrap() > 0.0);
+}
+
+#[test]
+fn unknown_flags_are_named() {
+    let out = tickforge()
+        .args(["serve", "--tickrate", "64"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--tickrate"), "{err}");
+    assert!(
+        err.contains("Usage: tickforge serve"),
+        "shows the expected form: {err}"
+    );
+}
+
+#[test]
+fn bad_config_stops_startup_with_key_and_form() {
+    let path = scratch("bad.toml");
+    std::fs::write(&path, "tick_hz = 128\nplayers = 10\n").unwrap();
+    let out = tickforge()
+        .args(["serve", "--bind", "127.0.0.1:0", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("players") && err.contains("players_per_match"),
+        "{err}"
+    );
+
+    std::fs::write(&path, "tick_hz = 0\n").unwrap();
+    let out = tickforge()
+        .args(["serve", "--bind", "127.0.0.1:0", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`tick_hz`: expected an integer from 1 to 1000, got 0"),
+        "{err}"
+    );
+}
+
+#[test]
+fn help_documents_every_serve_option_with_its_default() {
+    let out = tickforge().args(["serve", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let d = tickforge_server::ServerConfig::default();
+    for (flag, default) in [
+        ("--bind", d.bind.to_string()),
+        ("--matches", d.matches.to_string()),
+        ("--players-per-match", d.players_per_match.to_string()),
+        ("--tick-hz", d.tick_hz.to_string()),
+        ("--spin-us", d.spin.as_micros().to_string()),
+        ("--protocol-id", d.transport.protocol_id.to_string()),
+        ("--timeout-ms", d.transport.timeout.as_millis().to_string()),
+    ] {
+        assert!(help.contains(flag), "{flag} missing from help");
+        assert!(
+            help.contains(&format!("[default: {default}]")),
+            "{flag}'s default {default} missing:\n{help}"
+        );
+    }
+}

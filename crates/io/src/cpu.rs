@@ -1,0 +1,89 @@
+//! Cores: which ones this process may use, pinning to one, and CPU time used.
+
+use std::io;
+use std::time::Duration;
+
+/// The logical CPUs this process may run on, in ascending order.
+pub fn allowed_cores() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+/// Pins the calling thread to logical CPU `core`.
+pub fn pin_current_thread(core: usize) -> io::Result<()> {
+    if core >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "core number out of range",
+        ));
+    }
+    // SAFETY: as above; sched_setaffinity only reads the set.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(core, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// CPU time (user + system) this process has used since it started.
+pub fn process_cpu_time() -> Duration {
+    clock(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// CPU time (user + system) the calling thread has used since it started.
+pub fn thread_cpu_time() -> Duration {
+    clock(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+fn clock(id: libc::clockid_t) -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    if unsafe { libc::clock_gettime(id, &mut ts) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pinning_to_an_allowed_core_sticks() {
+        let cores = allowed_cores();
+        assert!(!cores.is_empty());
+        let last = *cores.last().unwrap();
+        std::thread::spawn(move || {
+            pin_current_thread(last).unwrap();
+            assert_eq!(allowed_cores(), vec![last]);
+        })
+        .join()
+        .unwrap();
+        assert!(pin_current_thread(usize::MAX).is_err());
+    }
+
+    #[test]
+    fn cpu_time_grows_with_work() {
+        let before = thread_cpu_time();
+        let mut x = 0u64;
+        for i in 0..5_000_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+        assert!(thread_cpu_time() > before);
+        assert!(process_cpu_time() >= thread_cpu_time());
+    }
+}

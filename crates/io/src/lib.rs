@@ -1,0 +1,14 @@
+//! Everything tickforge asks of the operating system, in one crate.
+//!
+//! What it does: UDP sockets ([`udp`]), the monotonic clock and precise sleeping
+//! ([`time`]), pinning threads to cores and reading CPU time ([`cpu`]).
+//!
+//! What it does not do: protocol or game logic. The pure crates take time as a parameter
+//! and bytes as slices; this crate supplies both.
+//!
+//! In order of importance: a per-datagram error is never fatal; waking on time; no
+//! allocation per call.
+
+pub mod cpu;
+pub mod time;
+pub mod udp;

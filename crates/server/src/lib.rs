@@ -1,0 +1,17 @@
+//! The match host: a worker thread that owns a socket and its matches, and runs their
+//! frames on time.
+//!
+//! What it does: reads the configuration ([`config`]), runs the frame ([`Worker`]) that
+//! receives, ticks every due match ([`Match`]) and sends, and measures all of it into a
+//! [`tickforge_telemetry::report::ServerReport`].
+//!
+//! What it does not do: game rules (the `game` crate), protocol state (`proto`), or
+//! syscalls of its own (`io`).
+
+pub mod config;
+mod game_match;
+mod worker;
+
+pub use config::{ConfigError, ConfigFile, ServerConfig};
+pub use game_match::Match;
+pub use worker::{Worker, WorkerError, WorkerStatus};

@@ -12,6 +12,7 @@
 //! without bound; no packet exceeds [`MAX_PACKET_BYTES`]; the hot path allocates nothing.
 
 pub mod msg;
+pub mod reliable;
 pub mod transport;
 pub mod wire;
 

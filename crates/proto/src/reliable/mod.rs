@@ -1,0 +1,1 @@
+//! Reliability and channels inside netcode payloads (being written).

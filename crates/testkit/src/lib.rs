@@ -1,0 +1,1 @@
+//! Dev-only test kit: a seeded network simulator on virtual time.

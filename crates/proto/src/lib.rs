@@ -12,8 +12,10 @@
 //! without bound; no packet exceeds [`MAX_PACKET_BYTES`]; the hot path allocates nothing.
 
 pub mod msg;
+pub mod netcode;
 pub mod reliable;
 pub mod transport;
+pub mod user_data;
 pub mod wire;
 
 /// Largest UDP payload tickforge ever sends or accepts (netcode.io's limit).
@@ -38,4 +40,31 @@ impl std::fmt::Display for MatchId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}", self.0)
     }
+}
+
+/// Why a connection ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DisconnectReason {
+    /// Nothing heard from the peer for the connection timeout.
+    TimedOut,
+    /// The server never answered the connection request.
+    ConnectTimedOut,
+    /// The server sent a challenge but never confirmed the response.
+    ResponseTimedOut,
+    /// The connect token expired before the connection was made.
+    TokenExpired,
+    /// The connect token does not parse.
+    InvalidToken,
+    /// The server had no free connection slot.
+    ServerFull,
+    /// The server refused this client (for example: no such match, or the match is full).
+    Refused,
+    /// The server ended the connection (shutdown, match over, kicked).
+    ServerClosed,
+    /// The client ended the connection.
+    ClientClosed,
+    /// The same address connected again with a new session.
+    Replaced,
+    /// The peer broke the protocol above the transport (bounds, floods, garbage).
+    Misbehaved,
 }

@@ -23,6 +23,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::wire::{Reader, Truncated, Writer};
+pub use crate::DisconnectReason;
 use crate::{ClientIndex, MatchId, MAX_PACKET_BYTES};
 
 /// Exact size of a connect request, padding included.
@@ -62,28 +63,9 @@ impl Kind {
     }
 }
 
-/// Why a connection ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DisconnectReason {
-    /// Nothing heard from the peer for the connection timeout.
-    TimedOut,
-    /// The server never answered the connect request.
-    ConnectTimedOut,
-    /// The server had no free connection slot.
-    ServerFull,
-    /// The server refused this client (for example: no such match, or the match is full).
-    Refused,
-    /// The server ended the connection (shutdown, match over).
-    ServerClosed,
-    /// The client ended the connection.
-    ClientClosed,
-    /// The same address connected again with a new session.
-    Replaced,
-}
-
-impl DisconnectReason {
-    fn to_u8(self) -> u8 {
-        match self {
+fn reason_to_u8(reason: DisconnectReason) -> u8 {
+    {
+        match reason {
             DisconnectReason::TimedOut => 1,
             DisconnectReason::ConnectTimedOut => 2,
             DisconnectReason::ServerFull => 3,
@@ -91,10 +73,13 @@ impl DisconnectReason {
             DisconnectReason::ServerClosed => 5,
             DisconnectReason::ClientClosed => 6,
             DisconnectReason::Replaced => 7,
+            _ => 5,
         }
     }
+}
 
-    fn from_u8(b: u8) -> DisconnectReason {
+fn reason_from_u8(b: u8) -> DisconnectReason {
+    {
         match b {
             1 => DisconnectReason::TimedOut,
             2 => DisconnectReason::ConnectTimedOut,
@@ -427,7 +412,7 @@ impl Server {
             Control::Deny { salt, reason } => {
                 w.u8(Kind::ConnectDenied as u8);
                 w.u64(salt);
-                w.u8(reason.to_u8());
+                w.u8(reason_to_u8(reason));
             }
             Control::KeepAlive { salt } => {
                 w.u8(Kind::KeepAlive as u8);
@@ -436,7 +421,7 @@ impl Server {
             Control::Disconnect { salt, reason } => {
                 w.u8(Kind::Disconnect as u8);
                 w.u64(salt);
-                w.u8(reason.to_u8());
+                w.u8(reason_to_u8(reason));
             }
         }
         Some(addr)
@@ -575,7 +560,7 @@ impl Client {
             | (Some(Kind::Disconnect), ClientState::Connected(_)) => {
                 let reason = r
                     .u8()
-                    .map(DisconnectReason::from_u8)
+                    .map(reason_from_u8)
                     .unwrap_or(DisconnectReason::Refused);
                 self.state = ClientState::Disconnected(reason);
                 Some(ClientEvent::Disconnected(reason))
@@ -630,7 +615,7 @@ impl Client {
             self.disconnects_to_send -= 1;
             w.u8(Kind::Disconnect as u8);
             w.u64(self.salt);
-            w.u8(DisconnectReason::ClientClosed.to_u8());
+            w.u8(reason_to_u8(DisconnectReason::ClientClosed));
             return true;
         }
         let due = self

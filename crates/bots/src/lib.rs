@@ -16,9 +16,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use tickforge_io::udp::{wait_readable, SocketOptions, UdpSocket};
-use tickforge_io::{cpu, time};
+use tickforge_io::{cpu, entropy, time};
 use tickforge_proto::msg::{ClientMsg, ServerMsg};
-use tickforge_proto::transport::{Client, ClientEvent, TransportConfig};
+use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
+use tickforge_proto::netcode::{Client, ClientEvent, PrivateKey};
+use tickforge_proto::user_data::{UserData, ANY};
 use tickforge_proto::{MatchId, MAX_PACKET_BYTES};
 use tickforge_replication::{cmd, SnapshotReader};
 use tickforge_telemetry::report::{BotsReport, Clients, ResponseTimeMs, ServerDelayMs};
@@ -45,8 +47,11 @@ pub struct BotsConfig {
     pub core: Option<usize>,
     /// Seeds the bots' behaviour.
     pub seed: u64,
-    /// Transport identity and timing.
-    pub transport: TransportConfig,
+    /// The game's protocol id.
+    pub protocol_id: u64,
+    /// The key to mint each bot's connect token with: the bots act as their own
+    /// matchmaker, as a load test must.
+    pub private_key: PrivateKey,
     /// Interval between pings per bot.
     pub ping_every: Duration,
 }
@@ -62,7 +67,8 @@ impl Default for BotsConfig {
             duration: Duration::from_secs(5),
             core: None,
             seed: 1,
-            transport: TransportConfig::default(),
+            protocol_id: 0x7469_636b_666f_7267,
+            private_key: PrivateKey([0; 32]),
             ping_every: Duration::from_millis(100),
         }
     }
@@ -151,11 +157,11 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
                 send_buffer_bytes: None,
             };
             let socket = UdpSocket::bind(bind, options).context("binding a bot socket")?;
-            let salt = session_salt(config.seed, i);
+            let token = mint_token(config, MatchId(m + 1));
             bots.push(Bot {
                 epoch: start,
                 socket,
-                transport: Client::new(config.transport, MatchId(m + 1), salt, start),
+                transport: Client::new(token, start),
                 behaviour: Wander::new(config.seed.wrapping_mul(1_000_003).wrapping_add(i)),
                 seq: 0,
                 sent_at: [(0, None); SENT_RING],
@@ -261,9 +267,9 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
 
     for bot in &mut bots {
         bot.transport.disconnect();
-        while bot.transport.poll_transmit(time::now(), &mut scratch.frame) {
+        while let Some(to) = bot.transport.poll_transmit(time::now(), &mut scratch.frame) {
             // Best effort: the server times the bot out if these are lost.
-            let _ = bot.socket.send_to(&scratch.frame, config.server);
+            let _ = bot.socket.send_to(&scratch.frame, to);
         }
     }
 
@@ -315,20 +321,35 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
     })
 }
 
-/// A per-session salt: differs between runs and between bots of one run.
-fn session_salt(seed: u64, bot: u64) -> u64 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    let mut r =
-        behaviour::Rng::new(seed ^ t ^ (u64::from(std::process::id()) << 32) ^ bot.rotate_left(17));
-    r.next_u64()
+/// A connect token for one bot in `match_id`, any slot, with a random client id.
+fn mint_token(config: &BotsConfig, match_id: MatchId) -> ConnectToken {
+    let params = TokenParams {
+        protocol_id: config.protocol_id,
+        create_timestamp: entropy::unix_now(),
+        expire_seconds: 60,
+        timeout_seconds: 5,
+        server_addresses: vec![config.server],
+    };
+    let user_data = UserData {
+        match_id,
+        team: ANY,
+        slot: ANY,
+    }
+    .encode();
+    let client_id = u64::from_le_bytes(entropy::random_bytes());
+    ConnectToken::mint(
+        &params,
+        client_id,
+        &user_data,
+        &config.private_key.0,
+        &entropy::random_bytes(),
+    )
 }
 
 impl Bot {
     fn receive(&mut self, now: Instant, in_window: bool, s: &mut Scratch) {
         loop {
-            let (len, _from) = match self.socket.recv_from(&mut s.recv) {
+            let (len, from) = match self.socket.recv_from(&mut s.recv) {
                 Ok(Some(v)) => v,
                 Ok(None) => return,
                 Err(_) => continue,
@@ -336,7 +357,9 @@ impl Bot {
             if in_window {
                 self.metrics.bytes_down += len as u64;
             }
-            let Some(ClientEvent::Payload(p)) = self.transport.handle_datagram(now, &s.recv[..len])
+            let Some(ClientEvent::Payload(p)) =
+                self.transport
+                    .handle_datagram(now, from, &mut s.recv[..len])
             else {
                 continue;
             };
@@ -398,7 +421,11 @@ impl Bot {
                 cmd: &cmd::to_bytes(&c),
             }
             .encode(&mut s.payload);
-            if self.transport.send_payload(now, &s.payload, &mut s.frame) {
+            if self
+                .transport
+                .send_payload(now, &s.payload, &mut s.frame)
+                .is_some()
+            {
                 self.send(&s.frame, server, in_window);
                 self.sent_at[self.seq as usize % SENT_RING] = (self.seq, Some(now));
             }
@@ -412,13 +439,17 @@ impl Bot {
                     echo,
                 }
                 .encode(&mut s.payload);
-                if self.transport.send_payload(now, &s.payload, &mut s.frame) {
+                if self
+                    .transport
+                    .send_payload(now, &s.payload, &mut s.frame)
+                    .is_some()
+                {
                     self.send(&s.frame, server, in_window);
                 }
             }
         }
-        while self.transport.poll_transmit(now, &mut s.frame) {
-            self.send(&s.frame, server, in_window);
+        while let Some(to) = self.transport.poll_transmit(now, &mut s.frame) {
+            self.send(&s.frame, to, in_window);
         }
     }
 

@@ -126,6 +126,9 @@ fn run_in(
     let bots_report = dir.join("bots.json");
     let server_log = dir.join("server.log");
     let bots_log = dir.join("bots.log");
+    // A fresh key per run: the bots mint their tokens with it, as a matchmaker would.
+    let key = dir.join("private.key");
+    crate::token_cmd::write_new_key(&key)?;
 
     let mut server_cmd = Command::new(&exe);
     server_cmd
@@ -151,7 +154,9 @@ fn run_in(
             &duration_s.to_string(),
         ])
         .arg("--report")
-        .arg(&server_report);
+        .arg(&server_report)
+        .arg("--key-file")
+        .arg(&key);
     if let Some(c) = server_core {
         server_cmd.args(["--core", &c.to_string()]);
     }
@@ -185,7 +190,9 @@ fn run_in(
             &duration_s.to_string(),
         ])
         .arg("--report")
-        .arg(&bots_report);
+        .arg(&bots_report)
+        .arg("--key-file")
+        .arg(&key);
     if let Some(c) = bots_core {
         bots_cmd.args(["--core", &c.to_string()]);
     }

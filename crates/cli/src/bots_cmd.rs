@@ -9,7 +9,6 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use tickforge_bots::{BotsConfig, Progress};
-use tickforge_proto::transport::TransportConfig;
 
 use crate::summary;
 
@@ -43,6 +42,10 @@ pub struct BotsArgs {
     /// Protocol id [default: 8388345093885489767].
     #[arg(long, value_name = "ID")]
     pub protocol_id: Option<u64>,
+    /// The server's private key (64 hex digits), to mint each bot's connect token
+    /// [default: the TICKFORGE_PRIVATE_KEY environment variable].
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
     /// Write the report to FILE as JSON.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
@@ -76,7 +79,7 @@ pub fn run(args: BotsArgs) -> Result<()> {
     if args.matches == 0 || args.bots_per_match == 0 || args.matches * args.bots_per_match > 4096 {
         bail!("--matches × --bots-per-match: expected 1 to 4096 bots in all");
     }
-    let defaults = TransportConfig::default();
+    let private_key = crate::token_cmd::load_key(args.key_file.as_deref())?;
     let config = BotsConfig {
         server: args.server,
         matches: args.matches,
@@ -86,10 +89,10 @@ pub fn run(args: BotsArgs) -> Result<()> {
         duration: Duration::from_secs_f64(args.duration_s),
         core: args.core,
         seed: args.seed,
-        transport: TransportConfig {
-            protocol_id: args.protocol_id.unwrap_or(defaults.protocol_id),
-            ..defaults
-        },
+        protocol_id: args
+            .protocol_id
+            .unwrap_or(tickforge_server::config::DEFAULT_PROTOCOL_ID),
+        private_key,
         ..BotsConfig::default()
     };
     let total_s = args.warmup_s + args.duration_s;

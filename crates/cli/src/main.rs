@@ -4,6 +4,7 @@ mod bench;
 mod bots_cmd;
 mod serve;
 mod summary;
+mod token_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -23,6 +24,8 @@ enum Command {
     Bots(bots_cmd::BotsArgs),
     /// Run a scenario: a server and its bots as separate processes on 127.0.0.1.
     Bench(bench::BenchArgs),
+    /// Mint a connect token for a match, or make a new private key.
+    Token(token_cmd::TokenArgs),
 }
 
 fn main() {
@@ -31,6 +34,7 @@ fn main() {
         Command::Serve(args) => serve::run(args),
         Command::Bots(args) => bots_cmd::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Token(args) => token_cmd::run(args),
     };
     if let Err(e) = result {
         eprintln!("tickforge: {e:#}");

@@ -46,9 +46,18 @@ pub struct ServeArgs {
     /// Protocol id; clients with another are ignored [default: 8388345093885489767].
     #[arg(long, value_name = "ID")]
     pub protocol_id: Option<u64>,
-    /// Milliseconds of silence before a connection is closed [default: 5000].
-    #[arg(long, value_name = "MS")]
-    pub timeout_ms: Option<u64>,
+    /// Address clients reach this server at, as connect tokens name it [default: the bound
+    /// address].
+    #[arg(long, value_name = "ADDR")]
+    pub public_addr: Option<String>,
+    /// File holding the private key that connect tokens are sealed with, 64 hex digits
+    /// [default: the TICKFORGE_PRIVATE_KEY environment variable]. Never logged.
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+    /// Connection requests per second one IP may make before they are dropped unopened
+    /// [default: 20].
+    #[arg(long, value_name = "N")]
+    pub requests_per_second_per_ip: Option<u32>,
     /// With --duration-s: keep serving this many seconds after the window, then exit
     /// [default: 0]. SIGINT or SIGTERM stops the server at any time.
     #[arg(long, value_name = "S", default_value_t = 0.0)]
@@ -76,7 +85,9 @@ impl ServeArgs {
             duration_s: self.duration_s,
             core: self.core,
             protocol_id: self.protocol_id,
-            timeout_ms: self.timeout_ms,
+            public_addr: self.public_addr.clone(),
+            key_file: self.key_file.clone(),
+            requests_per_second_per_ip: self.requests_per_second_per_ip,
         }
     }
 }

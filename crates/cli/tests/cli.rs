@@ -127,6 +127,7 @@ fn bad_config_stops_startup_with_key_and_form() {
     let out = tickforge()
         .args(["serve", "--bind", "127.0.0.1:0", "--config"])
         .arg(&path)
+        .env("TICKFORGE_PRIVATE_KEY", "00".repeat(32))
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -147,8 +148,11 @@ fn help_documents_every_serve_option_with_its_default() {
         ("--players-per-match", d.players_per_match.to_string()),
         ("--tick-hz", d.tick_hz.to_string()),
         ("--spin-us", d.spin.as_micros().to_string()),
-        ("--protocol-id", d.transport.protocol_id.to_string()),
-        ("--timeout-ms", d.transport.timeout.as_millis().to_string()),
+        ("--protocol-id", d.protocol_id.to_string()),
+        (
+            "--requests-per-second-per-ip",
+            d.requests_per_second_per_ip.to_string(),
+        ),
     ] {
         assert!(help.contains(flag), "{flag} missing from help");
         assert!(
@@ -156,4 +160,104 @@ fn help_documents_every_serve_option_with_its_default() {
             "{flag}'s default {default} missing:\n{help}"
         );
     }
+}
+
+#[test]
+fn serve_without_a_key_says_how_to_give_one() {
+    let out = tickforge()
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .env_remove("TICKFORGE_PRIVATE_KEY")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`key_file`") && err.contains("--generate-key"),
+        "{err}"
+    );
+}
+
+#[test]
+fn token_mints_a_netcode_token_for_the_match_from_a_new_key() {
+    use std::os::unix::fs::PermissionsExt;
+    let key = scratch("token.key");
+    let _ = std::fs::remove_file(&key);
+    let out = tickforge()
+        .args(["token", "--generate-key"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // Never overwrites a key.
+    let again = tickforge()
+        .args(["token", "--generate-key"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+
+    let file = scratch("token.bin");
+    let out = tickforge()
+        .args([
+            "token",
+            "--server",
+            "127.0.0.1:40000",
+            "--match",
+            "7",
+            "--slot",
+            "3",
+            "--client-id",
+            "99",
+            "--key-file",
+        ])
+        .arg(&key)
+        .arg("--out")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(&file).unwrap();
+    let token = tickforge_proto::netcode::token::ConnectToken::from_bytes(&bytes).unwrap();
+    assert_eq!(
+        token.server_addresses,
+        vec!["127.0.0.1:40000".parse().unwrap()]
+    );
+    assert_eq!(token.expire_timestamp - token.create_timestamp, 30);
+
+    // The private part opens with the key and names the match and slot.
+    let hex = std::fs::read_to_string(&key).unwrap();
+    let k = tickforge_proto::netcode::PrivateKey::from_hex(&hex).unwrap();
+    let mut private = token.private;
+    use chacha20poly1305::KeyInit;
+    let p = tickforge_proto::netcode::token::PrivateToken::open(
+        &mut private,
+        token.protocol_id,
+        token.expire_timestamp,
+        &token.nonce,
+        &chacha20poly1305::XChaCha20Poly1305::new((&k.0).into()),
+    )
+    .unwrap();
+    assert_eq!(p.client_id, 99);
+    let ud = tickforge_proto::user_data::UserData::parse(&p.user_data).unwrap();
+    assert_eq!((ud.match_id.0, ud.slot), (7, 3));
+
+    // Printed as base64 without --out.
+    let out = tickforge()
+        .args(["token", "--server", "127.0.0.1:40000", "--key-file"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim().len(), 2732);
 }

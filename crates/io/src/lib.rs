@@ -10,5 +10,6 @@
 //! allocation per call.
 
 pub mod cpu;
+pub mod entropy;
 pub mod time;
 pub mod udp;

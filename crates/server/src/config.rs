@@ -2,11 +2,14 @@
 //! at start. A bad value stops startup with the key and the form it expects.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
-use tickforge_proto::transport::TransportConfig;
+use tickforge_proto::netcode::PrivateKey;
+
+/// The environment variable that may hold the private key (64 hex digits).
+pub const KEY_ENV: &str = "TICKFORGE_PRIVATE_KEY";
 
 /// The configuration of a server, checked and typed.
 #[derive(Clone, Debug, PartialEq)]
@@ -27,9 +30,19 @@ pub struct ServerConfig {
     pub duration: Option<Duration>,
     /// Core the worker is pinned to; `None`: not pinned.
     pub core: Option<usize>,
-    /// Transport identity and timing.
-    pub transport: TransportConfig,
+    /// The game's protocol id; clients with another are ignored.
+    pub protocol_id: u64,
+    /// The address clients reach this server at, as connect tokens name it; `None`: the
+    /// address the socket is bound to.
+    pub public_addr: Option<SocketAddr>,
+    /// The key connect tokens are sealed with (never logged: its `Debug` is redacted).
+    pub private_key: PrivateKey,
+    /// Connection requests per second one IP may make before they are dropped unopened.
+    pub requests_per_second_per_ip: u32,
 }
+
+/// tickforge's protocol id: "tickforg" in ASCII.
+pub const DEFAULT_PROTOCOL_ID: u64 = 0x7469_636b_666f_7267;
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -42,7 +55,14 @@ impl Default for ServerConfig {
             warmup: Duration::ZERO,
             duration: None,
             core: None,
-            transport: TransportConfig::default(),
+            protocol_id: DEFAULT_PROTOCOL_ID,
+            public_addr: None,
+            // A programmatic default gets a fresh random key: nobody else can mint tokens
+            // for it until it is told the real one.
+            private_key: PrivateKey(tickforge_io::entropy::random_bytes()),
+            // A netcode client resends requests at 10 Hz; twice that leaves room for a
+            // few players behind one NAT.
+            requests_per_second_per_ip: 20,
         }
     }
 }
@@ -69,8 +89,12 @@ pub struct ConfigFile {
     pub core: Option<usize>,
     /// `protocol_id = 8388345093885489767`
     pub protocol_id: Option<u64>,
-    /// `timeout_ms = 5000`
-    pub timeout_ms: Option<u64>,
+    /// `public_addr = "203.0.113.7:40000"`
+    pub public_addr: Option<String>,
+    /// `key_file = "/etc/tickforge/private.key"` (64 hex digits)
+    pub key_file: Option<PathBuf>,
+    /// `requests_per_second_per_ip = 20`
+    pub requests_per_second_per_ip: Option<u32>,
 }
 
 /// A configuration value that cannot be used.
@@ -129,21 +153,60 @@ impl ConfigFile {
             duration_s: over.duration_s.or(self.duration_s),
             core: over.core.or(self.core),
             protocol_id: over.protocol_id.or(self.protocol_id),
-            timeout_ms: over.timeout_ms.or(self.timeout_ms),
+            public_addr: over.public_addr.or(self.public_addr),
+            key_file: over.key_file.or(self.key_file),
+            requests_per_second_per_ip: over
+                .requests_per_second_per_ip
+                .or(self.requests_per_second_per_ip),
         }
     }
 
-    /// Checks every key and fills the defaults.
+    /// Checks every key and fills the defaults; the private key comes from `key_file`, or
+    /// else from the environment variable [`KEY_ENV`].
     pub fn resolve(self) -> Result<ServerConfig, ConfigError> {
+        let env = std::env::var(KEY_ENV).ok();
+        self.resolve_with_env(env)
+    }
+
+    /// [`ConfigFile::resolve`] with the environment's key passed in.
+    pub fn resolve_with_env(self, key_env: Option<String>) -> Result<ServerConfig, ConfigError> {
         let d = ServerConfig::default();
-        let bind = match self.bind {
-            None => d.bind,
-            Some(s) => s.parse().map_err(|_| ConfigError::Invalid {
-                key: "bind",
-                expected: "an IP address and port such as 127.0.0.1:40000 or [::1]:40000",
-                got: format!("{s:?}"),
-            })?,
+        let bind = parse_addr("bind", self.bind)?.unwrap_or(d.bind);
+        let public_addr = parse_addr("public_addr", self.public_addr)?;
+        let private_key = match (&self.key_file, key_env) {
+            (Some(path), _) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+                PrivateKey::from_hex(&text).map_err(|e| ConfigError::Invalid {
+                    key: "key_file",
+                    expected: KEY_FORM,
+                    got: format!("{}: {e}", path.display()),
+                })?
+            }
+            (None, Some(text)) => {
+                PrivateKey::from_hex(&text).map_err(|e| ConfigError::Invalid {
+                    key: "key_file",
+                    expected: KEY_FORM,
+                    got: format!("{KEY_ENV}: {e}"),
+                })?
+            }
+            (None, None) => {
+                return Err(ConfigError::Invalid {
+                    key: "key_file",
+                    expected: KEY_FORM,
+                    got: format!("nothing (no key_file, and {KEY_ENV} is not set)"),
+                })
+            }
         };
+        let requests_per_second_per_ip = check(
+            self.requests_per_second_per_ip,
+            d.requests_per_second_per_ip,
+            "requests_per_second_per_ip",
+            "an integer from 1 to 10000",
+            |v| (1..=10_000).contains(v),
+        )?;
         let matches = check(
             self.matches,
             d.matches,
@@ -186,13 +249,6 @@ impl ConfigFile {
                 })
             }
         };
-        let timeout_ms = check(
-            self.timeout_ms,
-            d.transport.timeout.as_millis() as u64,
-            "timeout_ms",
-            "milliseconds from 100 to 600000",
-            |v| (100..=600_000).contains(v),
-        )?;
         if let Some(core) = self.core {
             let allowed = tickforge_io::cpu::allowed_cores();
             if !allowed.contains(&core) {
@@ -212,13 +268,27 @@ impl ConfigFile {
             warmup: Duration::from_secs_f64(warmup_s),
             duration,
             core: self.core,
-            transport: TransportConfig {
-                protocol_id: self.protocol_id.unwrap_or(d.transport.protocol_id),
-                timeout: Duration::from_millis(timeout_ms),
-                ..d.transport
-            },
+            protocol_id: self.protocol_id.unwrap_or(d.protocol_id),
+            public_addr,
+            private_key,
+            requests_per_second_per_ip,
         })
     }
+}
+
+const KEY_FORM: &str = "a file holding the 32-byte private key as 64 hex digits (make one with \
+`tickforge token --generate-key FILE`), or the same digits in TICKFORGE_PRIVATE_KEY";
+
+fn parse_addr(key: &'static str, value: Option<String>) -> Result<Option<SocketAddr>, ConfigError> {
+    value
+        .map(|s| {
+            s.parse().map_err(|_| ConfigError::Invalid {
+                key,
+                expected: "an IP address and port such as 127.0.0.1:40000 or [::1]:40000",
+                got: format!("{s:?}"),
+            })
+        })
+        .transpose()
 }
 
 fn check<T: Copy + std::fmt::Display>(
@@ -244,16 +314,29 @@ fn check<T: Copy + std::fmt::Display>(
 mod tests {
     use super::*;
 
+    const HEX: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+
     fn parse(s: &str) -> Result<ConfigFile, String> {
         toml::from_str(s).map_err(|e| e.to_string())
     }
 
+    fn resolve(c: ConfigFile) -> Result<ServerConfig, ConfigError> {
+        c.resolve_with_env(Some(HEX.into()))
+    }
+
     #[test]
     fn empty_config_gives_the_defaults() {
+        let c = resolve(ConfigFile::default()).unwrap();
+        let d = ServerConfig::default();
         assert_eq!(
-            ConfigFile::default().resolve().unwrap(),
-            ServerConfig::default()
+            (c.bind, c.matches, c.tick_hz, c.players_per_match),
+            (d.bind, d.matches, d.tick_hz, d.players_per_match)
         );
+        assert_eq!(
+            (c.spin, c.protocol_id, c.public_addr),
+            (d.spin, d.protocol_id, None)
+        );
+        assert_eq!(c.private_key, PrivateKey::from_hex(HEX).unwrap());
     }
 
     #[test]
@@ -263,7 +346,7 @@ mod tests {
             tick_hz: Some(30),
             ..Default::default()
         };
-        let c = file.overlay(flags).resolve().unwrap();
+        let c = resolve(file.overlay(flags)).unwrap();
         assert_eq!(c.tick_hz, 30);
         assert_eq!(c.matches, 3);
     }
@@ -277,36 +360,84 @@ mod tests {
 
     #[test]
     fn bad_values_name_the_key_and_the_form() {
-        let err = ConfigFile {
+        let err = resolve(ConfigFile {
             tick_hz: Some(0),
             ..Default::default()
-        }
-        .resolve()
+        })
         .unwrap_err();
         assert_eq!(
             err.to_string(),
             "config key `tick_hz`: expected an integer from 1 to 1000, got 0"
         );
-        let err = ConfigFile {
+        let err = resolve(ConfigFile {
             bind: Some("localhost".into()),
             ..Default::default()
-        }
-        .resolve()
+        })
         .unwrap_err();
         assert!(
             err.to_string()
                 .starts_with("config key `bind`: expected an IP address"),
             "{err}"
         );
-        let err = ConfigFile {
+        let err = resolve(ConfigFile {
+            public_addr: Some("x".into()),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string().starts_with("config key `public_addr`"),
+            "{err}"
+        );
+        let err = resolve(ConfigFile {
             core: Some(100_000),
             ..Default::default()
-        }
-        .resolve()
+        })
         .unwrap_err();
         assert!(err.to_string().starts_with("config key `core`"), "{err}");
         let err = parse("matches = \"two\"").unwrap_err();
         assert!(err.contains("matches"), "{err}");
+    }
+
+    #[test]
+    fn the_key_comes_from_a_file_or_the_environment_and_is_required() {
+        let err = ConfigFile::default()
+            .resolve_with_env(None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`key_file`") && err.contains("TICKFORGE_PRIVATE_KEY"),
+            "{err}"
+        );
+        let err = ConfigFile::default()
+            .resolve_with_env(Some("1234".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("64 hexadecimal digits"), "{err}");
+        // Never in the debug form of a configuration.
+        let c = resolve(ConfigFile::default()).unwrap();
+        assert!(!format!("{c:?}").contains("0102030405"));
+
+        let dir = std::env::temp_dir().join(format!("tickforge-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("key");
+        let other = "ff".repeat(32);
+        std::fs::write(&path, format!("{other}\n")).unwrap();
+        // The file wins over the environment.
+        let c = resolve(ConfigFile {
+            key_file: Some(path.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(c.private_key, PrivateKey([0xff; 32]));
+        std::fs::write(&path, "not a key").unwrap();
+        let err = resolve(ConfigFile {
+            key_file: Some(path),
+            ..Default::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("config key `key_file`"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use tickforge_game::{PlayerSlot, Tick, UserCmd, World, WorldConfig};
 use tickforge_io::udp::SendBatch;
 use tickforge_proto::msg::ServerMsg;
-use tickforge_proto::transport::Server as Transport;
+use tickforge_proto::netcode::Server as Transport;
 use tickforge_proto::{ClientIndex, MatchId};
 use tickforge_replication::SnapshotWriter;
 use tickforge_telemetry::{Category, FrameRecord, Phase, Scopes};
@@ -79,9 +79,18 @@ impl Match {
         Duration::from_nanos(self.period_ns)
     }
 
-    /// Seats `client` in the first free slot; `None` when the match is full.
-    pub fn seat(&mut self, client: ClientIndex) -> Option<PlayerSlot> {
-        let i = self.seats.iter().position(|s| s.client.is_none())?;
+    /// Seats `client` in `preferred` if it is free, else in the first free slot; `None`
+    /// when the match is full.
+    pub fn seat(
+        &mut self,
+        client: ClientIndex,
+        preferred: Option<PlayerSlot>,
+    ) -> Option<PlayerSlot> {
+        let free = |i: usize| self.seats.get(i).is_some_and(|s| s.client.is_none());
+        let i = match preferred.map(|p| usize::from(p.0)) {
+            Some(p) if free(p) => p,
+            _ => self.seats.iter().position(|s| s.client.is_none())?,
+        };
         self.seats[i] = Seat {
             client: Some(client),
             ..Seat::default()
@@ -165,8 +174,8 @@ impl Match {
             for &(client, end) in &self.payload_ends {
                 let payload = &self.payloads[start..end];
                 start = end;
-                if let Some(to) = transport.send_payload(now, client, payload, frame_buf) {
-                    out.push(to, frame_buf);
+                if let Some(tx) = transport.send_payload(now, client, payload, frame_buf) {
+                    crate::worker::push_transmit(out, tx, frame_buf);
                     queued += 1;
                 }
             }
@@ -181,8 +190,8 @@ impl Match {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::SocketAddr;
-    use tickforge_proto::transport::{Client, ClientEvent, TransportConfig};
+    use crate::testing::connected_pair;
+    use tickforge_proto::netcode::ClientEvent;
     use tickforge_replication::SnapshotReader;
 
     #[test]
@@ -198,8 +207,7 @@ mod tests {
     fn a_tick_applies_inputs_and_snapshots_every_seat() {
         let t0 = Instant::now();
         let scopes = Scopes::new(Instant::now);
-        let cfg = TransportConfig::default();
-        let mut transport = Transport::new(cfg, 4);
+        let (mut transport, mut client, index, server_addr) = connected_pair(t0);
         let mut m = Match::new(
             MatchId(1),
             WorldConfig {
@@ -208,21 +216,7 @@ mod tests {
             },
             t0,
         );
-
-        // Connect one client through the transport.
-        let addr: SocketAddr = "127.0.0.1:5000".parse().unwrap();
-        let mut client = Client::new(cfg, MatchId(1), 3, t0);
-        let mut buf = Vec::new();
-        assert!(client.poll_transmit(t0, &mut buf));
-        let Some(tickforge_proto::transport::ServerEvent::Connected { client: index, .. }) =
-            transport.handle_datagram(t0, addr, &buf)
-        else {
-            panic!("not connected")
-        };
-        while transport.poll_transmit(&mut buf).is_some() {
-            let _ = client.handle_datagram(t0, &buf);
-        }
-        let slot = m.seat(index).unwrap();
+        let slot = m.seat(index, None).unwrap();
         let before = m.world().players()[usize::from(slot.0)].state.origin;
         m.queue_input(
             slot,
@@ -234,46 +228,61 @@ mod tests {
         );
         m.queue_input(slot, 1, UserCmd::default()); // a duplicate is ignored
 
-        let mut out = SendBatch::with_capacity(8, 1200);
+        let mut out = SendBatch::with_capacity(8, 1300);
         let mut frame = Vec::new();
         let (record, queued) = m.run_tick(t0, &scopes, &mut transport, &mut frame, &mut out);
         assert_eq!(queued, 1);
-        assert_eq!(out.len(), 1);
+        // The client never spoke after connecting: a keep-alive goes before the snapshot.
+        assert_eq!(out.len(), 2);
         assert_eq!(record.category_sum_ns(), record.total_ns);
         assert!(m.world().players()[usize::from(slot.0)].state.origin != before);
 
         // The client reads a snapshot of tick 0 acknowledging input 1, with both players.
-        let (_, q2) = m.run_tick(t0, &scopes, &mut transport, &mut frame, &mut out);
-        assert_eq!(q2, 1);
-        let Some(ClientEvent::Payload(p)) = client.handle_datagram(t0, &frame) else {
-            panic!("no payload")
-        };
+        let mut datagrams: Vec<Vec<u8>> = (0..out.len()).map(|i| out.get(i).1.to_vec()).collect();
+        let mut seen = None;
+        for d in &mut datagrams {
+            if let Some(ClientEvent::Payload(p)) = client.handle_datagram(t0, server_addr, d) {
+                seen = Some(p.to_vec());
+            }
+        }
+        let payload = seen.expect("a snapshot");
         let ServerMsg::Snapshot {
             tick,
             input_ack,
             body,
-        } = ServerMsg::decode(p).unwrap()
+        } = ServerMsg::decode(&payload).unwrap()
         else {
             panic!("not a snapshot")
         };
-        assert_eq!((tick, input_ack), (1, 1));
+        assert_eq!((tick, input_ack), (0, 1));
         assert_eq!(SnapshotReader::default().read(body).unwrap().len(), 2);
     }
 
     #[test]
-    fn a_full_match_refuses_a_seat() {
+    fn seats_honour_a_preferred_free_slot_and_refuse_when_full() {
         let mut m = Match::new(
             MatchId(1),
             WorldConfig {
-                players: 1,
+                players: 2,
                 ..Default::default()
             },
             Instant::now(),
         );
-        assert_eq!(m.seat(ClientIndex(0)), Some(PlayerSlot(0)));
-        assert_eq!(m.seat(ClientIndex(1)), None);
+        assert_eq!(
+            m.seat(ClientIndex(0), Some(PlayerSlot(1))),
+            Some(PlayerSlot(1))
+        );
+        // Taken: the next free one instead.
+        assert_eq!(
+            m.seat(ClientIndex(1), Some(PlayerSlot(1))),
+            Some(PlayerSlot(0))
+        );
+        assert_eq!(m.seat(ClientIndex(2), None), None);
         m.unseat(PlayerSlot(0));
-        assert_eq!(m.connected(), 0);
-        assert_eq!(m.seat(ClientIndex(1)), Some(PlayerSlot(0)));
+        assert_eq!(m.connected(), 1);
+        assert_eq!(
+            m.seat(ClientIndex(2), Some(PlayerSlot(9))),
+            Some(PlayerSlot(0))
+        );
     }
 }

@@ -12,6 +12,9 @@ pub mod config;
 mod game_match;
 mod worker;
 
+#[cfg(test)]
+mod testing;
+
 pub use config::{ConfigError, ConfigFile, ServerConfig};
 pub use game_match::Match;
 pub use worker::{Worker, WorkerError, WorkerStatus};

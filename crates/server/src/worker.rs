@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 
 use tickforge_game::{PlayerSlot, WorldConfig};
 use tickforge_io::udp::{IoStats, RecvBatch, SendBatch, SocketOptions, UdpSocket};
-use tickforge_io::{cpu, time};
+use tickforge_io::{cpu, entropy, time};
 use tickforge_proto::msg::{ClientMsg, ServerMsg};
-use tickforge_proto::transport::{DisconnectReason, Server as Transport, ServerEvent};
+use tickforge_proto::netcode::{self, Server as Transport, ServerEvent};
+use tickforge_proto::user_data::{UserData, ANY};
 use tickforge_proto::{ClientIndex, MatchId, MAX_PACKET_BYTES};
 use tickforge_replication::cmd;
 use tickforge_telemetry::report::{Datagrams, ServerReport, Ticks};
@@ -34,6 +35,8 @@ const RECV_BATCH: usize = 256;
 /// Datagrams the worker dropped after the transport accepted them.
 #[derive(Clone, Copy, Debug, Default)]
 struct Drops {
+    /// Connections refused: no such match, or no free slot.
+    refused: u64,
     oversize: u64,
     bad_message: u64,
     bad_cmd: u64,
@@ -108,6 +111,10 @@ impl Worker {
                 source,
             }
         })?;
+        let bound = socket.local_addr().map_err(|source| WorkerError::Bind {
+            addr: config.bind,
+            source,
+        })?;
         let players = usize::from(config.players_per_match);
         let max_clients = (config.matches as usize * players).min(usize::from(u16::MAX)) as u16;
         let start = time::now();
@@ -121,7 +128,18 @@ impl Worker {
             .collect::<Vec<_>>();
         let datagrams_per_wake = usize::from(max_clients) * 2 + 64;
         Ok(Worker {
-            transport: Transport::new(config.transport, max_clients),
+            transport: Transport::new(
+                netcode::ServerConfig {
+                    protocol_id: config.protocol_id,
+                    private_key: config.private_key.0,
+                    public_addresses: vec![config.public_addr.unwrap_or(bound)],
+                    max_clients,
+                    requests_per_second_per_ip: config.requests_per_second_per_ip,
+                },
+                start,
+                entropy::unix_now(),
+                entropy::random_bytes(),
+            ),
             routes: vec![None; usize::from(max_clients)],
             recv: RecvBatch::with_capacity(RECV_BATCH),
             send: SendBatch::with_capacity(datagrams_per_wake, MAX_PACKET_BYTES),
@@ -254,23 +272,22 @@ impl Worker {
         loop {
             let n = recv.fill(socket, io);
             for i in 0..n {
-                let (from, data) = recv.get(i);
-                if data.len() > MAX_PACKET_BYTES {
+                if recv.is_truncated(i) {
                     drops.oversize += 1;
                     continue;
                 }
-                match transport.handle_datagram(now, from, data) {
+                let (from, datagram) = recv.get_mut(i);
+                match transport.handle_datagram(now, from, datagram) {
                     None => {}
-                    Some(ServerEvent::Connected { client, match_id }) => {
-                        let seated = matches
-                            .iter()
-                            .position(|m| m.id() == match_id)
-                            .and_then(|mi| matches[mi].seat(client).map(|slot| (mi, slot)));
-                        match seated {
-                            Some(route) => routes[client.as_usize()] = Some(route),
-                            None => transport.disconnect(client, DisconnectReason::Refused),
+                    Some(ServerEvent::Connected {
+                        client, user_data, ..
+                    }) => match place(matches, &UserData::parse(&user_data), client) {
+                        Some(route) => routes[client.as_usize()] = Some(route),
+                        None => {
+                            drops.refused += 1;
+                            transport.disconnect(client);
                         }
-                    }
+                    },
                     Some(ServerEvent::Payload { client, data }) => {
                         let Some((mi, slot)) = routes[client.as_usize()] else {
                             drops.bad_message += 1;
@@ -286,10 +303,10 @@ impl Worker {
                                 let buf = &mut self.payload_buf;
                                 buf.clear();
                                 ServerMsg::Pong { id, echo }.encode(buf);
-                                if let Some(to) =
+                                if let Some(tx) =
                                     transport.send_payload(now, client, buf, &mut self.frame_buf)
                                 {
-                                    self.send.push(to, &self.frame_buf);
+                                    push_transmit(&mut self.send, tx, &self.frame_buf);
                                 }
                             }
                             Err(_) => drops.bad_message += 1,
@@ -376,9 +393,10 @@ impl Worker {
         };
         let frames = self.measure.frames.frames();
         let mut dropped = std::collections::BTreeMap::new();
-        for (name, n) in self.transport.stats().dropped() {
+        for (name, n) in self.transport.stats().dropped_all() {
             dropped.insert(name.to_string(), n);
         }
+        dropped.insert("refused".into(), self.drops.refused);
         dropped.insert("oversize".into(), self.drops.oversize);
         dropped.insert("bad_message".into(), self.drops.bad_message);
         dropped.insert("bad_cmd".into(), self.drops.bad_cmd);
@@ -413,6 +431,35 @@ impl Worker {
     pub fn connected(&self) -> usize {
         self.matches.iter().map(Match::connected).sum()
     }
+}
+
+/// Seats a new connection: in the match and slot its token names, or, for a token from
+/// another backend, in the first match with a free slot. `None`: refused.
+fn place(
+    matches: &mut [Match],
+    user_data: &Option<UserData>,
+    client: ClientIndex,
+) -> Option<(usize, PlayerSlot)> {
+    match user_data {
+        Some(ud) => {
+            let mi = matches.iter().position(|m| m.id() == ud.match_id)?;
+            let preferred = (ud.slot != ANY).then_some(PlayerSlot(ud.slot));
+            matches[mi].seat(client, preferred).map(|slot| (mi, slot))
+        }
+        None => matches
+            .iter_mut()
+            .enumerate()
+            .find_map(|(mi, m)| m.seat(client, None).map(|slot| (mi, slot))),
+    }
+}
+
+/// Queues a sealed payload, after the keep-alive that must precede it to an unconfirmed
+/// client.
+pub(crate) fn push_transmit(send: &mut SendBatch, tx: netcode::Transmit, bytes: &[u8]) {
+    if tx.keepalive_bytes > 0 {
+        send.push(tx.to, &bytes[..tx.keepalive_bytes]);
+    }
+    send.push(tx.to, &bytes[tx.keepalive_bytes..]);
 }
 
 fn unroute(routes: &mut [Option<(usize, PlayerSlot)>], matches: &mut [Match], client: ClientIndex) {

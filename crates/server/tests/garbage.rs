@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use tickforge_io::udp::{wait_readable, SocketOptions, UdpSocket};
 use tickforge_proto::msg::{ClientMsg, ServerMsg};
-use tickforge_proto::transport::{Client, ClientEvent, TransportConfig};
+use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
+use tickforge_proto::netcode::{Client, ClientEvent};
+use tickforge_proto::user_data::{UserData, ANY};
 use tickforge_proto::MatchId;
 use tickforge_server::{ServerConfig, Worker};
 
@@ -21,6 +23,8 @@ fn garbage_is_counted_and_dropped_while_a_client_plays_on() {
         duration: Some(Duration::from_millis(1500)),
         ..ServerConfig::default()
     };
+    let key = config.private_key.clone();
+    let protocol_id = config.protocol_id;
     let mut worker = Worker::new(config).unwrap();
     let server = worker.local_addr();
     let stop = AtomicBool::new(false);
@@ -32,7 +36,21 @@ fn garbage_is_counted_and_dropped_while_a_client_plays_on() {
         let attacker = UdpSocket::bind(any, SocketOptions::default()).unwrap();
         let player = UdpSocket::bind(any, SocketOptions::default()).unwrap();
         let t0 = Instant::now();
-        let mut client = Client::new(TransportConfig::default(), MatchId(1), 0xfeed, t0);
+        let params = TokenParams {
+            protocol_id,
+            create_timestamp: tickforge_io::entropy::unix_now(),
+            expire_seconds: 30,
+            timeout_seconds: 5,
+            server_addresses: vec![server],
+        };
+        let user_data = UserData {
+            match_id: MatchId(1),
+            team: ANY,
+            slot: ANY,
+        }
+        .encode();
+        let token = ConnectToken::mint(&params, 1, &user_data, &key.0, &[7; 88]);
+        let mut client = Client::new(token, t0);
         let mut fds = vec![libc::pollfd {
             fd: player.as_raw_fd(),
             events: 0,
@@ -61,20 +79,20 @@ fn garbage_is_counted_and_dropped_while_a_client_plays_on() {
                 attacker.send_to(&bytes, server).unwrap();
                 garbage_sent += 1;
             }
-            while client.poll_transmit(now, &mut out) {
-                player.send_to(&out, server).unwrap();
+            while let Some(to) = client.poll_transmit(now, &mut out) {
+                player.send_to(&out, to).unwrap();
             }
             if client.is_connected() {
                 seq += 1;
                 payload.clear();
                 ClientMsg::Input { seq, cmd: &[0; 7] }.encode(&mut payload);
-                assert!(client.send_payload(now, &payload, &mut out));
-                player.send_to(&out, server).unwrap();
+                let to = client.send_payload(now, &payload, &mut out).unwrap();
+                player.send_to(&out, to).unwrap();
             }
             wait_readable(&mut fds, Duration::from_millis(4)).unwrap();
-            while let Some((len, _)) = player.recv_from(&mut buf).unwrap() {
+            while let Some((len, from)) = player.recv_from(&mut buf).unwrap() {
                 if let Some(ClientEvent::Payload(p)) =
-                    client.handle_datagram(Instant::now(), &buf[..len])
+                    client.handle_datagram(Instant::now(), from, &mut buf[..len])
                 {
                     if let Ok(ServerMsg::Snapshot { tick, .. }) = ServerMsg::decode(p) {
                         ticks_seen.push(tick);

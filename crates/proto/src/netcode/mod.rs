@@ -13,12 +13,14 @@
 //!   socket: time comes in as `now`, datagrams go in and out as bytes.
 
 pub mod client;
+pub mod key;
 pub mod packet;
 pub mod replay;
 pub mod server;
 pub mod token;
 
 pub use client::{Client, ClientEvent, ClientState};
+pub use key::{KeyError, PrivateKey};
 pub use server::{Server, ServerConfig, ServerDrop, ServerEvent, ServerStats, Transmit};
 
 /// `"NETCODE 1.02"` and its terminating zero.

@@ -1,0 +1,52 @@
+//! Test helpers: a netcode server and a client connected to it, on virtual time.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
+use tickforge_proto::netcode::{self, Client, ServerConfig};
+use tickforge_proto::ClientIndex;
+
+/// A server and a client that completed the handshake at `now`, without sockets.
+pub(crate) fn connected_pair(now: Instant) -> (netcode::Server, Client, ClientIndex, SocketAddr) {
+    let server_addr: SocketAddr = "127.0.0.1:40000".parse().unwrap();
+    let client_addr: SocketAddr = "127.0.0.1:50000".parse().unwrap();
+    let key = [1u8; 32];
+    let mut server = netcode::Server::new(
+        ServerConfig {
+            protocol_id: 1,
+            private_key: key,
+            public_addresses: vec![server_addr],
+            max_clients: 4,
+            requests_per_second_per_ip: 10,
+        },
+        now,
+        1_700_000_000,
+        [2; 32],
+    );
+    let params = TokenParams {
+        protocol_id: 1,
+        create_timestamp: 1_700_000_000,
+        expire_seconds: 30,
+        timeout_seconds: 5,
+        server_addresses: vec![server_addr],
+    };
+    let token = ConnectToken::mint(&params, 1, &[0; 256], &key, &[3; 88]);
+    let mut client = Client::new(token, now);
+    let mut buf = Vec::new();
+    let mut index = None;
+    for _ in 0..4 {
+        while client.poll_transmit(now, &mut buf).is_some() {
+            if let Some(netcode::ServerEvent::Connected { client, .. }) =
+                server.handle_datagram(now, client_addr, &mut buf)
+            {
+                index = Some(client);
+            }
+        }
+        while server.poll_transmit(&mut buf).is_some() {
+            let _ = client.handle_datagram(now, server_addr, &mut buf);
+        }
+    }
+    assert!(client.is_connected());
+    (server, client, index.expect("connected"), server_addr)
+}

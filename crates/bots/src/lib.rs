@@ -17,9 +17,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use tickforge_io::udp::{wait_readable, SocketOptions, UdpSocket};
 use tickforge_io::{cpu, entropy, time};
-use tickforge_proto::msg::{ClientMsg, ServerMsg};
+use tickforge_proto::msg::{self, ClientMsg, Event, ServerMsg};
 use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
 use tickforge_proto::netcode::{Client, ClientEvent, PrivateKey};
+use tickforge_proto::reliable::Endpoint;
 use tickforge_proto::user_data::{UserData, ANY};
 use tickforge_proto::{MatchId, MAX_PACKET_BYTES};
 use tickforge_replication::{cmd, SnapshotReader};
@@ -52,8 +53,6 @@ pub struct BotsConfig {
     /// The key to mint each bot's connect token with: the bots act as their own
     /// matchmaker, as a load test must.
     pub private_key: PrivateKey,
-    /// Interval between pings per bot.
-    pub ping_every: Duration,
 }
 
 impl Default for BotsConfig {
@@ -69,7 +68,6 @@ impl Default for BotsConfig {
             seed: 1,
             protocol_id: 0x7469_636b_666f_7267,
             private_key: PrivateKey([0; 32]),
-            ping_every: Duration::from_millis(100),
         }
     }
 }
@@ -106,21 +104,23 @@ struct BotMetrics {
     bytes_up: u64,
     response: DurationHistogram,
     server_delay: DurationHistogram,
+    /// The link's smoothed round trip, sampled at every snapshot.
     ping: DurationHistogram,
+    /// Reliable events received (the welcome, so far).
+    events: u64,
+    /// Packets the link refused as broken.
+    link_errors: u64,
 }
 
 struct Bot {
-    /// The run's start: pings carry their send time relative to it.
-    epoch: Instant,
     socket: UdpSocket,
     transport: Client,
+    /// Acks, round trip and reliable events over the connection.
+    link: Endpoint,
     behaviour: Wander,
     seq: u32,
     sent_at: [(u32, Option<Instant>); SENT_RING],
     input_ack: u32,
-    last_rtt: Option<Duration>,
-    next_ping: Instant,
-    ping_id: u32,
     reader: SnapshotReader,
     metrics: BotMetrics,
     snapshots_total: u64,
@@ -130,6 +130,7 @@ struct Bot {
 struct Scratch {
     recv: Vec<u8>,
     payload: Vec<u8>,
+    packet: Vec<u8>,
     frame: Vec<u8>,
 }
 
@@ -159,16 +160,13 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
             let socket = UdpSocket::bind(bind, options).context("binding a bot socket")?;
             let token = mint_token(config, MatchId(m + 1));
             bots.push(Bot {
-                epoch: start,
                 socket,
                 transport: Client::new(token, start),
+                link: Endpoint::new(msg::link_config(), start),
                 behaviour: Wander::new(config.seed.wrapping_mul(1_000_003).wrapping_add(i)),
                 seq: 0,
                 sent_at: [(0, None); SENT_RING],
                 input_ack: 0,
-                last_rtt: None,
-                next_ping: start,
-                ping_id: 0,
                 reader: SnapshotReader::with_capacity(config.bots_per_match as usize),
                 metrics: BotMetrics::default(),
                 snapshots_total: 0,
@@ -186,6 +184,7 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
     let mut scratch = Scratch {
         recv: vec![0; tickforge_io::udp::SLOT_BYTES],
         payload: Vec::with_capacity(MAX_PACKET_BYTES),
+        packet: Vec::with_capacity(MAX_PACKET_BYTES),
         frame: Vec::with_capacity(MAX_PACKET_BYTES),
     };
 
@@ -314,6 +313,8 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
             bots: bots.len() as u64,
             connected,
             min_response_rate_hz: rates.iter().copied().reduce(f64::min),
+            reliable_events: bots.iter().map(|b| b.metrics.events).sum(),
+            link_errors: bots.iter().map(|b| b.metrics.link_errors).sum(),
         },
         cpu_util,
         saturated,
@@ -363,52 +364,54 @@ impl Bot {
             else {
                 continue;
             };
-            match ServerMsg::decode(p) {
-                Ok(ServerMsg::Snapshot {
-                    input_ack, body, ..
-                }) => {
-                    self.snapshots_total += 1;
-                    if self.reader.read(body).is_err() {
-                        continue;
-                    }
-                    if in_window {
-                        self.metrics.snapshots += 1;
-                    }
-                    // Every input this snapshot is the first to reflect.
-                    while self.input_ack < input_ack {
-                        self.input_ack += 1;
-                        let (seq, at) = self.sent_at[self.input_ack as usize % SENT_RING];
-                        if let (true, Some(at), true) = (seq == self.input_ack, at, in_window) {
-                            let rt = now - at;
-                            self.metrics.response.record_ns(rt.as_nanos() as u64);
-                            if let Some(rtt) = self.last_rtt {
-                                self.metrics
-                                    .server_delay
-                                    .record_ns(rt.saturating_sub(rtt).as_nanos() as u64);
-                            }
-                        }
-                    }
+            let unreliable = match self.link.read_packet(now, p) {
+                Ok(u) => u,
+                Err(_) => {
+                    self.metrics.link_errors += 1;
+                    continue;
                 }
-                Ok(ServerMsg::Pong { echo, .. }) => {
-                    // The echo is the send time in nanoseconds since this run's epoch.
-                    let Some(sent) = self.epoch.checked_add(Duration::from_nanos(echo)) else {
-                        continue;
-                    };
-                    let Some(rtt) = now.checked_duration_since(sent) else {
-                        continue;
-                    };
-                    self.last_rtt = Some(rtt);
-                    if in_window {
-                        self.metrics.ping.record_ns(rtt.as_nanos() as u64);
-                    }
+            };
+            while self.link.poll_reliable(&mut s.payload) {
+                if Event::decode(&s.payload).is_ok() {
+                    self.metrics.events += 1;
                 }
-                Err(_) => {}
+            }
+            let Some((_tick, body)) = unreliable else {
+                continue;
+            };
+            let Ok(ServerMsg::Snapshot {
+                input_ack, body, ..
+            }) = ServerMsg::decode(body)
+            else {
+                continue;
+            };
+            self.snapshots_total += 1;
+            if self.reader.read(body).is_err() {
+                continue;
+            }
+            if !in_window {
+                self.input_ack = self.input_ack.max(input_ack);
+                continue;
+            }
+            self.metrics.snapshots += 1;
+            let rtt = self.link.stats().rtt;
+            self.metrics.ping.record_ns(rtt.as_nanos() as u64);
+            // Every input this snapshot is the first to reflect.
+            while self.input_ack < input_ack {
+                self.input_ack += 1;
+                let (seq, at) = self.sent_at[self.input_ack as usize % SENT_RING];
+                if let (true, Some(at)) = (seq == self.input_ack, at) {
+                    let rt = now - at;
+                    self.metrics.response.record_ns(rt.as_nanos() as u64);
+                    self.metrics
+                        .server_delay
+                        .record_ns(rt.saturating_sub(rtt).as_nanos() as u64);
+                }
             }
         }
     }
 
     fn tick(&mut self, now: Instant, config: &BotsConfig, in_window: bool, s: &mut Scratch) {
-        let server = config.server;
         if let Some(_reason) = self.transport.handle_timeout(now) {
             return;
         }
@@ -421,31 +424,11 @@ impl Bot {
                 cmd: &cmd::to_bytes(&c),
             }
             .encode(&mut s.payload);
-            if self
-                .transport
-                .send_payload(now, &s.payload, &mut s.frame)
-                .is_some()
-            {
-                self.send(&s.frame, server, in_window);
+            self.link
+                .write_packet(now, Some((self.seq, &s.payload)), &mut s.packet);
+            if let Some(to) = self.transport.send_payload(now, &s.packet, &mut s.frame) {
+                self.send(&s.frame, to, in_window);
                 self.sent_at[self.seq as usize % SENT_RING] = (self.seq, Some(now));
-            }
-            if now >= self.next_ping {
-                self.next_ping = now + config.ping_every;
-                self.ping_id += 1;
-                s.payload.clear();
-                let echo = now.saturating_duration_since(self.epoch).as_nanos() as u64;
-                ClientMsg::Ping {
-                    id: self.ping_id,
-                    echo,
-                }
-                .encode(&mut s.payload);
-                if self
-                    .transport
-                    .send_payload(now, &s.payload, &mut s.frame)
-                    .is_some()
-                {
-                    self.send(&s.frame, server, in_window);
-                }
             }
         }
         while let Some(to) = self.transport.poll_transmit(now, &mut s.frame) {

@@ -64,9 +64,32 @@ pub struct BenchArgs {
     /// Write the full report to FILE as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Send N random datagrams at the server during the measured window (loopback only),
+    /// some shaped like connection requests and packets: the clients must not notice.
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
+    pub flood: u64,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// Measures the I/O floor of one match tick on the server's core, before the run.
+fn measure_io_floor(
+    players: usize,
+    core: Option<usize>,
+) -> Result<tickforge_server::io_floor::IoFloor> {
+    // The datagrams of a tick as the smoke scenario sends them: an input each way in, a
+    // full snapshot of every player each way out.
+    let input_bytes = 1 + 4 + tickforge_replication::cmd::CMD_BYTES;
+    let snapshot_bytes = tickforge_proto::msg::SNAPSHOT_HEADER_BYTES
+        + 1
+        + players * tickforge_replication::ENTITY_BYTES;
+    std::thread::spawn(move || {
+        tickforge_server::io_floor::measure(players, input_bytes, snapshot_bytes, 2000, core)
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("the I/O floor measurement panicked"))?
+    .context("measuring the I/O floor")
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
@@ -84,17 +107,16 @@ pub fn run(args: BenchArgs) -> Result<()> {
         [a, b, ..] => (Some(*a), Some(*b)),
         _ => (None, None),
     };
-    let dir = scratch_dir()?;
-    let result = run_in(
-        &args,
-        &dir,
+    let plan = Plan {
         matches,
         players,
         warmup_s,
         duration_s,
         server_core,
         bots_core,
-    );
+    };
+    let dir = scratch_dir()?;
+    let result = run_in(&args, &dir, &plan);
     let _ = std::fs::remove_dir_all(&dir);
     let mut report = result?;
     report.host = Host {
@@ -110,17 +132,26 @@ pub fn run(args: BenchArgs) -> Result<()> {
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_in(
-    args: &BenchArgs,
-    dir: &Path,
+/// What a bench run does, resolved from the scenario and the flags.
+struct Plan {
     matches: u32,
     players: u32,
     warmup_s: f64,
     duration_s: f64,
     server_core: Option<usize>,
     bots_core: Option<usize>,
-) -> Result<Report> {
+}
+
+fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
+    let &Plan {
+        matches,
+        players,
+        warmup_s,
+        duration_s,
+        server_core,
+        bots_core,
+    } = plan;
+    let floor = measure_io_floor(players as usize, server_core)?;
     let exe = std::env::current_exe().context("finding the tickforge binary")?;
     let server_report = dir.join("server.json");
     let bots_report = dir.join("bots.json");
@@ -196,6 +227,15 @@ fn run_in(
     if let Some(c) = bots_core {
         bots_cmd.args(["--core", &c.to_string()]);
     }
+    let flood = (args.flood > 0).then(|| {
+        let server: std::net::SocketAddr = addr.parse().expect("the server printed its address");
+        let (n, delay, over) = (
+            args.flood,
+            Duration::from_secs_f64(warmup_s),
+            Duration::from_secs_f64(duration_s),
+        );
+        std::thread::spawn(move || crate::flood::run(server, n, delay, over))
+    });
     let mut bots = Guard(
         bots_cmd
             .stdout(Stdio::piped())
@@ -240,7 +280,21 @@ fn run_in(
         .context("reading the server's report")?;
     let b: BotsReport = serde_json::from_str(&std::fs::read_to_string(&bots_report)?)
         .context("reading the bots' report")?;
-    Ok(merge(args.scenario.name(), s, b, warmup_s))
+    let mut report = merge(args.scenario.name(), s, b, warmup_s);
+    report.io_floor_ms = Some(floor.per_tick_ms);
+    report.io_floor_per_datagram_us = Some(floor.per_datagram_us);
+    report.frame_to_io_floor = report
+        .match_frame_ms
+        .map(|f| f.mean / floor.per_tick_ms)
+        .filter(|r| r.is_finite());
+    if let Some(handle) = flood {
+        report.flood = Some(
+            handle
+                .join()
+                .map_err(|_| anyhow::anyhow!("the flood thread panicked"))??,
+        );
+    }
+    Ok(report)
 }
 
 /// The bench report from the two halves.
@@ -264,6 +318,9 @@ fn merge(scenario: &str, s: ServerReport, b: BotsReport, warmup_s: f64) -> Repor
             projected: s.projected_games_per_core,
         },
         io_floor_ms: None,
+        io_floor_per_datagram_us: None,
+        frame_to_io_floor: None,
+        flood: None,
         clients: b.clients.clone(),
         server_cpu_util: s.cpu_util,
         bots_cpu_util: b.cpu_util,

@@ -93,7 +93,6 @@ pub fn run(args: BotsArgs) -> Result<()> {
             .protocol_id
             .unwrap_or(tickforge_server::config::DEFAULT_PROTOCOL_ID),
         private_key,
-        ..BotsConfig::default()
     };
     let total_s = args.warmup_s + args.duration_s;
     let bar = (!args.progress_lines).then(|| {

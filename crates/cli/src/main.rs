@@ -2,6 +2,7 @@
 
 mod bench;
 mod bots_cmd;
+mod flood;
 mod serve;
 mod summary;
 mod token_cmd;

@@ -129,6 +129,34 @@ pub fn bench(r: &Report) -> String {
             .measured
             .map_or("n/a (needs --sweep)".into(), |g| format!("{g:.0}")),
     );
+    let d = &r.server.datagrams;
+    let _ = writeln!(
+        out,
+        "  i/o           floor {} per match tick ({} per datagram), frame = {} floor; {} datagrams per recvmmsg, {} per sendmmsg",
+        ms(r.io_floor_ms),
+        r.io_floor_per_datagram_us.map_or("n/a".into(), |v| format!("{v:.2} µs")),
+        r.frame_to_io_floor.map_or("n/a".into(), |v| format!("{v:.2}×")),
+        d.per_recv_call.map_or("n/a".into(), |v| format!("{v:.1}")),
+        d.per_send_call.map_or("n/a".into(), |v| format!("{v:.1}")),
+    );
+    if let Some(f) = &r.flood {
+        let mut reasons: Vec<(&String, &u64)> = d.dropped.iter().filter(|(_, &n)| n > 0).collect();
+        reasons.sort_by(|a, b| b.1.cmp(a.1));
+        let top: Vec<String> = reasons
+            .iter()
+            .take(5)
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  flood         {} sent ({} request-shaped, {} packet-shaped); server dropped {}: {}",
+            f.sent,
+            f.request_shaped,
+            f.packet_shaped,
+            d.dropped_total(),
+            top.join(", ")
+        );
+    }
     clients_line(&mut out, &r.clients);
     let _ = writeln!(
         out,

@@ -66,7 +66,7 @@ pub fn load_key(path: Option<&Path>) -> Result<PrivateKey> {
             PrivateKey::from_hex(&text).with_context(|| format!("key file {}", p.display()))
         }
         None => match std::env::var(KEY_ENV) {
-            Ok(text) => PrivateKey::from_hex(&text).with_context(|| format!("{KEY_ENV}")),
+            Ok(text) => PrivateKey::from_hex(&text).context(KEY_ENV),
             Err(_) => bail!(
                 "no private key: pass --key-file FILE (64 hex digits) or set {KEY_ENV}; \
                  make one with `tickforge token --generate-key FILE`"

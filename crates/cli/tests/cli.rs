@@ -51,6 +51,9 @@ fn smoke_bench_holds_the_tick_and_its_report_adds_up() {
         ("smoke", 128, 1, 10)
     );
     assert_eq!(r.clients.connected, 10);
+    // Every bot got its welcome over the reliable channel, once; no packet was refused.
+    assert_eq!(r.clients.reliable_events, 10);
+    assert_eq!(r.clients.link_errors, 0);
 
     // Response rate within 5% of 128 Hz.
     let rate = r.clients.response_rate_hz.unwrap();
@@ -87,7 +90,11 @@ fn smoke_bench_holds_the_tick_and_its_report_adds_up() {
 
     // Every client measured its response time, and what does not exist yet is null.
     assert!(r.clients.response_time_ms.p50.unwrap() > 0.0);
-    assert!(r.io_floor_ms.is_none());
+    assert!(r.io_floor_ms.unwrap() > 0.0);
+    assert!(
+        r.server.datagrams.per_recv_call.unwrap() > 1.0,
+        "batched receive"
+    );
     assert!(r.games_per_core.measured.is_none());
     assert!(r.games_per_core.projected.unwrap() > 0.0);
 }
@@ -260,4 +267,45 @@ fn token_mints_a_netcode_token_for_the_match_from_a_new_key() {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim().len(), 2732);
+}
+
+#[test]
+fn a_flood_of_hostile_datagrams_is_dropped_and_counted_and_clients_do_not_notice() {
+    let json = scratch("flood.json");
+    let out = tickforge()
+        .args([
+            "bench",
+            "--scenario",
+            "smoke",
+            "--warmup-s",
+            "1",
+            "--duration-s",
+            "3",
+            "--quiet",
+            "--flood",
+            "6000",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "bench failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let flood = r.flood.expect("flood section");
+    assert_eq!(flood.sent, 6000);
+    assert!(flood.request_shaped > 0 && flood.packet_shaped > 0);
+    // Every hostile datagram is dropped under some reason, and nothing was answered to it:
+    // the server sent no more than the clients' traffic needs.
+    assert!(
+        r.server.datagrams.dropped_total() >= flood.sent,
+        "{:?}",
+        r.server.datagrams.dropped
+    );
+    let rate = r.clients.response_rate_hz.unwrap();
+    assert!(rate >= 128.0 * 0.95, "response rate {rate} under the flood");
+    assert_eq!(r.clients.connected, 10);
 }

@@ -11,7 +11,9 @@ const PROTOCOL_ID: u64 = 0x7469_636b;
 fn aead(c: &mut Criterion) {
     let key = packet::cipher(&[5; 32]);
     let mut group = c.benchmark_group("netcode_payload");
-    group.measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
+    group
+        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(500));
     for size in [16usize, 64, 256, 600, 1200] {
         let payload = vec![0xabu8; size];
         group.throughput(Throughput::Bytes(size as u64));
@@ -20,16 +22,26 @@ fn aead(c: &mut Criterion) {
             let mut seq = 0u64;
             b.iter(|| {
                 seq += 1;
-                packet::seal(&mut out, PacketType::Payload, seq, PROTOCOL_ID, &key, |buf| {
-                    buf.extend_from_slice(&payload)
-                });
+                packet::seal(
+                    &mut out,
+                    PacketType::Payload,
+                    seq,
+                    PROTOCOL_ID,
+                    &key,
+                    |buf| buf.extend_from_slice(&payload),
+                );
                 black_box(out.len())
             })
         });
         let mut sealed = Vec::new();
-        packet::seal(&mut sealed, PacketType::Payload, 1_000_000, PROTOCOL_ID, &key, |buf| {
-            buf.extend_from_slice(&payload)
-        });
+        packet::seal(
+            &mut sealed,
+            PacketType::Payload,
+            1_000_000,
+            PROTOCOL_ID,
+            &key,
+            |buf| buf.extend_from_slice(&payload),
+        );
         let mut work = sealed.clone();
         group.bench_with_input(BenchmarkId::new("open", size), &size, |b, _| {
             b.iter(|| {

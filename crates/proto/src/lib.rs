@@ -1,20 +1,30 @@
 //! tickforge's network protocol, with no I/O and no clock.
 //!
-//! What it does: byte-exact encoding ([`wire`]), the connection state machines of both
-//! sides ([`transport`]), and the messages a match exchanges inside a connection
-//! ([`msg`]). Time comes in as a parameter (`now: Instant`) and datagrams go out as plain
-//! bytes, so every state machine is tested tick by tick without sockets or sleeps.
+//! What it does, bottom up:
+//! - [`wire`]: byte-exact encoding with checked reads;
+//! - [`netcode`]: netcode.io 1.02 connections, both sides: connect tokens, the encrypted
+//!   handshake, replay protection, keep-alives, timeouts;
+//! - [`reliable`]: inside each netcode payload, packet acks, round-trip and loss
+//!   estimates, a reliable-ordered channel with fragmentation for events, and one tagged
+//!   unreliable message per packet for snapshots and inputs;
+//! - [`msg`]: the messages a match exchanges over that, and [`user_data`]: what a
+//!   tickforge connect token says about its holder.
 //!
-//! What it does not do: open sockets, read the OS clock, or know the game. The `io` crate
-//! drives it; the `server` and `bots` crates decide what a payload means.
+//! Time comes in as a parameter (`now: Instant`) and datagrams go in and out as bytes, so
+//! every state machine is tested tick by tick without sockets or sleeps (see the
+//! `testkit` crate's simulator).
+//!
+//! What it does not do: open sockets, read the OS clock or its random source, or know the
+//! game. The `io` crate drives it; the `server` and `bots` crates decide what a payload
+//! means.
 //!
 //! In order of importance: no datagram off the network can make it panic or allocate
-//! without bound; no packet exceeds [`MAX_PACKET_BYTES`]; the hot path allocates nothing.
+//! without bound; no packet exceeds [`MAX_PACKET_BYTES`] of payload; the hot path
+//! allocates nothing.
 
 pub mod msg;
 pub mod netcode;
 pub mod reliable;
-pub mod transport;
 pub mod user_data;
 pub mod wire;
 

@@ -1,17 +1,23 @@
-//! Messages a match exchanges inside transport payloads.
+//! Messages a match exchanges inside a connection's reliability packets.
 //!
 //! ```text
-//! client → server                       server → client
-//!   1 Input  seq u32 | cmd bytes          1 Snapshot  tick u32 | input_ack u32 | body
-//!   2 Ping   id u32 | echo u64            2 Pong      id u32 | echo u64
+//! unreliable, one per packet (the reliable layer's tag in brackets):
+//!   client → server   1 Input     seq u32 | cmd bytes                    [tag = seq]
+//!   server → client   1 Snapshot  tick u32 | input_ack u32 | body        [tag = tick]
+//! reliable, ordered, server → client:
+//!   1 Welcome   match_id u32 | slot u8 | tick_hz u16
 //! ```
 //!
 //! `seq` numbers a client's inputs from 1; `input_ack` is the newest input sequence the
 //! server had applied for that client when it built the snapshot, so the client can time
 //! each input from sending to the first snapshot that reflects it (the Quake paper's
 //! response time). Bodies (the command and the snapshot) are opaque here: the
-//! `replication` crate encodes them.
+//! `replication` crate encodes them. [`link_config`] is the reliability setting both ends
+//! of a tickforge connection use.
 
+use std::time::Duration;
+
+use crate::reliable::ReliableConfig;
 use crate::wire::{Reader, Truncated, Writer};
 
 /// A payload that is not a message this side accepts.
@@ -23,6 +29,9 @@ pub enum MsgError {
     /// First byte names no message of this direction.
     #[error("unknown message kind {0}")]
     UnknownKind(u8),
+    /// Bytes after the end of a fixed-size message.
+    #[error("message has trailing bytes")]
+    TrailingBytes,
 }
 
 impl From<Truncated> for MsgError {
@@ -41,19 +50,11 @@ pub enum ClientMsg<'a> {
         /// The encoded command.
         cmd: &'a [u8],
     },
-    /// Asks for an immediate [`ServerMsg::Pong`].
-    Ping {
-        /// Chosen by the client.
-        id: u32,
-        /// Echoed back unchanged (the client's send time).
-        echo: u64,
-    },
 }
 
 const INPUT: u8 = 1;
-const PING: u8 = 2;
 const SNAPSHOT: u8 = 1;
-const PONG: u8 = 2;
+const WELCOME: u8 = 1;
 
 impl<'a> ClientMsg<'a> {
     /// Decodes a client payload.
@@ -63,10 +64,6 @@ impl<'a> ClientMsg<'a> {
             INPUT => Ok(ClientMsg::Input {
                 seq: r.u32()?,
                 cmd: r.rest(),
-            }),
-            PING => Ok(ClientMsg::Ping {
-                id: r.u32()?,
-                echo: r.u64()?,
             }),
             k => Err(MsgError::UnknownKind(k)),
         }
@@ -80,11 +77,6 @@ impl<'a> ClientMsg<'a> {
                 w.u8(INPUT);
                 w.u32(seq);
                 w.bytes(cmd);
-            }
-            ClientMsg::Ping { id, echo } => {
-                w.u8(PING);
-                w.u32(id);
-                w.u64(echo);
             }
         }
     }
@@ -102,13 +94,6 @@ pub enum ServerMsg<'a> {
         /// The encoded state.
         body: &'a [u8],
     },
-    /// Answer to a ping.
-    Pong {
-        /// The ping's id.
-        id: u32,
-        /// The ping's echo value.
-        echo: u64,
-    },
 }
 
 /// Bytes of a snapshot message before its body.
@@ -123,10 +108,6 @@ impl<'a> ServerMsg<'a> {
                 tick: r.u32()?,
                 input_ack: r.u32()?,
                 body: r.rest(),
-            }),
-            PONG => Ok(ServerMsg::Pong {
-                id: r.u32()?,
-                echo: r.u64()?,
             }),
             k => Err(MsgError::UnknownKind(k)),
         }
@@ -146,12 +127,79 @@ impl<'a> ServerMsg<'a> {
                 w.u32(input_ack);
                 w.bytes(body);
             }
-            ServerMsg::Pong { id, echo } => {
-                w.u8(PONG);
-                w.u32(id);
-                w.u64(echo);
+        }
+    }
+}
+
+/// A reliable, ordered message from the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// Sent once when a client is seated: where it is and how fast the match ticks.
+    Welcome {
+        /// The match.
+        match_id: u32,
+        /// The client's player slot.
+        slot: u8,
+        /// The match's tick rate.
+        tick_hz: u16,
+    },
+}
+
+impl Event {
+    /// Decodes an event; trailing bytes are an error.
+    pub fn decode(bytes: &[u8]) -> Result<Self, MsgError> {
+        let mut r = Reader::new(bytes);
+        let e = match r.u8()? {
+            WELCOME => Event::Welcome {
+                match_id: r.u32()?,
+                slot: r.u8()?,
+                tick_hz: r.u16()?,
+            },
+            k => return Err(MsgError::UnknownKind(k)),
+        };
+        if r.remaining() != 0 {
+            return Err(MsgError::TrailingBytes);
+        }
+        Ok(e)
+    }
+
+    /// Appends the encoded event to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let mut w = Writer::new(out);
+        match *self {
+            Event::Welcome {
+                match_id,
+                slot,
+                tick_hz,
+            } => {
+                w.u8(WELCOME);
+                w.u32(match_id);
+                w.u8(slot);
+                w.u16(tick_hz);
             }
         }
+    }
+}
+
+/// The reliability settings both ends of a tickforge connection use (they must agree).
+///
+/// Sized for a game connection rather than a file transfer: events of up to 16 KiB, 64
+/// of them in flight, about 70 KiB reserved per connection (the defaults reserve 440 KiB,
+/// too much for a worker holding hundreds of clients).
+pub fn link_config() -> ReliableConfig {
+    ReliableConfig {
+        max_packet_bytes: crate::MAX_PACKET_BYTES,
+        reliable_reserved_bytes: 256,
+        fragment_bytes: 240,
+        max_message_bytes: 16 << 10,
+        reassembly_bytes: 32 << 10,
+        send_queue_messages: 256,
+        send_queue_bytes: 32 << 10,
+        receive_window_messages: 64,
+        packet_history: 256,
+        initial_rtt: Duration::from_millis(100),
+        resend_margin: Duration::from_micros(15_625), // two ticks at 128 Hz
+        min_resend_after: Duration::from_millis(30),
     }
 }
 
@@ -162,29 +210,20 @@ mod tests {
 
     #[test]
     fn every_message_round_trips() {
-        let client = [
-            ClientMsg::Input {
-                seq: 77,
-                cmd: &[1, 2, 3],
-            },
-            ClientMsg::Ping {
-                id: 5,
-                echo: u64::MAX,
-            },
-        ];
+        let client = [ClientMsg::Input {
+            seq: 77,
+            cmd: &[1, 2, 3],
+        }];
         for m in client {
             let mut buf = Vec::new();
             m.encode(&mut buf);
             assert_eq!(ClientMsg::decode(&buf), Ok(m));
         }
-        let server = [
-            ServerMsg::Snapshot {
-                tick: 9,
-                input_ack: 8,
-                body: &[4; 10],
-            },
-            ServerMsg::Pong { id: 5, echo: 1 },
-        ];
+        let server = [ServerMsg::Snapshot {
+            tick: 9,
+            input_ack: 8,
+            body: &[4; 10],
+        }];
         for m in server {
             let mut buf = Vec::new();
             m.encode(&mut buf);
@@ -201,10 +240,20 @@ mod tests {
     }
 
     #[test]
+    fn the_link_config_is_valid_and_small() {
+        let c = link_config();
+        assert_eq!(c.validate(), Ok(()));
+        assert!(
+            c.send_queue_bytes + c.reassembly_bytes + c.receive_window_messages * c.fragment_bytes
+                < 96 << 10
+        );
+    }
+
+    #[test]
     fn bad_kinds_and_short_bodies_are_errors() {
         assert_eq!(ClientMsg::decode(&[]), Err(MsgError::Truncated));
         assert_eq!(ClientMsg::decode(&[9]), Err(MsgError::UnknownKind(9)));
-        assert_eq!(ClientMsg::decode(&[PING, 1, 2]), Err(MsgError::Truncated));
+        assert_eq!(ClientMsg::decode(&[INPUT, 1, 2]), Err(MsgError::Truncated));
         assert_eq!(
             ServerMsg::decode(&[SNAPSHOT, 0, 0, 0, 0, 0]),
             Err(MsgError::Truncated)
@@ -216,6 +265,7 @@ mod tests {
         fn decoders_never_panic(data in proptest::collection::vec(any::<u8>(), 0..64)) {
             let _ = ClientMsg::decode(&data);
             let _ = ServerMsg::decode(&data);
+            let _ = Event::decode(&data);
         }
     }
 }

@@ -4,16 +4,22 @@ use std::time::{Duration, Instant};
 
 use tickforge_game::{PlayerSlot, Tick, UserCmd, World, WorldConfig};
 use tickforge_io::udp::SendBatch;
-use tickforge_proto::msg::ServerMsg;
+use tickforge_proto::msg::{self, ClientMsg, Event, ServerMsg};
 use tickforge_proto::netcode::Server as Transport;
+use tickforge_proto::reliable::{Endpoint, ReliableError};
 use tickforge_proto::{ClientIndex, MatchId};
+use tickforge_replication::cmd;
 use tickforge_replication::SnapshotWriter;
 use tickforge_telemetry::{Category, FrameRecord, Phase, Scopes};
 
 /// A player slot and the connection in it.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Default)]
 struct Seat {
     client: Option<ClientIndex>,
+    /// Acks, reliable events and snapshot baselines of the connection.
+    link: Option<Endpoint>,
+    /// Newest snapshot tick the client acknowledged: its baseline for deltas.
+    acked_tick: Option<u32>,
     /// Newest command received, applied at the next tick.
     cmd: UserCmd,
     /// Sequence of `cmd`.
@@ -28,13 +34,20 @@ pub struct Match {
     world: World,
     seats: Vec<Seat>,
     snapshot: SnapshotWriter,
-    /// Encoded messages of this tick, one per connected seat, before framing.
+    /// Encoded packets of this tick, one per connected seat, before sealing.
     payloads: Vec<u8>,
+    /// One snapshot message, before the reliability layer packs it.
+    message: Vec<u8>,
+    /// One packet, before it joins `payloads`.
+    packet: Vec<u8>,
     payload_ends: Vec<(ClientIndex, usize)>,
     start: Instant,
     period_ns: u64,
     /// Receive work done for this match since its last tick, charged to its next frame.
     pub(crate) pending_receive_ns: u64,
+    /// Packets whose unreliable part was missing or not a valid input (ack-only packets
+    /// from a client count here too).
+    pub(crate) bad_inputs: u64,
 }
 
 impl Match {
@@ -44,13 +57,16 @@ impl Match {
         Match {
             id,
             world: World::new(config),
-            seats: vec![Seat::default(); players],
+            seats: (0..players).map(|_| Seat::default()).collect(),
             snapshot: SnapshotWriter::with_capacity(players),
             payloads: Vec::with_capacity(players * tickforge_proto::MAX_PACKET_BYTES),
             payload_ends: Vec::with_capacity(players),
+            message: Vec::with_capacity(tickforge_proto::MAX_PACKET_BYTES),
+            packet: Vec::with_capacity(tickforge_proto::MAX_PACKET_BYTES),
             start,
             period_ns: 1_000_000_000 / u64::from(config.tick_hz),
             pending_receive_ns: 0,
+            bad_inputs: 0,
         }
     }
 
@@ -83,6 +99,7 @@ impl Match {
     /// when the match is full.
     pub fn seat(
         &mut self,
+        now: Instant,
         client: ClientIndex,
         preferred: Option<PlayerSlot>,
     ) -> Option<PlayerSlot> {
@@ -91,11 +108,74 @@ impl Match {
             Some(p) if free(p) => p,
             _ => self.seats.iter().position(|s| s.client.is_none())?,
         };
+        let mut link = Endpoint::new(msg::link_config(), now);
+        let welcome = Event::Welcome {
+            match_id: self.id.0,
+            slot: i as u8,
+            tick_hz: self.tick_hz(),
+        };
+        self.message.clear();
+        welcome.encode(&mut self.message);
+        // A fresh link's queue is empty: the first message always fits.
+        link.send_reliable(&self.message)
+            .expect("an empty send queue takes a welcome");
         self.seats[i] = Seat {
             client: Some(client),
+            link: Some(link),
             ..Seat::default()
         };
         Some(PlayerSlot(i as u8))
+    }
+
+    fn tick_hz(&self) -> u16 {
+        (1_000_000_000 / self.period_ns).min(u64::from(u16::MAX)) as u16
+    }
+
+    /// Takes one packet from `slot`'s connection: acks, events, and the input it carries.
+    ///
+    /// An error means the client broke the protocol; the caller disconnects it.
+    pub fn receive(
+        &mut self,
+        now: Instant,
+        slot: PlayerSlot,
+        packet: &[u8],
+    ) -> Result<(), ReliableError> {
+        let Some(link) = self
+            .seats
+            .get_mut(usize::from(slot.0))
+            .and_then(|s| s.link.as_mut())
+        else {
+            return Ok(());
+        };
+        let input = match link.read_packet(now, packet)? {
+            Some((_tag, body)) => match ClientMsg::decode(body) {
+                Ok(ClientMsg::Input { seq, cmd: bytes }) => {
+                    cmd::decode(bytes).ok().map(|c| (seq, c))
+                }
+                Err(_) => None,
+            },
+            None => None,
+        };
+        // Clients send no reliable messages yet; drain them so the window never stalls.
+        while link.poll_reliable(&mut self.packet) {}
+        let mut acked = None;
+        while let Some(tick) = link.poll_acked_tag() {
+            acked = Some(acked.map_or(tick, |t: u32| t.max(tick)));
+        }
+        let seat = &mut self.seats[usize::from(slot.0)];
+        if let Some(tick) = acked {
+            seat.acked_tick = Some(seat.acked_tick.map_or(tick, |t| t.max(tick)));
+        }
+        match input {
+            Some((seq, c)) => self.queue_input(slot, seq, c),
+            None => self.bad_inputs += 1,
+        }
+        Ok(())
+    }
+
+    /// Newest snapshot tick `slot`'s client acknowledged.
+    pub fn acked_tick(&self, slot: PlayerSlot) -> Option<u32> {
+        self.seats.get(usize::from(slot.0))?.acked_tick
     }
 
     /// Frees the seat of `slot`; the player stops where it is.
@@ -154,14 +234,19 @@ impl Match {
             let body = self.snapshot.write(&self.world);
             self.payloads.clear();
             self.payload_ends.clear();
-            for seat in &self.seats {
-                let Some(client) = seat.client else { continue };
+            for seat in &mut self.seats {
+                let (Some(client), Some(link)) = (seat.client, seat.link.as_mut()) else {
+                    continue;
+                };
+                self.message.clear();
                 ServerMsg::Snapshot {
                     tick,
                     input_ack: seat.applied_seq,
                     body,
                 }
-                .encode(&mut self.payloads);
+                .encode(&mut self.message);
+                link.write_packet(now, Some((tick, &self.message)), &mut self.packet);
+                self.payloads.extend_from_slice(&self.packet);
                 self.payload_ends.push((client, self.payloads.len()));
             }
         }
@@ -192,6 +277,7 @@ mod tests {
     use super::*;
     use crate::testing::connected_pair;
     use tickforge_proto::netcode::ClientEvent;
+    use tickforge_proto::reliable::Endpoint;
     use tickforge_replication::SnapshotReader;
 
     #[test]
@@ -216,7 +302,7 @@ mod tests {
             },
             t0,
         );
-        let slot = m.seat(index, None).unwrap();
+        let slot = m.seat(t0, index, None).unwrap();
         let before = m.world().players()[usize::from(slot.0)].state.origin;
         m.queue_input(
             slot,
@@ -246,20 +332,74 @@ mod tests {
             }
         }
         let payload = seen.expect("a snapshot");
+        let mut link = Endpoint::new(msg::link_config(), t0);
+        let (tag, unreliable) = link.read_packet(t0, &payload).unwrap().expect("a snapshot");
         let ServerMsg::Snapshot {
             tick,
             input_ack,
             body,
-        } = ServerMsg::decode(&payload).unwrap()
-        else {
-            panic!("not a snapshot")
-        };
-        assert_eq!((tick, input_ack), (0, 1));
+        } = ServerMsg::decode(unreliable).unwrap();
+        assert_eq!((tag, tick, input_ack), (0, 0, 1));
         assert_eq!(SnapshotReader::default().read(body).unwrap().len(), 2);
+        // The welcome came with it, reliably.
+        let mut event = Vec::new();
+        assert!(link.poll_reliable(&mut event));
+        assert_eq!(
+            Event::decode(&event),
+            Ok(Event::Welcome {
+                match_id: 1,
+                slot: slot.0,
+                tick_hz: 128
+            })
+        );
+    }
+
+    #[test]
+    fn inputs_arrive_through_the_link_and_its_acks_name_the_baseline() {
+        let t0 = Instant::now();
+        let scopes = Scopes::new(Instant::now);
+        let (mut transport, _client, index, _) = connected_pair(t0);
+        let mut m = Match::new(
+            MatchId(1),
+            WorldConfig {
+                players: 2,
+                ..Default::default()
+            },
+            t0,
+        );
+        let slot = m.seat(t0, index, None).unwrap();
+        let mut out = SendBatch::with_capacity(8, 1300);
+        let mut frame = Vec::new();
+        m.run_tick(t0, &scopes, &mut transport, &mut frame, &mut out);
+        // The client's side of the link reads the tick-0 packet, then sends input 1.
+        let packet = m.payloads.clone();
+        let mut link = Endpoint::new(msg::link_config(), t0);
+        assert!(link.read_packet(t0, &packet).unwrap().is_some());
+        let mut input = Vec::new();
+        ClientMsg::Input {
+            seq: 1,
+            cmd: &cmd::to_bytes(&UserCmd {
+                forward: 127,
+                ..Default::default()
+            }),
+        }
+        .encode(&mut input);
+        let mut up = Vec::new();
+        link.write_packet(t0, Some((1, &input)), &mut up);
+        m.receive(t0, slot, &up).unwrap();
+        assert_eq!(
+            m.acked_tick(slot),
+            Some(0),
+            "the client's packet acked the tick-0 snapshot"
+        );
+        assert_eq!(m.seats[usize::from(slot.0)].newest_seq, 1);
+        // Garbage on the link is an error the worker disconnects for.
+        assert!(m.receive(t0, slot, &[0xff; 40]).is_err());
     }
 
     #[test]
     fn seats_honour_a_preferred_free_slot_and_refuse_when_full() {
+        let t = Instant::now();
         let mut m = Match::new(
             MatchId(1),
             WorldConfig {
@@ -269,19 +409,19 @@ mod tests {
             Instant::now(),
         );
         assert_eq!(
-            m.seat(ClientIndex(0), Some(PlayerSlot(1))),
+            m.seat(t, ClientIndex(0), Some(PlayerSlot(1))),
             Some(PlayerSlot(1))
         );
         // Taken: the next free one instead.
         assert_eq!(
-            m.seat(ClientIndex(1), Some(PlayerSlot(1))),
+            m.seat(t, ClientIndex(1), Some(PlayerSlot(1))),
             Some(PlayerSlot(0))
         );
-        assert_eq!(m.seat(ClientIndex(2), None), None);
+        assert_eq!(m.seat(t, ClientIndex(2), None), None);
         m.unseat(PlayerSlot(0));
         assert_eq!(m.connected(), 1);
         assert_eq!(
-            m.seat(ClientIndex(2), Some(PlayerSlot(9))),
+            m.seat(t, ClientIndex(2), Some(PlayerSlot(9))),
             Some(PlayerSlot(0))
         );
     }

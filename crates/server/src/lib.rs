@@ -10,6 +10,7 @@
 
 pub mod config;
 mod game_match;
+pub mod io_floor;
 mod worker;
 
 #[cfg(test)]

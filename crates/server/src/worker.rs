@@ -13,11 +13,9 @@ use std::time::{Duration, Instant};
 use tickforge_game::{PlayerSlot, WorldConfig};
 use tickforge_io::udp::{IoStats, RecvBatch, SendBatch, SocketOptions, UdpSocket};
 use tickforge_io::{cpu, entropy, time};
-use tickforge_proto::msg::{ClientMsg, ServerMsg};
 use tickforge_proto::netcode::{self, Server as Transport, ServerEvent};
 use tickforge_proto::user_data::{UserData, ANY};
 use tickforge_proto::{ClientIndex, MatchId, MAX_PACKET_BYTES};
-use tickforge_replication::cmd;
 use tickforge_telemetry::report::{Datagrams, ServerReport, Ticks};
 use tickforge_telemetry::{
     budget_ms, projected_games_per_core, Category, DurationHistogram, FrameRecord, FrameStats,
@@ -35,6 +33,8 @@ const RECV_BATCH: usize = 256;
 /// Datagrams the worker dropped after the transport accepted them.
 #[derive(Clone, Copy, Debug, Default)]
 struct Drops {
+    /// Clients disconnected for breaking the reliability protocol.
+    misbehaved: u64,
     /// Connections refused: no such match, or no free slot.
     refused: u64,
     oversize: u64,
@@ -77,7 +77,6 @@ pub struct Worker {
     recv: RecvBatch,
     send: SendBatch,
     frame_buf: Vec<u8>,
-    payload_buf: Vec<u8>,
     /// Datagrams routed to each match in this wake-up, to share the receive cost.
     routed: Vec<u32>,
     /// Frames of this wake-up waiting for their share of the send cost.
@@ -144,7 +143,6 @@ impl Worker {
             recv: RecvBatch::with_capacity(RECV_BATCH),
             send: SendBatch::with_capacity(datagrams_per_wake, MAX_PACKET_BYTES),
             frame_buf: Vec::with_capacity(MAX_PACKET_BYTES),
-            payload_buf: Vec::with_capacity(MAX_PACKET_BYTES),
             routed: vec![0; matches.len()],
             due: Vec::with_capacity(matches.len()),
             scopes: Scopes::new(time::now),
@@ -281,7 +279,7 @@ impl Worker {
                     None => {}
                     Some(ServerEvent::Connected {
                         client, user_data, ..
-                    }) => match place(matches, &UserData::parse(&user_data), client) {
+                    }) => match place(now, matches, &UserData::parse(&user_data), client) {
                         Some(route) => routes[client.as_usize()] = Some(route),
                         None => {
                             drops.refused += 1;
@@ -294,22 +292,12 @@ impl Worker {
                             continue;
                         };
                         routed[mi] += 1;
-                        match ClientMsg::decode(data) {
-                            Ok(ClientMsg::Input { seq, cmd: bytes }) => match cmd::decode(bytes) {
-                                Ok(c) => matches[mi].queue_input(slot, seq, c),
-                                Err(_) => drops.bad_cmd += 1,
-                            },
-                            Ok(ClientMsg::Ping { id, echo }) => {
-                                let buf = &mut self.payload_buf;
-                                buf.clear();
-                                ServerMsg::Pong { id, echo }.encode(buf);
-                                if let Some(tx) =
-                                    transport.send_payload(now, client, buf, &mut self.frame_buf)
-                                {
-                                    push_transmit(&mut self.send, tx, &self.frame_buf);
-                                }
-                            }
-                            Err(_) => drops.bad_message += 1,
+                        if matches[mi].receive(now, slot, data).is_err() {
+                            // A client that breaks the reliability protocol (floods, bounds,
+                            // malformed sections) is disconnected; the others never notice.
+                            drops.misbehaved += 1;
+                            transport.disconnect(client);
+                            unroute(routes, matches, client);
                         }
                     }
                     Some(ServerEvent::Disconnected { client, .. }) => {
@@ -397,6 +385,7 @@ impl Worker {
             dropped.insert(name.to_string(), n);
         }
         dropped.insert("refused".into(), self.drops.refused);
+        dropped.insert("misbehaved".into(), self.drops.misbehaved);
         dropped.insert("oversize".into(), self.drops.oversize);
         dropped.insert("bad_message".into(), self.drops.bad_message);
         dropped.insert("bad_cmd".into(), self.drops.bad_cmd);
@@ -422,6 +411,10 @@ impl Worker {
                 send_errors: self.io.send_errors,
                 bytes_in: self.io.bytes_in,
                 bytes_out: self.io.bytes_out,
+                recv_calls: self.io.recv_calls,
+                send_calls: self.io.send_calls,
+                per_recv_call: (self.io.recv_calls > 0).then(|| self.io.datagrams_per_recv_call()),
+                per_send_call: (self.io.send_calls > 0).then(|| self.io.datagrams_per_send_call()),
                 dropped,
             },
         }
@@ -436,6 +429,7 @@ impl Worker {
 /// Seats a new connection: in the match and slot its token names, or, for a token from
 /// another backend, in the first match with a free slot. `None`: refused.
 fn place(
+    now: Instant,
     matches: &mut [Match],
     user_data: &Option<UserData>,
     client: ClientIndex,
@@ -444,12 +438,14 @@ fn place(
         Some(ud) => {
             let mi = matches.iter().position(|m| m.id() == ud.match_id)?;
             let preferred = (ud.slot != ANY).then_some(PlayerSlot(ud.slot));
-            matches[mi].seat(client, preferred).map(|slot| (mi, slot))
+            matches[mi]
+                .seat(now, client, preferred)
+                .map(|slot| (mi, slot))
         }
         None => matches
             .iter_mut()
             .enumerate()
-            .find_map(|(mi, m)| m.seat(client, None).map(|slot| (mi, slot))),
+            .find_map(|(mi, m)| m.seat(now, client, None).map(|slot| (mi, slot))),
     }
 }
 

@@ -6,9 +6,10 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use tickforge_io::udp::{wait_readable, SocketOptions, UdpSocket};
-use tickforge_proto::msg::{ClientMsg, ServerMsg};
+use tickforge_proto::msg::{self, ClientMsg, ServerMsg};
 use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
 use tickforge_proto::netcode::{Client, ClientEvent};
+use tickforge_proto::reliable::Endpoint;
 use tickforge_proto::user_data::{UserData, ANY};
 use tickforge_proto::MatchId;
 use tickforge_server::{ServerConfig, Worker};
@@ -51,6 +52,8 @@ fn garbage_is_counted_and_dropped_while_a_client_plays_on() {
         .encode();
         let token = ConnectToken::mint(&params, 1, &user_data, &key.0, &[7; 88]);
         let mut client = Client::new(token, t0);
+        let mut link = Endpoint::new(msg::link_config(), t0);
+        let mut packet = Vec::new();
         let mut fds = vec![libc::pollfd {
             fd: player.as_raw_fd(),
             events: 0,
@@ -86,7 +89,8 @@ fn garbage_is_counted_and_dropped_while_a_client_plays_on() {
                 seq += 1;
                 payload.clear();
                 ClientMsg::Input { seq, cmd: &[0; 7] }.encode(&mut payload);
-                let to = client.send_payload(now, &payload, &mut out).unwrap();
+                link.write_packet(now, Some((seq, &payload)), &mut packet);
+                let to = client.send_payload(now, &packet, &mut out).unwrap();
                 player.send_to(&out, to).unwrap();
             }
             wait_readable(&mut fds, Duration::from_millis(4)).unwrap();
@@ -94,9 +98,12 @@ fn garbage_is_counted_and_dropped_while_a_client_plays_on() {
                 if let Some(ClientEvent::Payload(p)) =
                     client.handle_datagram(Instant::now(), from, &mut buf[..len])
                 {
-                    if let Ok(ServerMsg::Snapshot { tick, .. }) = ServerMsg::decode(p) {
-                        ticks_seen.push(tick);
-                    }
+                    let (_, body) = link
+                        .read_packet(Instant::now(), p)
+                        .unwrap()
+                        .expect("a snapshot");
+                    let ServerMsg::Snapshot { tick, .. } = ServerMsg::decode(body).unwrap();
+                    ticks_seen.push(tick);
                 }
             }
         }

@@ -156,7 +156,8 @@ pub struct Clients {
     pub down_bytes_per_s: Option<f64>,
     /// UDP payload bytes a client sends per second, mean over clients.
     pub up_bytes_per_s: Option<f64>,
-    /// Round trip of a ping the server answers as soon as it reads it.
+    /// The connection's round trip as its acks measure it (send to ack, which includes the
+    /// server's wait for its next tick).
     pub ping_rtt_ms: ResponseTimeMs,
     /// Bots that took part.
     pub bots: u64,
@@ -164,10 +165,14 @@ pub struct Clients {
     pub connected: u64,
     /// Lowest response rate of any one client.
     pub min_response_rate_hz: Option<f64>,
+    /// Reliable events the clients received, over the whole run.
+    pub reliable_events: u64,
+    /// Packets the clients' reliability layer refused as broken.
+    pub link_errors: u64,
 }
 
 /// Datagram counters of the server.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Datagrams {
     /// Datagrams read from the socket.
     pub received: u64,
@@ -179,8 +184,34 @@ pub struct Datagrams {
     pub bytes_in: u64,
     /// Bytes sent.
     pub bytes_out: u64,
+    /// Receive system calls (one `recvmmsg` each, empty ones included).
+    pub recv_calls: u64,
+    /// Send system calls (one `sendmmsg` each).
+    pub send_calls: u64,
+    /// Datagrams received per receive call.
+    pub per_recv_call: Option<f64>,
+    /// Datagrams sent per send call.
+    pub per_send_call: Option<f64>,
     /// Datagrams dropped, by reason.
     pub dropped: BTreeMap<String, u64>,
+}
+
+impl Datagrams {
+    /// Every datagram dropped, whatever the reason.
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped.values().sum()
+    }
+}
+
+/// Random datagrams a bench sent at the server during the run (`--flood N`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Flood {
+    /// Datagrams sent.
+    pub sent: u64,
+    /// Of which shaped like connection requests (1078 bytes, right version).
+    pub request_shaped: u64,
+    /// Of which shaped like encrypted packets (valid prefix).
+    pub packet_shaped: u64,
 }
 
 /// What `tickforge serve --report` writes: the server's half of a bench report.
@@ -247,8 +278,15 @@ pub struct Report {
     pub phases_ms: PhaseMs,
     pub ticks: Ticks,
     pub games_per_core: GamesPerCore,
-    /// Cost of one match tick's datagrams with no game work (not measured yet: null).
+    /// Cost of one match tick's datagrams (batched receive and send, AEAD) with no game
+    /// work, measured on this host before the run.
     pub io_floor_ms: Option<f64>,
+    /// The I/O floor per datagram in or out, microseconds.
+    pub io_floor_per_datagram_us: Option<f64>,
+    /// Mean match frame ÷ I/O floor: what game and replication add on top of the I/O.
+    pub frame_to_io_floor: Option<f64>,
+    /// The flood sent during the run, if any.
+    pub flood: Option<Flood>,
     pub clients: Clients,
     pub server_cpu_util: Option<f64>,
     pub bots_cpu_util: Option<f64>,

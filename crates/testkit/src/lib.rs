@@ -1,1 +1,22 @@
 //! Dev-only test kit: a seeded network simulator on virtual time.
+//!
+//! What it does: [`VirtualClock`] stands in for the OS clock (an `Instant` origin plus an
+//! offset the test advances), and [`NetSim`] carries datagrams between `SocketAddr`s with
+//! latency, jitter, loss, duplication and reordering drawn from a seeded [`SimRng`]. Tests
+//! drive the protocol's sans-IO state machines tick by tick through it: no sleeps, no
+//! sockets, and the same seed always gives the same run.
+//!
+//! What it does not do: model bandwidth, queueing or MTU, or run anything on its own; the
+//! test decides when time passes and when datagrams are taken.
+//!
+//! In order of importance: deterministic (no hash-order iteration, no OS randomness, ties
+//! broken by send order); simple enough to trust; fast in debug builds. It allocates
+//! freely: it is test code.
+
+mod clock;
+mod rng;
+mod sim;
+
+pub use clock::VirtualClock;
+pub use rng::SimRng;
+pub use sim::{Datagram, LinkConditions, NetSim, SimStats};

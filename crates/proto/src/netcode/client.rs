@@ -225,7 +225,7 @@ impl Client {
             return Some(DisconnectReason::TokenExpired);
         }
         let silent = now.saturating_duration_since(self.last_recv);
-        if !self.timeout().is_some_and(|t| silent >= t) {
+        if self.timeout().is_none_or(|t| silent < t) {
             return None;
         }
         match self.state {

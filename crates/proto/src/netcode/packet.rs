@@ -163,7 +163,7 @@ pub fn open<'a>(
     protocol_id: u64,
     key: &ChaCha20Poly1305,
     accept: impl Fn(PacketType) -> bool,
-    mut replay: Option<&mut ReplayWindow>,
+    replay: Option<&mut ReplayWindow>,
 ) -> Result<Opened<'a>, Drop> {
     // 1. Length.
     if data.len() < MIN_ENCRYPTED_BYTES {
@@ -213,7 +213,7 @@ pub fn open<'a>(
         .map_err(|_| Drop::Decrypt)?;
     // 8. Only now does the window move.
     if packet_type.is_replay_protected() {
-        if let Some(window) = replay.as_deref_mut() {
+        if let Some(window) = replay {
             window.advance(sequence);
         }
     }

@@ -145,6 +145,11 @@ fn read_addresses(r: &mut Reader<'_>) -> Result<Vec<SocketAddr>, TokenError> {
     Ok(addrs)
 }
 
+/// The key schedule of a private key, for [`PrivateToken::open`].
+pub fn private_key_cipher(key: &[u8; KEY_BYTES]) -> XChaCha20Poly1305 {
+    XChaCha20Poly1305::new(key.into())
+}
+
 fn private_ad(protocol_id: u64, expire_timestamp: u64) -> [u8; 29] {
     let mut ad = [0u8; 29];
     ad[..13].copy_from_slice(VERSION_INFO);

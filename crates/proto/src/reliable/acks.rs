@@ -1,0 +1,337 @@
+//! Packet-level bookkeeping: which of the peer's packets arrived (to write acks and drop
+//! duplicates), and which of ours were acknowledged (to free messages, time the round trip
+//! and estimate loss). Both are rings of `packet_history` entries indexed by sequence.
+
+use std::time::Instant;
+
+use super::header::ACK_BITS;
+use super::seq::Seq16;
+use super::stats::LinkStats;
+
+/// `sequence % history` for a power-of-two history, which divides 65536, so a sequence
+/// keeps its slot across the wrap.
+fn slot(sequence: Seq16, history: usize) -> usize {
+    usize::from(sequence.0) & (history - 1)
+}
+
+/// How a packet from the peer relates to those before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Arrival {
+    /// Not seen before.
+    New,
+    /// Seen before.
+    Duplicate,
+    /// Older than the history: whether it was seen is forgotten, so it is dropped.
+    Stale,
+}
+
+/// The peer's packets we received.
+pub(crate) struct ReceivedPackets {
+    slots: Box<[Option<Seq16>]>,
+    newest: Option<Seq16>,
+}
+
+impl ReceivedPackets {
+    pub(crate) fn new(history: usize) -> Self {
+        ReceivedPackets {
+            slots: vec![None; history].into_boxed_slice(),
+            newest: None,
+        }
+    }
+
+    pub(crate) fn arrival(&self, sequence: Seq16) -> Arrival {
+        let Some(newest) = self.newest else {
+            return Arrival::New;
+        };
+        if sequence.is_newer_than(newest) {
+            return Arrival::New;
+        }
+        if usize::from(newest.distance_from(sequence)) >= self.slots.len() {
+            return Arrival::Stale;
+        }
+        if self.slots[slot(sequence, self.slots.len())] == Some(sequence) {
+            return Arrival::Duplicate;
+        }
+        Arrival::New
+    }
+
+    pub(crate) fn mark(&mut self, sequence: Seq16) {
+        let history = self.slots.len();
+        match self.newest {
+            Some(newest) if !sequence.is_newer_than(newest) => {}
+            Some(newest) => {
+                // Forget the sequences skipped: their slots still hold packets a history ago.
+                let skipped = usize::from(sequence.distance_from(newest)).min(history);
+                for k in 1..=skipped {
+                    self.slots[slot(newest.wrapping_add(k as u16), history)] = None;
+                }
+                self.newest = Some(sequence);
+            }
+            None => self.newest = Some(sequence),
+        }
+        self.slots[slot(sequence, history)] = Some(sequence);
+    }
+
+    /// `ack` and `ack_bits` for the next header. Before anything arrived: 65535 and none,
+    /// which acknowledges nothing since the peer starts at 0.
+    pub(crate) fn acks(&self) -> (Seq16, u32) {
+        let Some(newest) = self.newest else {
+            return (Seq16(u16::MAX), 0);
+        };
+        let history = self.slots.len();
+        let mut bits = 0;
+        for i in 0..ACK_BITS {
+            let s = newest.wrapping_sub(i + 1);
+            if self.slots[slot(s, history)] == Some(s) {
+                bits |= 1 << i;
+            }
+        }
+        (newest, bits)
+    }
+}
+
+/// One of our packets, remembered until `packet_history` newer ones replace it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SentPacket {
+    /// `None` until the slot is first used.
+    pub(crate) sequence: Option<Seq16>,
+    pub(crate) sent_at: Instant,
+    pub(crate) acked: bool,
+    /// Tag of the unreliable message it carried.
+    pub(crate) tag: Option<u32>,
+    /// Where its reliable sections are recorded in the chunk refs.
+    pub(crate) refs_start: u64,
+    pub(crate) refs_count: u16,
+}
+
+/// Our packets, until acknowledged or replaced.
+pub(crate) struct SentPackets {
+    slots: Box<[SentPacket]>,
+    next: Seq16,
+    newest_acked: Option<Seq16>,
+    /// Oldest packet not yet judged acked or lost.
+    next_to_judge: Seq16,
+}
+
+impl SentPackets {
+    /// `now` only fills the unused slots.
+    pub(crate) fn new(history: usize, now: Instant) -> Self {
+        let unused = SentPacket {
+            sequence: None,
+            sent_at: now,
+            acked: false,
+            tag: None,
+            refs_start: 0,
+            refs_count: 0,
+        };
+        SentPackets {
+            slots: vec![unused; history].into_boxed_slice(),
+            next: Seq16::ZERO,
+            newest_acked: None,
+            next_to_judge: Seq16::ZERO,
+        }
+    }
+
+    /// Sequence of the next packet.
+    pub(crate) fn next_sequence(&self) -> Seq16 {
+        self.next
+    }
+
+    /// Records the packet just written under the next sequence, replacing the packet a
+    /// history ago (judged now if no ack judged it).
+    pub(crate) fn record(&mut self, mut packet: SentPacket, stats: &mut LinkStats) {
+        let sequence = self.next;
+        let i = slot(sequence, self.slots.len());
+        if let Some(old) = self.slots[i].sequence {
+            self.judge_up_to(old, stats);
+        }
+        packet.sequence = Some(sequence);
+        self.slots[i] = packet;
+        self.next = sequence.next();
+    }
+
+    /// Marks a packet acknowledged; returns it if the ack is new. Sequences not among the
+    /// last `packet_history` sent match no slot and acknowledge nothing.
+    pub(crate) fn ack(&mut self, sequence: Seq16) -> Option<SentPacket> {
+        let packet = &mut self.slots[slot(sequence, self.slots.len())];
+        if packet.sequence != Some(sequence) || packet.acked {
+            return None;
+        }
+        packet.acked = true;
+        Some(*packet)
+    }
+
+    /// After the acks of a header are applied: when `ack` is the newest acknowledgement
+    /// yet, judges every packet no later header can acknowledge any more.
+    pub(crate) fn ack_window_moved(&mut self, ack: Seq16, stats: &mut LinkStats) {
+        let was_sent = self.slots[slot(ack, self.slots.len())].sequence == Some(ack);
+        if was_sent && self.newest_acked.is_none_or(|n| ack.is_newer_than(n)) {
+            self.newest_acked = Some(ack);
+            self.judge_up_to(ack.wrapping_sub(ACK_BITS + 1), stats);
+        }
+    }
+
+    /// Counts our packets up to `last` (inclusive) as acked or lost, each once.
+    fn judge_up_to(&mut self, last: Seq16, stats: &mut LinkStats) {
+        for _ in 0..self.slots.len() {
+            let s = self.next_to_judge;
+            if !(s == last || last.is_newer_than(s)) {
+                break;
+            }
+            let packet = self.slots[slot(s, self.slots.len())];
+            if packet.sequence == Some(s) {
+                stats.judge(!packet.acked);
+            }
+            self.next_to_judge = s.next();
+        }
+    }
+}
+
+/// Tags of acknowledged unreliable messages, waiting for the caller.
+pub(crate) struct TagQueue {
+    tags: Box<[u32]>,
+    head: usize,
+    len: usize,
+}
+
+impl TagQueue {
+    pub(crate) fn new(capacity: usize) -> Self {
+        TagQueue {
+            tags: vec![0; capacity].into_boxed_slice(),
+            head: 0,
+            len: 0,
+        }
+    }
+
+    /// Appends `tag`, discarding the oldest when full; false when it discarded one.
+    pub(crate) fn push(&mut self, tag: u32) -> bool {
+        let cap = self.tags.len();
+        if self.len == cap {
+            self.tags[self.head] = tag;
+            self.head = (self.head + 1) % cap;
+            return false;
+        }
+        self.tags[(self.head + self.len) % cap] = tag;
+        self.len += 1;
+        true
+    }
+
+    pub(crate) fn pop(&mut self) -> Option<u32> {
+        if self.len == 0 {
+            return None;
+        }
+        let tag = self.tags[self.head];
+        self.head = (self.head + 1) % self.tags.len();
+        self.len -= 1;
+        Some(tag)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn ack_bitfield_marks_the_right_packets() {
+        let mut r = ReceivedPackets::new(64);
+        assert_eq!(r.acks(), (Seq16(u16::MAX), 0));
+        for s in [0, 1, 3, 5, 34] {
+            r.mark(Seq16(s));
+        }
+        let (ack, bits) = r.acks();
+        assert_eq!(ack, Seq16(34));
+        // bit i is packet 34 - 1 - i: 5 is bit 28, 3 bit 30, 1 bit 32 (out of range), 0 none.
+        assert_eq!(bits, 1 << 28 | 1 << 30);
+        // A late packet fills its bit.
+        r.mark(Seq16(33));
+        assert_eq!(r.acks(), (Seq16(34), 1 | 1 << 28 | 1 << 30));
+    }
+
+    #[test]
+    fn duplicates_and_stale_packets_are_told_apart_across_the_wrap() {
+        let mut r = ReceivedPackets::new(64);
+        r.mark(Seq16(65530));
+        assert_eq!(r.arrival(Seq16(65530)), Arrival::Duplicate);
+        assert_eq!(r.arrival(Seq16(65531)), Arrival::New);
+        r.mark(Seq16(10));
+        assert_eq!(r.arrival(Seq16(65530)), Arrival::Duplicate);
+        assert_eq!(
+            r.arrival(Seq16(65529)),
+            Arrival::New,
+            "late but within history"
+        );
+        assert_eq!(r.arrival(Seq16(10u16.wrapping_sub(64))), Arrival::Stale);
+        // Jumping a full history ahead forgets everything before.
+        r.mark(Seq16(200));
+        assert_eq!(r.arrival(Seq16(200 - 63)), Arrival::New);
+        assert_eq!(r.arrival(Seq16(10)), Arrival::Stale);
+        let (_, bits) = r.acks();
+        assert_eq!(bits, 0);
+    }
+
+    fn packet(now: Instant, tag: Option<u32>) -> SentPacket {
+        SentPacket {
+            sequence: None,
+            sent_at: now,
+            acked: false,
+            tag,
+            refs_start: 0,
+            refs_count: 0,
+        }
+    }
+
+    #[test]
+    fn each_packet_is_acked_once_and_only_if_sent() {
+        let t0 = Instant::now();
+        let mut stats = LinkStats::new(Duration::from_millis(100));
+        let mut s = SentPackets::new(64, t0);
+        assert!(s.ack(Seq16(0)).is_none(), "nothing sent yet");
+        s.record(packet(t0, Some(7)), &mut stats);
+        assert!(s.ack(Seq16(1)).is_none(), "not sent yet");
+        assert_eq!(s.ack(Seq16(0)).map(|p| p.tag), Some(Some(7)));
+        assert!(s.ack(Seq16(0)).is_none(), "acknowledged before");
+        assert!(s.ack(Seq16(u16::MAX)).is_none());
+    }
+
+    #[test]
+    fn packets_out_of_ack_range_are_judged_lost_once() {
+        let t0 = Instant::now();
+        let mut stats = LinkStats::new(Duration::from_millis(100));
+        let mut s = SentPackets::new(64, t0);
+        for _ in 0..40 {
+            s.record(packet(t0, None), &mut stats);
+        }
+        // Every packet but 2 and 3 acknowledged, newest 39.
+        for q in (0..40u16).filter(|q| *q != 2 && *q != 3) {
+            s.ack(Seq16(q));
+        }
+        s.ack_window_moved(Seq16(39), &mut stats);
+        // 39 - 33 = 6: packets 0..=6 judged, two of them lost.
+        assert_eq!(stats.packets_lost, 2);
+        s.ack_window_moved(Seq16(39), &mut stats);
+        assert_eq!(stats.packets_lost, 2, "judged once");
+        assert!(stats.loss > 0.0);
+    }
+
+    #[test]
+    fn unacked_packets_replaced_by_newer_ones_count_as_lost() {
+        let t0 = Instant::now();
+        let mut stats = LinkStats::new(Duration::from_millis(100));
+        let mut s = SentPackets::new(64, t0);
+        for _ in 0..64 + 10 {
+            s.record(packet(t0, None), &mut stats);
+        }
+        assert_eq!(stats.packets_lost, 10);
+    }
+
+    #[test]
+    fn tag_queue_keeps_the_newest_when_full() {
+        let mut q = TagQueue::new(3);
+        assert!(q.push(1) && q.push(2) && q.push(3));
+        assert!(!q.push(4), "1 discarded");
+        let got: Vec<u32> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(got, [2, 3, 4]);
+        assert_eq!(q.pop(), None);
+    }
+}

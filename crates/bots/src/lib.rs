@@ -11,11 +11,11 @@
 pub mod behaviour;
 
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use tickforge_io::udp::{wait_readable, SocketOptions, UdpSocket};
+use tickforge_io::stamped;
+use tickforge_io::udp::{SocketOptions, UdpSocket};
 use tickforge_io::{cpu, entropy, time};
 use tickforge_proto::msg::{self, ClientMsg, Event, ServerMsg};
 use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
@@ -143,11 +143,6 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
     }
     time::tighten_timer_slack();
     let start = time::now();
-    let bind: SocketAddr = if config.server.is_ipv4() {
-        SocketAddr::from(([127, 0, 0, 1], 0))
-    } else {
-        "[::1]:0".parse().expect("constant address")
-    };
     let total = (config.matches * config.bots_per_match) as usize;
     let mut bots = Vec::with_capacity(total);
     for m in 0..config.matches {
@@ -157,7 +152,12 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
                 recv_buffer_bytes: Some(256 << 10),
                 send_buffer_bytes: None,
             };
-            let socket = UdpSocket::bind(bind, options).context("binding a bot socket")?;
+            let bind = bot_address(config.server, i);
+            let socket = UdpSocket::bind(bind, options)
+                .with_context(|| format!("binding a bot socket to {bind}"))?;
+            socket
+                .enable_rx_timestamps()
+                .context("enabling receive timestamps")?;
             let token = mint_token(config, MatchId(m + 1));
             bots.push(Bot {
                 socket,
@@ -173,14 +173,6 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
             });
         }
     }
-    let mut fds: Vec<libc::pollfd> = bots
-        .iter()
-        .map(|b| libc::pollfd {
-            fd: b.socket.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
     let mut scratch = Scratch {
         recv: vec![0; tickforge_io::udp::SLOT_BYTES],
         payload: Vec::with_capacity(MAX_PACKET_BYTES),
@@ -212,14 +204,10 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         let deadline =
             start + Duration::from_nanos(period_ns * tick + period_ns * group / PHASE_GROUPS);
         if now < deadline {
-            wait_readable(&mut fds, deadline - now).context("waiting for datagrams")?;
-            let now = time::now();
-            let in_window = now >= window_start;
-            for (bot, fd) in bots.iter_mut().zip(&fds) {
-                if fd.revents != 0 {
-                    bot.receive(now, in_window, &mut scratch);
-                }
-            }
+            // Sleep, not wait on the sockets: the kernel stamps each datagram's arrival,
+            // so nothing is lost by reading late, and the server's sends never pay for
+            // waking this process (no real client would charge it that).
+            time::sleep_until(deadline, Duration::ZERO);
             continue;
         }
         // A send deadline: every bot of this phase group sends its input for this tick.
@@ -240,6 +228,13 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
             .skip(group as usize)
             .step_by(PHASE_GROUPS as usize)
         {
+            bot.receive(
+                now,
+                stamped::realtime_now(),
+                window_start,
+                window_end,
+                &mut scratch,
+            );
             bot.tick(now, config, in_window, &mut scratch);
         }
         group += 1;
@@ -259,6 +254,11 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
             snapshots_at_progress = snapshots;
             next_progress += Duration::from_secs(1);
         }
+    }
+    // What arrived before the window closed but was not read yet still counts.
+    let (now, real) = (time::now(), stamped::realtime_now());
+    for bot in &mut bots {
+        bot.receive(now, real, window_start, window_end, &mut scratch);
     }
     let cpu_end = cpu::process_cpu_time();
     let window_s = config.duration.as_secs_f64();
@@ -322,6 +322,22 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
     })
 }
 
+/// Where bot `i` sends from. Against a loopback server each bot gets its own loopback
+/// address (127.1.x.y: all of 127/8 is this host), so the bots look like the separate hosts
+/// they stand for, and the server's per-source limits see one player per source, as in a
+/// real match. Otherwise the OS picks the address.
+fn bot_address(server: SocketAddr, i: u64) -> SocketAddr {
+    match server {
+        SocketAddr::V4(v4) if v4.ip().is_loopback() => {
+            SocketAddr::from(([127, 1, (i / 250) as u8, (i % 250) as u8 + 1], 0))
+        }
+        SocketAddr::V4(_) => SocketAddr::from(([0, 0, 0, 0], 0)),
+        // IPv6 has one loopback address, not a range.
+        SocketAddr::V6(v6) if v6.ip().is_loopback() => "[::1]:0".parse().expect("constant address"),
+        SocketAddr::V6(_) => "[::]:0".parse().expect("constant address"),
+    }
+}
+
 /// A connect token for one bot in `match_id`, any slot, with a random client id.
 fn mint_token(config: &BotsConfig, match_id: MatchId) -> ConnectToken {
     let params = TokenParams {
@@ -348,13 +364,25 @@ fn mint_token(config: &BotsConfig, match_id: MatchId) -> ConnectToken {
 }
 
 impl Bot {
-    fn receive(&mut self, now: Instant, in_window: bool, s: &mut Scratch) {
+    /// Reads every datagram waiting on this bot's socket, each at the instant the kernel
+    /// stamped it (`now` and `realtime_now` are one reading of both clocks).
+    fn receive(
+        &mut self,
+        now: Instant,
+        realtime_now: Duration,
+        window_start: Instant,
+        window_end: Instant,
+        s: &mut Scratch,
+    ) {
         loop {
-            let (len, from) = match self.socket.recv_from(&mut s.recv) {
+            let (len, from, stamp) = match self.socket.recv_stamped(&mut s.recv) {
                 Ok(Some(v)) => v,
                 Ok(None) => return,
-                Err(_) => continue,
+                // An ICMP error from an earlier send: it concerns no datagram waiting here.
+                Err(_) => return,
             };
+            let now = stamp.map_or(now, |t| t.to_instant(now, realtime_now));
+            let in_window = now >= window_start && now < window_end;
             if in_window {
                 self.metrics.bytes_down += len as u64;
             }
@@ -441,5 +469,21 @@ impl Bot {
         if self.socket.send_to(bytes, to).is_ok() && in_window {
             self.metrics.bytes_up += bytes.len() as u64;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bots_get_distinct_loopback_sources_against_a_loopback_server() {
+        let server: SocketAddr = "127.0.0.1:40000".parse().unwrap();
+        let addrs: std::collections::HashSet<_> =
+            (0..4096).map(|i| bot_address(server, i).ip()).collect();
+        assert_eq!(addrs.len(), 4096);
+        assert!(addrs.iter().all(|a| a.is_loopback()));
+        let v6: SocketAddr = "[::1]:40000".parse().unwrap();
+        assert!(bot_address(v6, 3).ip().is_loopback());
     }
 }

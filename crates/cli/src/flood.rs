@@ -19,7 +19,8 @@ pub fn run(server: SocketAddr, n: u64, delay: Duration, over: Duration) -> Resul
         server.ip().is_loopback(),
         "--flood only targets loopback addresses"
     );
-    let socket = UdpSocket::bind("127.0.0.1:0").context("binding the flood socket")?;
+    // Its own loopback source, apart from the bots' 127.1.x.y: one hostile host.
+    let socket = UdpSocket::bind("127.2.0.1:0").context("binding the flood socket")?;
     let mut rng = u64::from_le_bytes(entropy::random_bytes()) | 1;
     let mut next = move || {
         rng ^= rng << 13;

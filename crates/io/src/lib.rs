@@ -11,5 +11,6 @@
 
 pub mod cpu;
 pub mod entropy;
+pub mod stamped;
 pub mod time;
 pub mod udp;

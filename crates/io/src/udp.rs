@@ -611,7 +611,10 @@ fn write_sockaddr(addr: SocketAddr, out: &mut libc::sockaddr_storage) -> libc::s
 
 /// The address the kernel wrote into `name`, of which it reported `len` bytes; `None` for a
 /// family other than IPv4 and IPv6, or a length too short for its family.
-fn read_sockaddr(name: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketAddr> {
+pub(crate) fn read_sockaddr(
+    name: &libc::sockaddr_storage,
+    len: libc::socklen_t,
+) -> Option<SocketAddr> {
     let len = len as usize;
     match libc::c_int::from(name.ss_family) {
         libc::AF_INET if len >= size_of::<libc::sockaddr_in>() => {

@@ -467,3 +467,75 @@ fn unroute(routes: &mut [Option<(usize, PlayerSlot)>], matches: &mut [Match], cl
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two_matches(now: Instant) -> Vec<Match> {
+        let world = WorldConfig {
+            players: 2,
+            ..WorldConfig::default()
+        };
+        vec![
+            Match::new(MatchId(1), world, now),
+            Match::new(MatchId(2), world, now),
+        ]
+    }
+
+    fn ours(match_id: u32, slot: u8) -> Option<UserData> {
+        Some(UserData {
+            match_id: MatchId(match_id),
+            team: ANY,
+            slot,
+        })
+    }
+
+    #[test]
+    fn a_token_naming_a_match_and_slot_gets_them() {
+        let now = Instant::now();
+        let mut m = two_matches(now);
+        assert_eq!(
+            place(now, &mut m, &ours(2, 1), ClientIndex(0)),
+            Some((1, PlayerSlot(1)))
+        );
+        // The slot is taken: the next free one in the same match.
+        assert_eq!(
+            place(now, &mut m, &ours(2, 1), ClientIndex(1)),
+            Some((1, PlayerSlot(0)))
+        );
+        // The match is full: refused, not moved to another match.
+        assert_eq!(place(now, &mut m, &ours(2, ANY), ClientIndex(2)), None);
+    }
+
+    #[test]
+    fn a_token_naming_no_such_match_is_refused() {
+        let now = Instant::now();
+        let mut m = two_matches(now);
+        assert_eq!(place(now, &mut m, &ours(9, ANY), ClientIndex(0)), None);
+        assert_eq!(m.iter().map(Match::connected).sum::<usize>(), 0);
+    }
+
+    #[test]
+    fn a_foreign_token_gets_any_match_with_a_free_slot() {
+        let now = Instant::now();
+        let mut m = two_matches(now);
+        let placed: Vec<_> = (0..4)
+            .map(|i| place(now, &mut m, &None, ClientIndex(i)))
+            .collect();
+        assert_eq!(
+            placed,
+            [
+                Some((0, PlayerSlot(0))),
+                Some((0, PlayerSlot(1))),
+                Some((1, PlayerSlot(0))),
+                Some((1, PlayerSlot(1)))
+            ]
+        );
+        assert_eq!(
+            place(now, &mut m, &None, ClientIndex(4)),
+            None,
+            "every match full"
+        );
+    }
+}

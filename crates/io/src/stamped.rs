@@ -1,0 +1,171 @@
+//! Receiving with the kernel's arrival timestamp (`SO_TIMESTAMPNS`).
+//!
+//! A process that reads its socket only when it is ready, rather than waking for every
+//! datagram, still learns when each datagram arrived. The bots use this: they sleep to
+//! their own send deadlines instead of waiting on their sockets, so the server's sends
+//! over loopback do not pay for waking them (a cost a real client across a network would
+//! never put on the server), and their response times are still measured to the
+//! microsecond.
+
+use std::io;
+use std::mem;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use crate::udp::{read_sockaddr, UdpSocket};
+
+/// A datagram's arrival time as the kernel stamped it, in the realtime clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ArrivalTime(pub Duration);
+
+impl ArrivalTime {
+    /// The same instant on the monotonic clock, given a pair of readings of both clocks
+    /// taken together (`now` and `realtime_now`).
+    pub fn to_instant(self, now: Instant, realtime_now: Duration) -> Instant {
+        match realtime_now.checked_sub(self.0) {
+            Some(age) => now.checked_sub(age).unwrap_or(now),
+            // Stamped "after" now: the clocks disagree by a hair; take now.
+            None => now,
+        }
+    }
+}
+
+/// The realtime clock, as kernel timestamps read it: time since the Unix epoch.
+pub fn realtime_now() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+impl UdpSocket {
+    /// Asks the kernel to stamp every datagram this socket receives with its arrival time.
+    pub fn enable_rx_timestamps(&self) -> io::Result<()> {
+        let on: libc::c_int = 1;
+        // SAFETY: setsockopt reads one c_int from a pointer valid for its size.
+        let r = unsafe {
+            libc::setsockopt(
+                self.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_TIMESTAMPNS,
+                (&on as *const libc::c_int).cast(),
+                mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Receives one datagram with its arrival time; `Ok(None)` when none is waiting. The
+    /// time is `None` when timestamps are not enabled or the kernel gave none.
+    pub fn recv_stamped(
+        &self,
+        buf: &mut [u8],
+    ) -> io::Result<Option<(usize, SocketAddr, Option<ArrivalTime>)>> {
+        // Room for one timespec control message, aligned for cmsghdr.
+        let mut control = [0u64; 8];
+        // SAFETY: all-zero bytes are valid for these C structs.
+        let mut name: libc::sockaddr_storage = unsafe { mem::zeroed() };
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // SAFETY: as above.
+        let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+        msg.msg_name = (&mut name as *mut libc::sockaddr_storage).cast();
+        msg.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = mem::size_of_val(&control) as _;
+        // SAFETY: every pointer in `msg` points into locals that outlive the call, with the
+        // lengths given; the kernel writes at most those lengths.
+        let n = unsafe { libc::recvmsg(self.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::WouldBlock {
+                Ok(None)
+            } else {
+                Err(e)
+            };
+        }
+        let Some(from) = read_sockaddr(&name, msg.msg_namelen) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "unreadable source address",
+            ));
+        };
+        let mut stamp = None;
+        // SAFETY: the CMSG_* macros walk the control buffer the kernel filled, bounded by
+        // msg_controllen; CMSG_DATA of an SCM_TIMESTAMPNS message holds one timespec,
+        // read unaligned because nothing promises its alignment.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                    let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                    stamp = Some(ArrivalTime(Duration::new(
+                        ts.tv_sec as u64,
+                        ts.tv_nsec as u32,
+                    )));
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
+        Ok(Some((n as usize, from, stamp)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::udp::SocketOptions;
+
+    #[test]
+    fn arrival_times_are_stamped_between_send_and_read() {
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let a = UdpSocket::bind(any, SocketOptions::default()).unwrap();
+        let b = UdpSocket::bind(any, SocketOptions::default()).unwrap();
+        b.enable_rx_timestamps().unwrap();
+        let before = realtime_now();
+        a.send_to(b"stamp me", b.local_addr().unwrap()).unwrap();
+        let mut fds = vec![libc::pollfd {
+            fd: b.as_raw_fd(),
+            events: 0,
+            revents: 0,
+        }];
+        crate::udp::wait_readable(&mut fds, Duration::from_secs(5)).unwrap();
+        let mut buf = [0u8; 64];
+        let (n, from, stamp) = b.recv_stamped(&mut buf).unwrap().expect("a datagram");
+        let after = realtime_now();
+        assert_eq!(
+            (&buf[..n], from),
+            (&b"stamp me"[..], a.local_addr().unwrap())
+        );
+        let stamp = stamp.expect("a timestamp");
+        // The realtime clock may be stepped, but not within these microseconds.
+        assert!(
+            stamp.0 >= before - Duration::from_millis(1) && stamp.0 <= after,
+            "{before:?} {stamp:?} {after:?}"
+        );
+        assert_eq!(b.recv_stamped(&mut buf).unwrap(), None);
+    }
+
+    #[test]
+    fn a_stamp_maps_back_onto_the_monotonic_clock() {
+        let now = Instant::now();
+        let real = Duration::from_secs(1_000);
+        let stamp = ArrivalTime(real - Duration::from_millis(3));
+        assert_eq!(stamp.to_instant(now, real), now - Duration::from_millis(3));
+        assert_eq!(
+            ArrivalTime(real + Duration::from_millis(1)).to_instant(now, real),
+            now
+        );
+    }
+}

@@ -76,6 +76,7 @@ pub struct BenchArgs {
 /// Measures the I/O floor of one match tick on the server's core, before the run.
 fn measure_io_floor(
     players: usize,
+    tick_hz: u32,
     core: Option<usize>,
 ) -> Result<tickforge_server::io_floor::IoFloor> {
     // The datagrams of a tick as the smoke scenario sends them: an input each way in, a
@@ -84,8 +85,10 @@ fn measure_io_floor(
     let snapshot_bytes = tickforge_proto::msg::SNAPSHOT_HEADER_BYTES
         + 1
         + players * tickforge_replication::ENTITY_BYTES;
+    // Paced at the tick, as a worker is: 256 ticks, two seconds at 128 Hz.
+    let period = Duration::from_nanos(1_000_000_000 / u64::from(tick_hz));
     std::thread::spawn(move || {
-        tickforge_server::io_floor::measure(players, input_bytes, snapshot_bytes, 2000, core)
+        tickforge_server::io_floor::measure(players, input_bytes, snapshot_bytes, 256, period, core)
     })
     .join()
     .map_err(|_| anyhow::anyhow!("the I/O floor measurement panicked"))?
@@ -151,7 +154,7 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
         server_core,
         bots_core,
     } = plan;
-    let floor = measure_io_floor(players as usize, server_core)?;
+    let floor = measure_io_floor(players as usize, args.tick_hz, server_core)?;
     let exe = std::env::current_exe().context("finding the tickforge binary")?;
     let server_report = dir.join("server.json");
     let bots_report = dir.join("bots.json");

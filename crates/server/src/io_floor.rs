@@ -2,7 +2,9 @@
 //!
 //! Per tick, as a match does it: receive one input datagram from each player with one
 //! batched call, open each (ChaCha20-Poly1305), seal one snapshot-sized payload for each,
-//! and send them with one batched call. Only the server side is timed; the peer socket's
+//! and send them with one batched call, each player at its own socket and loopback
+//! address. Ticks are paced as a worker paces them (it sleeps between ticks, so it works
+//! from cold caches as a real worker does). Only the server side is timed; the players'
 //! sending and draining happen outside the measurement. The figure a match frame is
 //! compared with: game and replication cost what the frame costs above it.
 
@@ -28,12 +30,14 @@ pub struct IoFloor {
 }
 
 /// Measures the I/O floor of a `players`-player tick with `snapshot_bytes` payloads and
-/// `input_bytes` inputs, over `ticks` ticks on 127.0.0.1, pinned to `core` if given.
+/// `input_bytes` inputs, over `ticks` ticks on loopback, one every `period` (zero: back to
+/// back), pinned to `core` if given.
 pub fn measure(
     players: usize,
     input_bytes: usize,
     snapshot_bytes: usize,
     ticks: usize,
+    period: Duration,
     core: Option<usize>,
 ) -> std::io::Result<IoFloor> {
     if let Some(c) = core {
@@ -41,8 +45,21 @@ pub fn measure(
     }
     let loopback: SocketAddr = "127.0.0.1:0".parse().expect("constant address");
     let server = UdpSocket::bind(loopback, SocketOptions::default())?;
-    let peer = UdpSocket::bind(loopback, SocketOptions::default())?;
-    let (server_addr, peer_addr) = (server.local_addr()?, peer.local_addr()?);
+    let server_addr = server.local_addr()?;
+    let small = SocketOptions {
+        recv_buffer_bytes: Some(64 << 10),
+        send_buffer_bytes: None,
+    };
+    let peers = (0..players)
+        .map(|i| {
+            let addr = SocketAddr::from(([127, 3, (i / 250) as u8, (i % 250) as u8 + 1], 0));
+            UdpSocket::bind(addr, small)
+        })
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let peer_addrs = peers
+        .iter()
+        .map(UdpSocket::local_addr)
+        .collect::<std::io::Result<Vec<_>>>()?;
     let key = packet::cipher(&[0x5a; 32]);
     const PROTOCOL_ID: u64 = 1;
 
@@ -53,7 +70,7 @@ pub fn measure(
     let snapshot = vec![0x22u8; snapshot_bytes.clamp(1, 1200)];
     let mut recv = RecvBatch::with_capacity(players.max(1) * 2);
     let mut send = SendBatch::with_capacity(players, 1300);
-    let mut drain = RecvBatch::with_capacity(players.max(1) * 2);
+    let mut drain = RecvBatch::with_capacity(4);
     let mut stats = IoStats::default();
     let mut peer_stats = IoStats::default();
     let mut fds = vec![libc::pollfd {
@@ -64,8 +81,12 @@ pub fn measure(
     let mut hist = DurationHistogram::new();
     let mut sequence = 0u64;
 
+    let start = time::now();
     for tick in 0..ticks + ticks / 10 {
-        for _ in 0..players {
+        if !period.is_zero() {
+            time::sleep_until(start + period * tick as u32, Duration::ZERO);
+        }
+        for peer in &peers {
             sequence += 1;
             packet::seal(
                 &mut sealed,
@@ -76,12 +97,12 @@ pub fn measure(
                 |b| b.extend_from_slice(&input),
             );
             inputs.push(server_addr, &sealed);
+            inputs.flush(peer, &mut peer_stats);
         }
-        inputs.flush(&peer, &mut peer_stats);
         // Loopback delivers during the send call; wait anyway, bounded, in case it did not.
         wait_readable(&mut fds, Duration::from_millis(50))?;
 
-        let start = time::now();
+        let began = time::now();
         let mut got = 0;
         while got < players {
             let n = recv.fill(&server, &mut stats);
@@ -95,7 +116,7 @@ pub fn measure(
                 }
             }
         }
-        for _ in 0..players {
+        for &to in &peer_addrs {
             sequence += 1;
             packet::seal(
                 &mut sealed,
@@ -105,16 +126,18 @@ pub fn measure(
                 &key,
                 |b| b.extend_from_slice(&snapshot),
             );
-            send.push(peer_addr, &sealed);
+            send.push(to, &sealed);
         }
         send.flush(&server, &mut stats);
-        let elapsed = time::now() - start;
+        let elapsed = time::now() - began;
 
         // The first tenth warms caches and is not counted.
         if tick >= ticks / 10 {
             hist.record_ns(elapsed.as_nanos() as u64);
         }
-        while drain.fill(&peer, &mut peer_stats) == drain.capacity() {}
+        for peer in &peers {
+            while drain.fill(peer, &mut peer_stats) == drain.capacity() {}
+        }
     }
     let per_tick_ms = hist.quantile_ms(0.5).unwrap_or(0.0);
     Ok(IoFloor {
@@ -131,8 +154,8 @@ mod tests {
 
     #[test]
     fn measures_a_positive_cost_that_grows_with_players() {
-        let small = measure(2, 40, 200, 200, None).unwrap();
-        let large = measure(40, 40, 200, 200, None).unwrap();
+        let small = measure(2, 40, 200, 200, Duration::ZERO, None).unwrap();
+        let large = measure(40, 40, 200, 200, Duration::ZERO, None).unwrap();
         assert!(small.per_tick_ms > 0.0);
         // Twenty times the datagrams cannot cost less than twice as much.
         assert!(

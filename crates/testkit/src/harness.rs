@@ -36,7 +36,7 @@ use crate::{LinkConditions, NetSim, SimRng, VirtualClock};
 pub const TICK: Duration = Duration::from_nanos(7_812_500);
 /// The protocol id of every token and of the server.
 pub const PROTOCOL_ID: u64 = 0x7469_636b_666f_7267;
-/// Wall-clock seconds at the virtual clock's origin: tokens are created then.
+/// Wall-clock seconds at the virtual clock's origin, as the server and the tokens see it.
 pub const UNIX_START: u64 = 1_700_000_000;
 /// The key the harness's backend seals tokens with; the server shares it.
 const PRIVATE_KEY: [u8; KEY_BYTES] = [0x42; KEY_BYTES];
@@ -46,13 +46,14 @@ const PRIVATE_KEY: [u8; KEY_BYTES] = [0x42; KEY_BYTES];
 pub struct HarnessConfig {
     /// Seeds the network's impairments, the server's challenge key and every token.
     pub seed: u64,
-    /// Conditions of every direction until [`Harness::set_link`] changes one.
+    /// Conditions of every direction until [`Harness::set_link`] or
+    /// [`Harness::sim_mut`] changes it.
     pub link: LinkConditions,
     /// The server's connection slots.
     pub max_clients: u16,
     /// Seconds of silence before either side ends a connection (written into each token).
     pub timeout_seconds: i32,
-    /// Seconds a token stays valid after the clock's origin.
+    /// Seconds a token stays valid after it is minted.
     pub expire_seconds: i64,
     /// Whether every connection carries a reliable [`Endpoint`] on both sides.
     pub reliable_links: bool,
@@ -132,11 +133,12 @@ impl Link {
         }
     }
 
-    /// Reads one payload from the peer; logs its unreliable message and every reliable
-    /// message it completed.
-    fn read(&mut self, now: Instant, payload: &[u8], mut log: impl FnMut(Event)) {
+    /// Reads one payload from the peer; returns its unreliable message and every reliable
+    /// message it completed, in order.
+    fn read(&mut self, now: Instant, payload: &[u8]) -> Vec<Event> {
+        let mut events = Vec::new();
         match self.endpoint.read_packet(now, payload) {
-            Ok(Some((tag, bytes))) => log(Event::Unreliable {
+            Ok(Some((tag, bytes))) => events.push(Event::Unreliable {
                 tag,
                 bytes: bytes.to_vec(),
             }),
@@ -146,8 +148,9 @@ impl Link {
         }
         let mut message = Vec::new();
         while self.endpoint.poll_reliable(&mut message) {
-            log(Event::Reliable(message.clone()));
+            events.push(Event::Reliable(message.clone()));
         }
+        events
     }
 
     /// Writes this tick's packet into `out`.
@@ -174,8 +177,9 @@ struct Seat {
 
 /// One netcode server and `n` clients on a seeded simulated network, on virtual time.
 ///
-/// It checks one invariant every step: the server's count of connected clients equals the
-/// connections its events opened and have not closed.
+/// It holds the server to what its events say as it goes: a connection opens for the
+/// client id its token names, in a free slot, and the server's count of connected clients
+/// is always the connections its events opened and have not closed.
 pub struct Harness {
     config: HarnessConfig,
     clock: VirtualClock,
@@ -237,30 +241,45 @@ impl Harness {
         SocketAddr::from(([10, 1, hi, lo], 50_000))
     }
 
-    /// Mints a token for a new client (id `n + 1`, user data filled with `n`'s low byte),
-    /// hands it over as the 2048 bytes a matchmaker sends, and starts connecting it now.
-    /// Returns its number `n`.
+    /// Adds client `n` and starts connecting it now with a token of its own (id `n + 1`,
+    /// user data filled with `n`'s low byte). Returns `n`.
     pub fn add_client(&mut self) -> usize {
         let n = self.clients.len();
+        let client_id = n as u64 + 1;
+        let netcode = Client::new(self.mint(n, client_id), self.clock.now());
+        self.clients.push(SimClient {
+            addr: Harness::client_addr(n),
+            client_id,
+            netcode,
+            link: None,
+        });
+        n
+    }
+
+    /// Restarts client `n` from the same address with a fresh token for the same client
+    /// id, as a game client restarting on a fixed port would: its old session is dropped
+    /// without a word to the server, and it starts connecting now.
+    pub fn restart_client(&mut self, n: usize) {
+        let token = self.mint(n, self.clients[n].client_id);
+        let c = &mut self.clients[n];
+        c.netcode = Client::new(token, self.clock.now());
+        c.link = None;
+    }
+
+    /// Mints a token for client `n` and hands it over as the 2048 bytes a matchmaker
+    /// sends.
+    fn mint(&mut self, n: usize, client_id: u64) -> ConnectToken {
         let params = TokenParams {
             protocol_id: PROTOCOL_ID,
-            create_timestamp: UNIX_START,
+            create_timestamp: UNIX_START + self.clock.elapsed().as_secs(),
             expire_seconds: self.config.expire_seconds,
             timeout_seconds: self.config.timeout_seconds,
             server_addresses: vec![Harness::server_addr()],
         };
-        let client_id = n as u64 + 1;
         let user_data = [n as u8; USER_DATA_BYTES];
         let random = random_bytes(&mut self.rng);
         let token = ConnectToken::mint(&params, client_id, &user_data, &PRIVATE_KEY, &random);
-        let token = ConnectToken::from_bytes(&token.to_bytes()).expect("a minted token parses");
-        self.clients.push(SimClient {
-            addr: Harness::client_addr(n),
-            client_id,
-            netcode: Client::new(token, self.clock.now()),
-            link: None,
-        });
-        n
+        ConnectToken::from_bytes(&token.to_bytes()).expect("a minted token parses")
     }
 
     /// Runs one tick: delivers what is due, runs timers, sends what both sides have to
@@ -319,7 +338,11 @@ impl Harness {
 
     /// Steps until `done` holds, at most `max_ticks` times; returns the steps taken, or
     /// `None` if `done` never held.
-    pub fn run_until(&mut self, max_ticks: u32, mut done: impl FnMut(&Harness) -> bool) -> Option<u32> {
+    pub fn run_until(
+        &mut self,
+        max_ticks: u32,
+        mut done: impl FnMut(&Harness) -> bool,
+    ) -> Option<u32> {
         for taken in 0..=max_ticks {
             if done(self) {
                 return Some(taken);
@@ -431,6 +454,12 @@ impl Harness {
         &self.sim
     }
 
+    /// The simulated network, to change one direction of a link
+    /// ([`NetSim::set_link`] with [`Harness::server_addr`] and [`Harness::client_addr`]).
+    pub fn sim_mut(&mut self) -> &mut NetSim {
+        &mut self.sim
+    }
+
     /// Steps taken so far: the tick the next step runs.
     pub fn tick(&self) -> u32 {
         self.tick
@@ -464,8 +493,13 @@ impl Harness {
                 client_id,
                 ..
             } => {
-                let n = self.client_at(from).expect("only harness clients hold tokens");
-                assert_eq!(client_id, self.clients[n].client_id, "{from} connected as another client");
+                let n = self
+                    .client_at(from)
+                    .expect("only harness clients hold tokens");
+                assert_eq!(
+                    client_id, self.clients[n].client_id,
+                    "{from} connected as another client"
+                );
                 let seat = &mut self.seats[slot.as_usize()];
                 assert!(seat.is_none(), "slot {slot:?} reused before it was freed");
                 let link = self.config.reliable_links.then(|| Link::new(now));
@@ -473,15 +507,22 @@ impl Harness {
                 self.record(Side::Server, n, Event::Connected(slot));
             }
             ServerEvent::Payload { client: slot, data } => {
-                let seat = self.seats[slot.as_usize()].as_mut().expect("a seated client");
-                let (n, tick, log) = (seat.client, self.tick, &mut self.log);
-                let mut record = |event| log.push(Logged { tick, client: n, side: Side::Server, event });
-                match &mut seat.link {
-                    Some(link) => link.read(now, data, record),
-                    None => record(Event::Payload(data.to_vec())),
+                let seat = self.seats[slot.as_usize()]
+                    .as_mut()
+                    .expect("a seated client");
+                let events = match &mut seat.link {
+                    Some(link) => link.read(now, data),
+                    None => vec![Event::Payload(data.to_vec())],
+                };
+                let n = seat.client;
+                for event in events {
+                    self.record(Side::Server, n, event);
                 }
             }
-            ServerEvent::Disconnected { client: slot, reason } => {
+            ServerEvent::Disconnected {
+                client: slot,
+                reason,
+            } => {
                 let seat = self.seats[slot.as_usize()].take().expect("a seated client");
                 self.record(Side::Server, seat.client, Event::Disconnected(reason));
             }
@@ -493,21 +534,22 @@ impl Harness {
         let Some(event) = c.netcode.handle_datagram(now, from, data) else {
             return;
         };
-        let (tick, log) = (self.tick, &mut self.log);
-        let mut record = |event| log.push(Logged { tick, client: n, side: Side::Client, event });
-        match event {
+        let events = match event {
             ClientEvent::Connected(slot) => {
                 c.link = self.config.reliable_links.then(|| Link::new(now));
-                record(Event::Connected(slot));
+                vec![Event::Connected(slot)]
             }
             ClientEvent::Payload(payload) => match &mut c.link {
-                Some(link) => link.read(now, payload, record),
-                None => record(Event::Payload(payload.to_vec())),
+                Some(link) => link.read(now, payload),
+                None => vec![Event::Payload(payload.to_vec())],
             },
             ClientEvent::Disconnected(reason) => {
                 c.link = None;
-                record(Event::Disconnected(reason));
+                vec![Event::Disconnected(reason)]
             }
+        };
+        for event in events {
+            self.record(Side::Client, n, event);
         }
     }
 
@@ -529,7 +571,10 @@ impl Harness {
         for c in &mut self.clients {
             let Some(link) = &mut c.link else { continue };
             link.write(now, &mut self.packet);
-            if let Some(to) = c.netcode.send_payload(now, &self.packet, &mut self.datagram) {
+            if let Some(to) = c
+                .netcode
+                .send_payload(now, &self.packet, &mut self.datagram)
+            {
                 self.sim.send(now, c.addr, to, &self.datagram);
             }
         }

@@ -510,15 +510,20 @@ impl Server {
             return self.drop(ServerDrop::PendingFull);
         }
         let connection_timeout = timeout_of(token.timeout_seconds);
-        let pending = self.pending.entry(from).or_insert_with(|| Pending {
-            c2s: ChaCha20Poly1305::new((&token.client_to_server_key).into()),
-            s2c: s2c.clone(),
-            created: now,
-            last_recv: now,
-            timeout: connection_timeout.unwrap_or(Duration::from_secs(5)),
-            connection_timeout,
-        });
-        pending.last_recv = now;
+        // Every accepted request sets the address's keys anew, as the reference's
+        // encryption manager does: a client that restarts from the same address with a new
+        // token must have its response opened with the new token's key, not the old one's.
+        self.pending.insert(
+            from,
+            Pending {
+                c2s: ChaCha20Poly1305::new((&token.client_to_server_key).into()),
+                s2c: s2c.clone(),
+                created: now,
+                last_recv: now,
+                timeout: connection_timeout.unwrap_or(Duration::from_secs(5)),
+                connection_timeout,
+            },
+        );
         let mut challenge = [0u8; CHALLENGE_TOKEN_BYTES];
         let challenge_sequence = self.challenge_sequence;
         self.challenge_sequence += 1;

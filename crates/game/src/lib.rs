@@ -1,8 +1,9 @@
 //! The reference shooter: a deterministic fixed-step world, with no clock and no I/O.
 //!
-//! What it does: player movement ([`movement::pmove`], shared by the server and the bots),
-//! the world a match steps once per tick ([`World`]), and the commands players send
-//! ([`UserCmd`]).
+//! What it does: maps of solid boxes with the traces movement and shots need ([`Map`], loaded
+//! from `maps/` or built in), player movement against them ([`movement::pmove`], shared by
+//! the server and the bots), the world a match steps once per tick ([`World`]), and the
+//! commands players send ([`UserCmd`]).
 //!
 //! What it does not do: networking, timing, or anything that reads the OS. A tick is a
 //! number; the caller decides when it runs.
@@ -10,10 +11,13 @@
 //! In order of importance: the same commands from the same start give bit-identical state;
 //! movement is a pure function of what is passed in; a tick allocates nothing.
 
+pub mod map;
 pub mod math;
 pub mod movement;
+pub mod rules;
 mod world;
 
+pub use map::{BuiltinMap, Map, MapError, RayHit, SpawnPoint};
 pub use math::Vec3;
 pub use movement::{MovementParams, PlayerState};
 pub use world::{Player, World, WorldConfig};

@@ -1,6 +1,6 @@
 //! The little vector math movement needs.
 
-use std::ops::{Add, AddAssign, Mul, Sub};
+use std::ops::{Add, AddAssign, Mul, Neg, Sub};
 
 /// A point or direction in metres; z is up.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -31,6 +31,40 @@ impl Vec3 {
         self.x * o.x + self.y * o.y + self.z * o.z
     }
 
+    /// Cross product (right-handed).
+    pub fn cross(self, o: Vec3) -> Vec3 {
+        Vec3::new(
+            self.y * o.z - self.z * o.y,
+            self.z * o.x - self.x * o.z,
+            self.x * o.y - self.y * o.x,
+        )
+    }
+
+    /// The unit vector along `self`, or zero when `self` has no length.
+    pub fn normalize_or_zero(self) -> Vec3 {
+        let len = self.length();
+        if len > 0.0 {
+            self * (1.0 / len)
+        } else {
+            Vec3::ZERO
+        }
+    }
+
+    /// Component-wise minimum.
+    pub fn min(self, o: Vec3) -> Vec3 {
+        Vec3::new(self.x.min(o.x), self.y.min(o.y), self.z.min(o.z))
+    }
+
+    /// Component-wise maximum.
+    pub fn max(self, o: Vec3) -> Vec3 {
+        Vec3::new(self.x.max(o.x), self.y.max(o.y), self.z.max(o.z))
+    }
+
+    /// True when every component is finite.
+    pub fn is_finite(self) -> bool {
+        self.x.is_finite() && self.y.is_finite() && self.z.is_finite()
+    }
+
     /// Length.
     pub fn length(self) -> f32 {
         self.dot(self).sqrt()
@@ -39,6 +73,16 @@ impl Vec3 {
     /// Length in the horizontal plane.
     pub fn horizontal_length(self) -> f32 {
         (self.x * self.x + self.y * self.y).sqrt()
+    }
+
+    /// The components as an array, x first.
+    pub fn to_array(self) -> [f32; 3] {
+        [self.x, self.y, self.z]
+    }
+
+    /// A vector from an array, x first.
+    pub const fn from_array(a: [f32; 3]) -> Vec3 {
+        Vec3::new(a[0], a[1], a[2])
     }
 
     /// The bit patterns of the three floats, for hashing exact state.
@@ -64,6 +108,13 @@ impl Sub for Vec3 {
     type Output = Vec3;
     fn sub(self, o: Vec3) -> Vec3 {
         Vec3::new(self.x - o.x, self.y - o.y, self.z - o.z)
+    }
+}
+
+impl Neg for Vec3 {
+    type Output = Vec3;
+    fn neg(self) -> Vec3 {
+        Vec3::new(-self.x, -self.y, -self.z)
     }
 }
 

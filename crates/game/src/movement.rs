@@ -1,16 +1,22 @@
-//! Player movement in the manner of Quake's `bg_pmove.c`: one pure function shared by the
+//! Player movement in the manner of Quake III's `bg_pmove.c`: one pure function shared by the
 //! server (which is authoritative) and the bots (which predict).
 //!
-//! Ground movement applies friction, then accelerates toward the wished direction up to the
-//! maximum speed; in the air only a little acceleration and gravity apply. The world is an
-//! open arena: a floor at z = 0 and walls at ±`half_extent` that the player slides along.
+//! [`pmove`] reads the world only through the [`Map`] passed in. On the ground it applies
+//! friction, then accelerates toward the wished direction up to the maximum speed; in the air
+//! only a little acceleration and gravity apply. The move itself is `PM_SlideMove`: sweep the
+//! player box, stop at the first face, clip the velocity along it and sweep the rest, up to
+//! four times. A walking player that was blocked tries the same move a step higher and settles
+//! back down (`PM_StepSlideMove`), which climbs low boxes. Every move is a swept trace, so no
+//! speed passes through a wall.
 
+use crate::map::{Hull, Map};
 use crate::math::Vec3;
 use crate::{angle16_to_rad, buttons, UserCmd};
 
-/// Movement tuning, in metres and seconds. Defaults are Quake's, converted at 39.37 units
-/// per metre (`sv_maxspeed` 320, `pm_accelerate` 10, `pm_friction` 6, `pm_stopspeed` 100,
-/// `g_gravity` 800, jump velocity 270).
+/// Movement tuning, in metres and seconds. Defaults are Quake III's, converted at 39.37 units
+/// per metre (`sv_maxspeed` 320, `pm_accelerate` 10, `pm_airaccelerate` 1, `pm_friction` 6,
+/// `pm_stopspeed` 100, `g_gravity` 800, `JUMP_VELOCITY` 270, `STEPSIZE` 18), except the
+/// player box, which is a modern shooter's 0.8 × 0.8 × 1.8 m.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MovementParams {
     /// Top running speed, m/s.
@@ -27,6 +33,12 @@ pub struct MovementParams {
     pub gravity: f32,
     /// Upward speed given by a jump, m/s.
     pub jump_speed: f32,
+    /// Tallest ledge a player walks up without jumping, metres.
+    pub step_height: f32,
+    /// Half the player box's width along x and along y, metres.
+    pub hull_half_width: f32,
+    /// The player box's height above the feet, metres.
+    pub hull_height: f32,
 }
 
 impl Default for MovementParams {
@@ -39,6 +51,19 @@ impl Default for MovementParams {
             stop_speed: 2.54,
             gravity: 20.32,
             jump_speed: 6.86,
+            step_height: 0.45,
+            hull_half_width: 0.4,
+            hull_height: 1.8,
+        }
+    }
+}
+
+impl MovementParams {
+    /// The player's collision box.
+    pub fn hull(&self) -> Hull {
+        Hull {
+            half_width: self.hull_half_width,
+            height: self.hull_height,
         }
     }
 }
@@ -54,23 +79,39 @@ pub struct PlayerState {
     pub yaw: u16,
     /// View pitch, 1/65536 turn, within ±89°.
     pub pitch: i16,
-    /// Standing on the floor.
+    /// Standing on a floor or a box top.
     pub on_ground: bool,
 }
 
 /// Largest pitch accepted: 89° in 1/65536 turn.
 pub const MAX_PITCH: i16 = (89.0 * 65536.0 / 360.0) as i16;
 
-/// Advances `state` by `dt` seconds under `cmd`, inside an arena of `half_extent` metres.
-pub fn pmove(
-    state: &mut PlayerState,
-    cmd: &UserCmd,
-    params: &MovementParams,
-    half_extent: f32,
-    dt: f32,
-) {
+/// Sweeps a move may take before giving up on the rest of the tick (Quake's `numbumps`).
+const MAX_BUMPS: usize = 4;
+/// Planes a move may be clipped against in one tick (Quake's `MAX_CLIP_PLANES`).
+const MAX_CLIP_PLANES: usize = 5;
+/// Clipping removes slightly more than the velocity into a plane, so the next sweep starts
+/// moving away from it (Quake's `OVERCLIP`).
+const OVERCLIP: f32 = 1.001;
+/// Below this speed into a plane a move does not interact with it, m/s (Quake's 0.1 units/s).
+const INTO_PLANE_M_PER_S: f32 = 0.1 / 39.37;
+/// Speed added along a plane hit twice in one move, to get off it, m/s (1 unit/s).
+const NUDGE_M_PER_S: f32 = 1.0 / 39.37;
+/// How far below the feet the ground is looked for, metres: twice the skin a resting player
+/// floats at (Quake's 0.25 units against its 0.125).
+const GROUND_PROBE_M: f32 = 2.0 * crate::map::SKIN_M;
+/// Faces this steep or flatter are ground (Quake's `MIN_WALK_NORMAL`); a box's top is 1.
+const MIN_WALK_NORMAL: f32 = 0.7;
+/// Rising faster than this off the ground is leaving it, m/s (Quake's 10 units/s).
+const LEAVING_GROUND_M_PER_S: f32 = 10.0 / 39.37;
+const UP: Vec3 = Vec3::new(0.0, 0.0, 1.0);
+
+/// Advances `state` by `dt` seconds under `cmd` against the boxes of `map`. A pure function
+/// of its arguments: the same inputs give bit-identical results.
+pub fn pmove(state: &mut PlayerState, cmd: &UserCmd, params: &MovementParams, map: &Map, dt: f32) {
     state.yaw = cmd.yaw;
     state.pitch = cmd.pitch.clamp(-MAX_PITCH, MAX_PITCH);
+    let hull = params.hull();
 
     let yaw = angle16_to_rad(state.yaw);
     let (sin, cos) = yaw.sin_cos();
@@ -85,6 +126,7 @@ pub fn pmove(
         wish = wish * (1.0 / wish_len);
     }
 
+    state.on_ground = ground_trace(state, map, hull).is_some();
     if state.on_ground && cmd.has(buttons::JUMP) {
         state.velocity.z = params.jump_speed;
         state.on_ground = false;
@@ -99,7 +141,19 @@ pub fn pmove(
             params.accelerate * params.max_speed,
             dt,
         );
+        // Quake's accelerate lets a player pressed diagonally into a wall run along it up to
+        // 17% faster than `max_speed`; Source's `WalkMove` caps ground speed, and so do we.
+        let speed = state.velocity.horizontal_length();
+        if speed > params.max_speed {
+            let scale = params.max_speed / speed;
+            state.velocity.x *= scale;
+            state.velocity.y *= scale;
+        }
+        // Every floor is a box top, so sliding along the ground plane is moving level.
         state.velocity.z = 0.0;
+        if state.velocity.x != 0.0 || state.velocity.y != 0.0 {
+            step_slide_move(state, params, map, dt);
+        }
     } else {
         accelerate(
             state,
@@ -108,30 +162,161 @@ pub fn pmove(
             params.air_accelerate * params.max_speed,
             dt,
         );
-        state.velocity.z -= params.gravity * dt;
+        // No stepping in the air, as in Source: Quake III's airborne step lets a jump climb
+        // a ledge of apex plus step height, which blurs cover heights.
+        slide_move(state, params, map, dt, true);
     }
 
-    state.origin += state.velocity * dt;
+    if let Some(ground) = ground_trace(state, map, hull) {
+        // Settle onto it: a standing player always rests one skin above its floor.
+        state.origin = ground;
+        state.on_ground = true;
+        state.velocity.z = 0.0;
+    } else {
+        state.on_ground = false;
+    }
+}
 
-    // Walls: stop the component into the wall, keep the rest (slide).
-    for (pos, vel) in [
-        (&mut state.origin.x, &mut state.velocity.x),
-        (&mut state.origin.y, &mut state.velocity.y),
-    ] {
-        if *pos > half_extent {
-            *pos = half_extent;
-            *vel = vel.min(0.0);
-        } else if *pos < -half_extent {
-            *pos = -half_extent;
-            *vel = vel.max(0.0);
+/// Quake's `PM_GroundTrace`: where the feet would rest when standing on something walkable
+/// and not rising off it.
+fn ground_trace(state: &PlayerState, map: &Map, hull: Hull) -> Option<Vec3> {
+    let below = state.origin - UP * GROUND_PROBE_M;
+    let t = map.trace_hull(state.origin, below, hull);
+    let standing = t.fraction < 1.0
+        && t.normal.z >= MIN_WALK_NORMAL
+        && state.velocity.dot(t.normal) <= LEAVING_GROUND_M_PER_S;
+    standing.then_some(t.end)
+}
+
+/// Quake's `PM_StepSlideMove` for a walking player: slide; if something was in the way,
+/// slide again from a step higher and settle back down, which climbs ledges up to
+/// `step_height`.
+fn step_slide_move(state: &mut PlayerState, params: &MovementParams, map: &Map, dt: f32) {
+    let hull = params.hull();
+    let start_origin = state.origin;
+    let start_velocity = state.velocity;
+    if !slide_move(state, params, map, dt, false) {
+        return; // nothing in the way
+    }
+
+    let up = map.trace_hull(start_origin, start_origin + UP * params.step_height, hull);
+    let stepped = up.end.z - start_origin.z;
+    state.origin = up.end;
+    state.velocity = start_velocity;
+    slide_move(state, params, map, dt, false);
+
+    let settle = map.trace_hull(state.origin, state.origin - UP * stepped, hull);
+    state.origin = settle.end;
+    if settle.fraction < 1.0 {
+        state.velocity = clip_velocity(state.velocity, settle.normal, OVERCLIP);
+    }
+}
+
+/// Quake's `PM_SlideMove`: sweep, stop at the first face, clip the velocity to slide along
+/// every face met so far, and sweep the time left, up to [`MAX_BUMPS`] times. With `gravity`
+/// the vertical speed is integrated with the trapezoid rule, which is exact for a fall.
+/// Returns true when something was in the way.
+fn slide_move(
+    state: &mut PlayerState,
+    params: &MovementParams,
+    map: &Map,
+    dt: f32,
+    gravity: bool,
+) -> bool {
+    let hull = params.hull();
+    let mut end_velocity = state.velocity;
+    if gravity {
+        end_velocity.z -= params.gravity * dt;
+        state.velocity.z = (state.velocity.z + end_velocity.z) * 0.5;
+    }
+
+    let mut planes = [Vec3::ZERO; MAX_CLIP_PLANES];
+    let mut count = 0;
+    if state.on_ground {
+        planes[count] = UP;
+        count += 1;
+    }
+    // Never turn back against the velocity the move began with.
+    planes[count] = state.velocity.normalize_or_zero();
+    count += 1;
+
+    let mut time_left = dt;
+    let mut bumps = 0;
+    while bumps < MAX_BUMPS {
+        let end = state.origin + state.velocity * time_left;
+        let t = map.trace_hull(state.origin, end, hull);
+        if t.fraction > 0.0 {
+            state.origin = t.end;
+        }
+        if t.fraction == 1.0 {
+            break;
+        }
+        bumps += 1;
+        time_left -= time_left * t.fraction;
+
+        if count >= MAX_CLIP_PLANES {
+            state.velocity = Vec3::ZERO;
+            return true;
+        }
+        // The same face again: push off it a little rather than clip forever.
+        if planes[..count].iter().any(|p| t.normal.dot(*p) > 0.99) {
+            state.velocity += t.normal * NUDGE_M_PER_S;
+            continue;
+        }
+        planes[count] = t.normal;
+        count += 1;
+
+        // Find a velocity that runs along every face met.
+        for i in 0..count {
+            if state.velocity.dot(planes[i]) >= INTO_PLANE_M_PER_S {
+                continue; // not moving into this one
+            }
+            let mut clipped = clip_velocity(state.velocity, planes[i], OVERCLIP);
+            let mut end_clipped = clip_velocity(end_velocity, planes[i], OVERCLIP);
+            for j in 0..count {
+                if j == i || clipped.dot(planes[j]) >= INTO_PLANE_M_PER_S {
+                    continue;
+                }
+                clipped = clip_velocity(clipped, planes[j], OVERCLIP);
+                end_clipped = clip_velocity(end_clipped, planes[j], OVERCLIP);
+                if clipped.dot(planes[i]) >= 0.0 {
+                    continue;
+                }
+                // Two faces meet in a crease: run along it.
+                let crease = planes[i].cross(planes[j]).normalize_or_zero();
+                clipped = crease * crease.dot(state.velocity);
+                end_clipped = crease * crease.dot(end_velocity);
+                // A third face closes the crease: stop dead.
+                let closed = planes[..count]
+                    .iter()
+                    .enumerate()
+                    .any(|(k, p)| k != i && k != j && clipped.dot(*p) < INTO_PLANE_M_PER_S);
+                if closed {
+                    state.velocity = Vec3::ZERO;
+                    return true;
+                }
+            }
+            state.velocity = clipped;
+            end_velocity = end_clipped;
+            break;
         }
     }
-    // Floor.
-    if state.origin.z <= 0.0 {
-        state.origin.z = 0.0;
-        state.velocity.z = state.velocity.z.max(0.0);
-        state.on_ground = true;
+    if gravity {
+        state.velocity = end_velocity;
     }
+    bumps != 0
+}
+
+/// Quake's `PM_ClipVelocity`: remove the part of `v` into the plane of normal `n`, and a
+/// little more (`overbounce`), so the result runs along the plane.
+fn clip_velocity(v: Vec3, n: Vec3, overbounce: f32) -> Vec3 {
+    let into = v.dot(n);
+    let backoff = if into < 0.0 {
+        into * overbounce
+    } else {
+        into / overbounce
+    };
+    v - n * backoff
 }
 
 fn apply_friction(state: &mut PlayerState, params: &MovementParams, dt: f32) {
@@ -163,119 +348,402 @@ fn accelerate(state: &mut PlayerState, dir: Vec3, wish_speed: f32, accel: f32, d
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::map::{Aabb, SKIN_M};
     use proptest::prelude::*;
 
     const DT: f32 = 1.0 / 128.0;
 
-    fn on_ground() -> PlayerState {
+    /// A sealed 200 × 200 m room, plus `extra` box lines.
+    fn room(extra: &str) -> Map {
+        Map::parse(&format!(
+            "box -101 -101 -1 101 101 0\n\
+             box -101 -101 50 101 101 51\n\
+             box -101 -101 0 -100 101 50\n\
+             box 100 -101 0 101 101 50\n\
+             box -100 -101 0 100 -100 50\n\
+             box -100 100 0 100 101 50\n\
+             spawn attackers 0 0 0 0\n{extra}"
+        ))
+        .unwrap()
+    }
+
+    fn standing_at(x: f32, y: f32, z: f32) -> PlayerState {
         PlayerState {
+            origin: Vec3::new(x, y, z + SKIN_M),
             on_ground: true,
             ..Default::default()
         }
     }
 
+    fn run(s: &mut PlayerState, cmd: UserCmd, map: &Map, ticks: usize) {
+        for _ in 0..ticks {
+            pmove(s, &cmd, &MovementParams::default(), map, DT);
+        }
+    }
+
+    fn forward(yaw: u16) -> UserCmd {
+        UserCmd {
+            forward: 127,
+            yaw,
+            ..Default::default()
+        }
+    }
+
+    fn jump() -> UserCmd {
+        UserCmd {
+            buttons: buttons::JUMP,
+            ..Default::default()
+        }
+    }
+
+    /// The player's box overlaps no box of `map`, and its feet are inside `interior`.
+    fn assert_clear(map: &Map, s: &PlayerState, interior: &Aabb) {
+        let hull = MovementParams::default().hull();
+        let body = hull.at(s.origin);
+        for (i, b) in map.boxes().iter().enumerate() {
+            assert!(!b.overlaps(&body), "inside box {i} {b:?}: {s:?}");
+        }
+        let o = s.origin;
+        assert!(
+            o.x > interior.min.x
+                && o.x < interior.max.x
+                && o.y > interior.min.y
+                && o.y < interior.max.y
+                && o.z >= interior.min.z
+                && o.z < interior.max.z,
+            "outside: {s:?}"
+        );
+    }
+
     #[test]
     fn running_forward_reaches_max_speed_and_not_beyond() {
+        let map = room("");
         let p = MovementParams::default();
-        let mut s = on_ground();
-        let cmd = UserCmd {
-            forward: 127,
-            ..Default::default()
-        };
-        for _ in 0..256 {
-            pmove(&mut s, &cmd, &p, 1000.0, DT);
-        }
+        let mut s = standing_at(0.0, 0.0, 0.0);
+        run(&mut s, forward(0), &map, 256);
         let speed = s.velocity.horizontal_length();
         assert!(
             speed > p.max_speed * 0.95 && speed <= p.max_speed * 1.001,
             "{speed}"
         );
-        // Yaw 0 faces +x.
-        assert!(
-            s.origin.x > 10.0 && s.origin.y.abs() < 1e-3,
-            "{:?}",
-            s.origin
-        );
+        // Yaw 0 faces +x; the floor holds the player at a skin above it.
+        assert!(s.origin.x > 10.0 && s.origin.y.abs() < 1e-3, "{s:?}");
+        assert_eq!(s.origin.z, SKIN_M);
+        assert!(s.on_ground);
     }
 
     #[test]
     fn friction_brings_a_player_to_rest() {
-        let p = MovementParams::default();
+        let map = room("");
         let mut s = PlayerState {
             velocity: Vec3::new(8.0, 0.0, 0.0),
-            ..on_ground()
+            ..standing_at(0.0, 0.0, 0.0)
         };
-        for _ in 0..128 {
-            pmove(&mut s, &UserCmd::default(), &p, 1000.0, DT);
-        }
+        run(&mut s, UserCmd::default(), &map, 128);
         assert_eq!(s.velocity.horizontal_length(), 0.0);
     }
 
     #[test]
-    fn a_jump_lands_after_the_ballistic_time() {
+    fn a_jump_reaches_its_apex_and_lands_after_the_ballistic_time() {
+        let map = room("");
         let p = MovementParams::default();
-        let mut s = on_ground();
-        let jump = UserCmd {
-            buttons: buttons::JUMP,
-            ..Default::default()
-        };
-        pmove(&mut s, &jump, &p, 1000.0, DT);
+        let mut s = standing_at(0.0, 0.0, 0.0);
+        run(&mut s, jump(), &map, 1);
         assert!(!s.on_ground);
         let mut ticks = 1;
+        let mut apex = s.origin.z;
         while !s.on_ground {
-            pmove(&mut s, &UserCmd::default(), &p, 1000.0, DT);
+            run(&mut s, UserCmd::default(), &map, 1);
+            apex = apex.max(s.origin.z);
             ticks += 1;
             assert!(ticks < 1000);
         }
-        let expected = 2.0 * p.jump_speed / p.gravity / DT;
+        // v²/2g = 1.158 m above the skin; the trapezoid rule makes each tick's height exact.
+        let expected_apex = p.jump_speed * p.jump_speed / (2.0 * p.gravity) + SKIN_M;
         assert!(
-            (ticks as f32 - expected).abs() <= 2.0,
-            "{ticks} vs {expected}"
+            (apex - expected_apex).abs() < 0.005,
+            "{apex} vs {expected_apex}"
         );
+        // 2v/g = 0.675 s = 86.4 ticks.
+        let expected_ticks = 2.0 * p.jump_speed / p.gravity / DT;
+        assert!(
+            (ticks as f32 - expected_ticks).abs() <= 1.0,
+            "{ticks} vs {expected_ticks}"
+        );
+        assert_eq!(s.origin.z, SKIN_M);
+        assert_eq!(s.velocity.z, 0.0);
     }
 
     #[test]
     fn walls_stop_the_player_and_it_slides_along() {
-        let p = MovementParams::default();
+        // A wall whose west face is at x = 10.
+        let map = room("box 10 -50 0 11 50 3");
+        let mut s = standing_at(8.0, 0.0, 0.0);
+        // Yaw 45°: into the wall and along +y.
+        run(&mut s, forward(8192), &map, 128);
+        let half = MovementParams::default().hull_half_width;
+        assert!(s.origin.x < 10.0 - half, "{s:?}");
+        assert!(s.origin.x > 10.0 - half - 0.01, "{s:?}");
+        assert!(s.origin.y > 2.0);
+        // Along the wall at full speed, and no faster.
+        let max = MovementParams::default().max_speed;
+        assert!(
+            s.velocity.y > max * 0.99 && s.velocity.y <= max * 1.0001,
+            "{s:?}"
+        );
+    }
+
+    #[test]
+    fn sliding_along_a_wall_keeps_the_tangential_speed() {
+        let map = room("box 10 -50 0 11 50 3");
+        let half = MovementParams::default().hull_half_width;
+        // In the air, 2 cm from the wall, moving into it at 30 m/s and along it at 5 m/s.
         let mut s = PlayerState {
-            origin: Vec3::new(9.9, 0.0, 0.0),
-            ..on_ground()
-        };
-        // Yaw 45°: into the +x wall and along +y.
-        let cmd = UserCmd {
-            forward: 127,
-            yaw: 8192,
+            origin: Vec3::new(10.0 - half - 0.02, 0.0, 1.0),
+            velocity: Vec3::new(30.0, 5.0, 0.0),
             ..Default::default()
         };
-        for _ in 0..128 {
-            pmove(&mut s, &cmd, &p, 10.0, DT);
+        run(&mut s, UserCmd::default(), &map, 1);
+        assert_eq!(s.velocity.y, 5.0);
+        assert!(s.velocity.x <= 0.0 && s.velocity.x > -0.05, "{s:?}");
+        // The whole tick's worth of sliding happened.
+        assert!((s.origin.y - 5.0 * DT).abs() < 1e-4, "{s:?}");
+        assert!(s.origin.x < 10.0 - half);
+    }
+
+    #[test]
+    fn walking_into_a_low_box_climbs_it() {
+        let map = room("box 2 -5 0 4 5 0.4");
+        let mut s = standing_at(0.0, 0.0, 0.0);
+        run(&mut s, forward(0), &map, 64);
+        assert!(s.origin.x > 2.5, "{s:?}");
+        assert!((s.origin.z - (0.4 + SKIN_M)).abs() < 1e-4, "{s:?}");
+        assert!(s.on_ground);
+        // And down the far side onto the floor again.
+        run(&mut s, forward(0), &map, 128);
+        assert!(
+            s.origin.x > 5.0 && s.origin.z == SKIN_M && s.on_ground,
+            "{s:?}"
+        );
+    }
+
+    #[test]
+    fn walking_climbs_stairs_of_steps() {
+        let map = room("box 2 -5 0 4 5 0.4\nbox 4 -5 0 6 5 0.8\nbox 6 -5 0 8 5 1.2");
+        let mut s = standing_at(0.0, 0.0, 0.0);
+        run(&mut s, forward(0), &map, 128);
+        assert!((s.origin.z - (1.2 + SKIN_M)).abs() < 1e-4, "{s:?}");
+    }
+
+    #[test]
+    fn walking_into_a_box_above_step_height_stops() {
+        let map = room("box 2 -5 0 4 5 0.5");
+        let mut s = standing_at(0.0, 0.0, 0.0);
+        run(&mut s, forward(0), &map, 128);
+        let half = MovementParams::default().hull_half_width;
+        assert!(
+            s.origin.x < 2.0 - half && s.origin.x > 2.0 - half - 0.01,
+            "{s:?}"
+        );
+        assert_eq!(s.origin.z, SKIN_M);
+        assert!(s.on_ground);
+    }
+
+    #[test]
+    fn a_jump_lands_on_a_box_top() {
+        let map = room("box 1.5 -5 0 3.5 5 1");
+        let mut s = standing_at(0.0, 0.0, 0.0);
+        // Run at the crate, jump, and keep pressing forward.
+        run(&mut s, forward(0), &map, 20);
+        run(
+            &mut s,
+            UserCmd {
+                buttons: buttons::JUMP,
+                ..forward(0)
+            },
+            &map,
+            1,
+        );
+        run(&mut s, forward(0), &map, 100);
+        assert!(s.on_ground, "{s:?}");
+        assert!((s.origin.z - (1.0 + SKIN_M)).abs() < 1e-4, "{s:?}");
+        assert!(s.origin.x > 1.5, "{s:?}");
+    }
+
+    #[test]
+    fn a_jump_does_not_reach_a_box_top_above_its_apex() {
+        let map = room("box 1.5 -5 0 3.5 5 1.3");
+        let mut s = standing_at(0.0, 0.0, 0.0);
+        run(&mut s, forward(0), &map, 20);
+        run(
+            &mut s,
+            UserCmd {
+                buttons: buttons::JUMP,
+                ..forward(0)
+            },
+            &map,
+            1,
+        );
+        run(&mut s, forward(0), &map, 100);
+        assert_eq!(s.origin.z, SKIN_M);
+        assert!(s.origin.x < 1.5);
+    }
+
+    #[test]
+    fn a_fall_lands_on_a_box_top() {
+        let map = room("box -1 -1 0 1 1 2");
+        let mut s = PlayerState {
+            origin: Vec3::new(0.0, 0.0, 10.0),
+            velocity: Vec3::new(0.0, 0.0, -30.0),
+            ..Default::default()
+        };
+        run(&mut s, UserCmd::default(), &map, 64);
+        assert!(s.on_ground);
+        assert_eq!(s.velocity, Vec3::ZERO);
+        assert!((s.origin.z - (2.0 + SKIN_M)).abs() < 1e-4, "{s:?}");
+    }
+
+    #[test]
+    fn walking_off_a_ledge_falls() {
+        let map = room("box -5 -5 0 1 5 2");
+        let mut s = standing_at(0.0, 0.0, 2.0);
+        run(&mut s, forward(0), &map, 40);
+        assert!(!s.on_ground && s.origin.z < 2.0, "{s:?}");
+        run(&mut s, forward(0), &map, 128);
+        assert!(s.on_ground && s.origin.z == SKIN_M, "{s:?}");
+    }
+
+    #[test]
+    fn the_roof_stops_a_jump() {
+        // A ceiling 2.4 m up: the head (1.8 m) meets it 0.6 m into the jump.
+        let map = room("box -5 -5 2.4 5 5 3");
+        let mut s = standing_at(0.0, 0.0, 0.0);
+        run(&mut s, jump(), &map, 1);
+        let mut top: f32 = 0.0;
+        for _ in 0..200 {
+            run(&mut s, UserCmd::default(), &map, 1);
+            top = top.max(s.origin.z);
         }
-        assert_eq!(s.origin.x, 10.0);
-        assert!(s.origin.y > 2.0);
+        assert!(top <= 0.6 - SKIN_M + 1e-4 && top > 0.55, "{top}");
+        assert!(s.on_ground);
+    }
+
+    #[test]
+    fn running_into_a_corner_stops_there() {
+        // Walls meeting at (10, 10).
+        let map = room("box 10 -50 0 11 11 3\nbox -50 10 0 11 11 3");
+        let mut s = standing_at(8.0, 8.0, 0.0);
+        run(&mut s, forward(8192), &map, 256);
+        let half = MovementParams::default().hull_half_width;
+        let corner = 10.0 - half;
+        assert!(s.origin.x < corner && s.origin.x > corner - 0.01, "{s:?}");
+        assert!(s.origin.y < corner && s.origin.y > corner - 0.01, "{s:?}");
+    }
+
+    #[test]
+    fn a_player_at_500_m_s_stops_at_a_thin_wall() {
+        // 5 cm thick; 500 m/s crosses 3.9 m a tick.
+        let map = room("box 10 -50 0 10.05 50 5");
+        let half = MovementParams::default().hull_half_width;
+        for start_x in [0.0, 2.0, 5.3, 9.0, 9.5] {
+            let mut s = PlayerState {
+                origin: Vec3::new(start_x, 0.0, 1.0),
+                velocity: Vec3::new(500.0, 0.0, 0.0),
+                ..Default::default()
+            };
+            run(&mut s, UserCmd::default(), &map, 8);
+            assert!(s.origin.x < 10.0 - half, "from {start_x}: {s:?}");
+            assert!(s.origin.x > 10.0 - half - 0.01, "from {start_x}: {s:?}");
+        }
     }
 
     #[test]
     fn pitch_is_clamped() {
-        let mut s = on_ground();
+        let map = room("");
+        let mut s = standing_at(0.0, 0.0, 0.0);
         let cmd = UserCmd {
             pitch: i16::MAX,
             ..Default::default()
         };
-        pmove(&mut s, &cmd, &MovementParams::default(), 10.0, DT);
+        pmove(&mut s, &cmd, &MovementParams::default(), &map, DT);
         assert_eq!(s.pitch, MAX_PITCH);
     }
 
+    fn arena_interior() -> Aabb {
+        Aabb {
+            min: Vec3::new(-30.0, -20.0, 0.0),
+            max: Vec3::new(30.0, 20.0, 12.0),
+        }
+    }
+
+    fn speed() -> impl Strategy<Value = Vec3> {
+        (-3000.0f32..3000.0, -3000.0f32..3000.0, -3000.0f32..3000.0)
+            .prop_map(|(x, y, z)| Vec3::new(x, y, z))
+    }
+
+    fn cmds() -> impl Strategy<Value = Vec<UserCmd>> {
+        proptest::collection::vec(
+            (any::<i8>(), any::<i8>(), any::<u8>(), any::<u16>()).prop_map(
+                |(forward, side, buttons, yaw)| UserCmd {
+                    forward,
+                    side,
+                    buttons,
+                    yaw,
+                    pitch: 0,
+                },
+            ),
+            1..300,
+        )
+    }
+
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// From anywhere in the arena, thrown at up to 5 km/s in any direction now and then,
+        /// under random commands: the player never ends a tick inside a box or outside the
+        /// arena's walls.
         #[test]
-        fn never_leaves_the_arena(cmds in proptest::collection::vec((any::<i8>(), any::<i8>(), any::<u8>(), any::<u16>()), 1..300)) {
+        fn never_inside_or_beyond_a_box_at_any_speed(
+            start in (-29.5f32..29.5, -19.5f32..19.5, 0.0f32..10.0),
+            kicks in proptest::collection::vec((0usize..300, speed()), 1..6),
+            cmds in cmds(),
+        ) {
+            let map = crate::BuiltinMap::Arena.load();
+            let interior = arena_interior();
             let p = MovementParams::default();
-            let mut s = on_ground();
-            for (f, side, b, yaw) in cmds {
-                let cmd = UserCmd { forward: f, side, buttons: b, yaw, pitch: 0 };
-                pmove(&mut s, &cmd, &p, 5.0, DT);
-                prop_assert!(s.origin.x.abs() <= 5.0 && s.origin.y.abs() <= 5.0);
-                prop_assert!(s.origin.z >= 0.0);
+            let origin = Vec3::new(start.0, start.1, start.2);
+            prop_assume!(!map.hull_overlaps(p.hull(), origin));
+            let mut s = PlayerState { origin, ..Default::default() };
+            for (tick, cmd) in cmds.iter().enumerate() {
+                for &(at, v) in &kicks {
+                    if at == tick || (at >= cmds.len() && tick == 0) {
+                        s.velocity = v;
+                    }
+                }
+                pmove(&mut s, cmd, &p, &map, DT);
+                assert_clear(&map, &s, &interior);
                 prop_assert!(s.velocity.length().is_finite());
+            }
+        }
+
+        /// A 5 cm wall from floor to roof across the room: whatever the speed and commands,
+        /// a player starting west of it stays west of it.
+        #[test]
+        fn nothing_tunnels_through_a_thin_wall(
+            start in (-20.0f32..9.5, -20.0f32..20.0, 0.0f32..10.0),
+            v in speed(),
+            cmds in cmds(),
+        ) {
+            let map = room("box 10 -100 0 10.05 100 50");
+            let p = MovementParams::default();
+            let mut s = PlayerState {
+                origin: Vec3::new(start.0, start.1, start.2),
+                velocity: v,
+                ..Default::default()
+            };
+            for cmd in &cmds {
+                pmove(&mut s, cmd, &p, &map, DT);
+                prop_assert!(s.origin.x + p.hull_half_width < 10.0, "{:?}", s);
             }
         }
     }

@@ -1,8 +1,12 @@
 //! The world of one match, stepped once per tick.
 
+use std::sync::Arc;
+
 use tickforge_telemetry::{Category, Scopes};
 
+use crate::map::{BuiltinMap, Map, SKIN_M};
 use crate::movement::{pmove, MovementParams, PlayerState};
+use crate::rules::Team;
 use crate::{buttons, PlayerSlot, Tick, UserCmd, Vec3};
 
 /// What a world is made of; fixed for the life of a match.
@@ -12,8 +16,8 @@ pub struct WorldConfig {
     pub players: u8,
     /// Ticks per second; the step is `1 / tick_hz` seconds.
     pub tick_hz: u32,
-    /// The arena spans ±`half_extent` metres on x and y.
-    pub half_extent: f32,
+    /// The map [`World::new`] loads; [`World::with_map`] takes any map instead.
+    pub map: BuiltinMap,
     /// Movement tuning.
     pub movement: MovementParams,
     /// Shots per second a weapon allows (600 rounds a minute: a rifle).
@@ -25,7 +29,7 @@ impl Default for WorldConfig {
         WorldConfig {
             players: 10,
             tick_hz: 128, // VALORANT's tick: 7.8125 ms
-            half_extent: 40.0,
+            map: BuiltinMap::Arena,
             movement: MovementParams::default(),
             fire_rate_hz: 10,
         }
@@ -49,6 +53,7 @@ pub struct Player {
 #[derive(Clone, Debug)]
 pub struct World {
     config: WorldConfig,
+    map: Arc<Map>,
     tick: Tick,
     players: Vec<Player>,
     dt: f32,
@@ -56,24 +61,30 @@ pub struct World {
 }
 
 impl World {
-    /// A world at tick 0 with every player spawned on a circle around the centre, facing it.
+    /// A world at tick 0 on the built-in map `config.map`, every player at a spawn point of
+    /// its team ([`World::team_of`]).
     pub fn new(config: WorldConfig) -> Self {
-        let n = usize::from(config.players);
-        let radius = config.half_extent * 0.5;
-        let players = (0..n)
-            .map(|i| {
-                let angle = std::f32::consts::TAU * i as f32 / n.max(1) as f32;
-                let (sin, cos) = angle.sin_cos();
-                let facing = crate::rad_to_angle16(angle + std::f32::consts::PI);
+        World::with_map(config, Arc::new(config.map.load()))
+    }
+
+    /// A world at tick 0 on `map` (`config.map` is not used), every player at a spawn point
+    /// of its team ([`World::team_of`]). Slot 2k takes the attackers' kth spawn point and slot
+    /// 2k + 1 the defenders', counting round when a team has fewer points than players.
+    pub fn with_map(config: WorldConfig, map: Arc<Map>) -> Self {
+        let players = (0..config.players)
+            .map(|slot| {
+                let spawn =
+                    map.spawn_point(World::team_of(PlayerSlot(slot)), usize::from(slot / 2));
                 Player {
                     state: PlayerState {
-                        origin: Vec3::new(cos * radius, sin * radius, 0.0),
-                        yaw: facing,
+                        // A skin above the floor, where movement keeps a standing player.
+                        origin: spawn.origin + Vec3::new(0.0, 0.0, SKIN_M),
+                        yaw: spawn.yaw,
                         on_ground: true,
                         ..Default::default()
                     },
                     cmd: UserCmd {
-                        yaw: facing,
+                        yaw: spawn.yaw,
                         ..Default::default()
                     },
                     ..Default::default()
@@ -85,9 +96,25 @@ impl World {
             // Rounded up, so the rate is never exceeded.
             ticks_per_shot: config.tick_hz.div_ceil(config.fire_rate_hz.max(1)).max(1),
             config,
+            map,
             tick: Tick(0),
             players,
         }
+    }
+
+    /// The team whose spawn points `slot` starts at: attackers for even slots, defenders
+    /// for odd ones.
+    pub fn team_of(slot: PlayerSlot) -> Team {
+        if slot.0.is_multiple_of(2) {
+            Team::Attackers
+        } else {
+            Team::Defenders
+        }
+    }
+
+    /// The map players move in.
+    pub fn map(&self) -> &Map {
+        &self.map
     }
 
     /// The configuration.
@@ -126,9 +153,9 @@ impl World {
         }
         {
             let _m = scopes.scope(Category::Movement);
-            let (params, extent, dt) = (self.config.movement, self.config.half_extent, self.dt);
+            let (params, map, dt) = (&self.config.movement, &*self.map, self.dt);
             for p in &mut self.players {
-                pmove(&mut p.state, &p.cmd, &params, extent, dt);
+                pmove(&mut p.state, &p.cmd, params, map, dt);
             }
         }
         self.tick = self.tick.next();
@@ -209,16 +236,65 @@ mod tests {
     }
 
     #[test]
-    fn players_spawn_apart_inside_the_arena() {
+    fn players_spawn_apart_on_their_teams_spawn_points() {
         let w = World::new(WorldConfig::default());
         let ps = w.players();
         assert_eq!(ps.len(), 10);
+        let hull = w.config().movement.hull();
         for (i, a) in ps.iter().enumerate() {
-            assert!(a.state.origin.x.abs() <= 40.0 && a.state.origin.y.abs() <= 40.0);
+            let spawn = w
+                .map()
+                .spawns()
+                .iter()
+                .find(|s| (s.origin - a.state.origin).horizontal_length() < 1e-6)
+                .expect("at a spawn point");
+            assert_eq!(spawn.team, World::team_of(PlayerSlot(i as u8)));
+            assert_eq!(a.state.yaw, spawn.yaw);
+            assert!(!w.map().hull_overlaps(hull, a.state.origin));
             for b in &ps[i + 1..] {
                 assert!((a.state.origin - b.state.origin).length() > 1.0);
             }
         }
+    }
+
+    #[test]
+    fn players_stand_still_on_spawn_until_moved() {
+        let s = scopes();
+        let mut w = World::new(WorldConfig::default());
+        let before: Vec<_> = w.players().iter().map(|p| p.state).collect();
+        for _ in 0..64 {
+            w.step(&s);
+        }
+        for (p, b) in w.players().iter().zip(&before) {
+            assert_eq!(p.state.origin, b.origin);
+            assert!(p.state.on_ground);
+        }
+    }
+
+    #[test]
+    fn more_players_than_spawn_points_share_them() {
+        let w = World::new(WorldConfig {
+            players: 14,
+            ..WorldConfig::default()
+        });
+        // The attackers have five points: slot 10 is their sixth player and takes slot 0's point.
+        assert_eq!(w.players()[10].state.origin, w.players()[0].state.origin);
+        assert_eq!(w.players().len(), 14);
+    }
+
+    #[test]
+    fn the_crowd_spawns_on_the_800_m_circle() {
+        let w = World::new(WorldConfig {
+            players: 100,
+            map: BuiltinMap::Flat2km,
+            ..WorldConfig::default()
+        });
+        for p in w.players() {
+            let r = p.state.origin.horizontal_length();
+            assert!((r - 800.0).abs() < 0.01, "{r}");
+        }
+        // Each at its own point.
+        assert!((w.players()[0].state.origin - w.players()[1].state.origin).length() > 40.0);
     }
 
     #[test]

@@ -1,0 +1,1083 @@
+//! Maps: axis-aligned boxes and spawn points, a broad-phase grid over them, and the two
+//! traces the game needs — a swept player box for movement ([`Map::trace_hull`]) and a ray
+//! for shots and line of sight ([`Map::trace_ray`]).
+//!
+//! # File format
+//!
+//! A map is UTF-8 text, one directive a line. `#` starts a comment that runs to the end of
+//! the line; blank lines are ignored; fields are separated by spaces or tabs. Units are
+//! metres, z is up, yaw is in degrees (0 faces +x, 90 faces +y).
+//!
+//! ```text
+//! box MIN_X MIN_Y MIN_Z MAX_X MAX_Y MAX_Z       a solid box; each MIN below its MAX
+//! spawn TEAM X Y Z YAW_DEG                      a spawn point: feet at (X, Y, Z); TEAM is
+//!                                               attackers or defenders
+//! spawn_ring CENTRE_X CENTRE_Y Z RADIUS COUNT   COUNT spawns evenly on a circle, each
+//!                                               facing the centre; teams alternate,
+//!                                               attackers first
+//! ```
+//!
+//! The floor is a box like any other, and a playable map is sealed (walls and a roof), so no
+//! speed carries a player out of it. Coordinates lie within ±[`MAX_COORD_M`]; a map holds at
+//! most [`MAX_BOXES`] boxes and [`MAX_SPAWNS`] spawn points. A bad file is a [`MapError`]
+//! naming the line and the form expected, never a panic.
+//!
+//! # Collision
+//!
+//! Traces are Quake III's `CM_TraceThroughBrush` specialised to boxes: the player box is
+//! swept as a point against boxes grown by its size, the trace stops [`SKIN_M`] short of the
+//! first face it would cross, and a box the trace starts inside is ignored so that a player
+//! can always leave it. Candidates come from a uniform grid of box indices over the map's x-y
+//! extent, built at load; a query visits each box once and allocates nothing.
+
+use std::path::{Path, PathBuf};
+
+use crate::math::Vec3;
+use crate::rules::Team;
+
+/// Largest coordinate magnitude a map may use, metres: f32 still resolves 1 mm there.
+pub const MAX_COORD_M: f32 = 10_000.0;
+/// Most boxes a map may hold.
+pub const MAX_BOXES: usize = 16_384;
+/// Most spawn points a map may hold.
+pub const MAX_SPAWNS: usize = 1_024;
+/// How far a hull trace stops short of a face, metres: Quake's `SURFACE_CLIP_EPSILON`
+/// (0.125 units), rounded to a power of two. A resting player floats this far above a floor.
+pub const SKIN_M: f32 = 1.0 / 256.0;
+
+/// Smallest grid cell edge, metres: a few player widths, so a tick's sweep spans few cells.
+const GRID_MIN_CELL_M: f32 = 4.0;
+/// Most grid cells along x or along y; big maps get bigger cells instead.
+const GRID_MAX_CELLS_PER_SIDE: u32 = 128;
+/// Boxes reaching more cells than this are tested by every query instead of being listed in
+/// each cell: a floor would otherwise fill every cell and cost a test in every cell a ray
+/// crosses. Also bounds the grid at this many entries a box.
+const LARGE_BOX_CELLS: u32 = 64;
+/// Longest field quoted back in an error, characters.
+const MAX_QUOTED_CHARS: usize = 32;
+
+/// A solid axis-aligned box, metres.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Aabb {
+    /// The corner with the smallest coordinates.
+    pub min: Vec3,
+    /// The corner with the largest coordinates.
+    pub max: Vec3,
+}
+
+impl Aabb {
+    /// True when the interiors of `self` and `other` overlap (touching faces do not).
+    pub fn overlaps(&self, other: &Aabb) -> bool {
+        self.min.x < other.max.x
+            && other.min.x < self.max.x
+            && self.min.y < other.max.y
+            && other.min.y < self.max.y
+            && self.min.z < other.max.z
+            && other.min.z < self.max.z
+    }
+}
+
+/// Where a player may enter the map.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SpawnPoint {
+    /// Feet position, metres.
+    pub origin: Vec3,
+    /// Facing, 1/65536 turn.
+    pub yaw: u16,
+    /// The team that spawns here.
+    pub team: Team,
+}
+
+/// The player's collision box, centred on the feet position in x and y and rising from it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Hull {
+    /// Half the box's width along x and along y, metres.
+    pub half_width: f32,
+    /// The box's height above the feet, metres.
+    pub height: f32,
+}
+
+impl Hull {
+    /// The box this hull occupies with its feet at `origin`.
+    pub fn at(&self, origin: Vec3) -> Aabb {
+        let w = self.half_width;
+        Aabb {
+            min: origin - Vec3::new(w, w, 0.0),
+            max: origin + Vec3::new(w, w, self.height),
+        }
+    }
+}
+
+/// The result of sweeping a [`Hull`] through the map ([`Map::trace_hull`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HullTrace {
+    /// How much of the move was made, 0..=1.
+    pub fraction: f32,
+    /// Where the feet end: the move's end when nothing was hit, else [`SKIN_M`] short of the
+    /// face.
+    pub end: Vec3,
+    /// Unit normal of the face hit (pointing out of the box), zero when nothing was hit.
+    pub normal: Vec3,
+    /// Index in [`Map::boxes`] of the box hit.
+    pub box_index: Option<usize>,
+    /// The trace started inside a box (which it then ignored).
+    pub start_solid: bool,
+}
+
+/// Where a ray first meets a box ([`Map::trace_ray`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RayHit {
+    /// Distance from the ray's origin, metres; 0 when the ray starts inside the box.
+    pub distance: f32,
+    /// The point hit.
+    pub point: Vec3,
+    /// Unit normal of the face hit, pointing out of the box; zero when the ray starts inside.
+    pub normal: Vec3,
+    /// Index in [`Map::boxes`] of the box hit.
+    pub box_index: usize,
+}
+
+/// Why a map could not be loaded. Line numbers count from 1.
+#[derive(Debug, thiserror::Error)]
+pub enum MapError {
+    /// The map file could not be read.
+    #[error("cannot read map file {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No built-in map has this name.
+    #[error("no built-in map named `{name}`; expected `arena` or `flat2km`")]
+    UnknownBuiltin {
+        /// The name asked for.
+        name: String,
+    },
+    /// A line starts with a word that is not a directive.
+    #[error("line {line}: unknown directive `{word}`; expected `box`, `spawn` or `spawn_ring`")]
+    UnknownDirective {
+        /// The line.
+        line: usize,
+        /// Its first word.
+        word: String,
+    },
+    /// A directive has too few or too many fields.
+    #[error("line {line}: `{directive}` has {found} fields; expected `{usage}`")]
+    FieldCount {
+        /// The line.
+        line: usize,
+        /// The directive.
+        directive: &'static str,
+        /// Fields found after the directive.
+        found: usize,
+        /// The directive's form.
+        usage: &'static str,
+    },
+    /// A field does not hold a value of the kind and range the directive needs.
+    #[error("line {line}: {field} is `{text}`, expected {range}, in `{usage}`")]
+    BadValue {
+        /// The line.
+        line: usize,
+        /// The field's name in `usage`.
+        field: &'static str,
+        /// The field as written (cut short when long).
+        text: String,
+        /// What would have been accepted.
+        range: &'static str,
+        /// The directive's form.
+        usage: &'static str,
+    },
+    /// A box has no volume: on some axis its minimum is not below its maximum.
+    #[error("line {line}: box is empty along {axis} ({min} is not below {max}); expected each MIN below its MAX in `{usage}`")]
+    EmptyBox {
+        /// The line.
+        line: usize,
+        /// `x`, `y` or `z`.
+        axis: char,
+        /// The minimum given.
+        min: f32,
+        /// The maximum given.
+        max: f32,
+        /// The directive's form.
+        usage: &'static str,
+    },
+    /// The map holds more of something than a map may.
+    #[error("line {line}: more than {limit} {what}; expected at most {limit}")]
+    TooMany {
+        /// The line that went over.
+        line: usize,
+        /// `boxes` or `spawn points`.
+        what: &'static str,
+        /// The limit.
+        limit: usize,
+    },
+    /// The map has no box.
+    #[error("the map has no `box` line; expected at least one (the floor)")]
+    NoBoxes,
+    /// The map has no spawn point.
+    #[error("the map has no spawn point; expected at least one `spawn` or `spawn_ring` line")]
+    NoSpawns,
+}
+
+/// The maps shipped inside the binary, so the server runs from any working directory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum BuiltinMap {
+    /// `maps/arena.map`: 60 × 40 m, walls, cover and two spawn rooms for 5-v-5.
+    #[default]
+    Arena,
+    /// `maps/flat2km.map`: 2 × 2 km of flat floor in walls, 100 spawns on an 800 m circle.
+    Flat2km,
+}
+
+impl BuiltinMap {
+    /// Every built-in map.
+    pub const ALL: [BuiltinMap; 2] = [BuiltinMap::Arena, BuiltinMap::Flat2km];
+
+    /// The map's name, which is its file's stem under `maps/`.
+    pub fn name(self) -> &'static str {
+        match self {
+            BuiltinMap::Arena => "arena",
+            BuiltinMap::Flat2km => "flat2km",
+        }
+    }
+
+    /// The built-in map called `name`, if any.
+    pub fn from_name(name: &str) -> Option<BuiltinMap> {
+        BuiltinMap::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// The map file's text, embedded at build time.
+    pub fn source(self) -> &'static str {
+        match self {
+            BuiltinMap::Arena => include_str!("../../../maps/arena.map"),
+            BuiltinMap::Flat2km => include_str!("../../../maps/flat2km.map"),
+        }
+    }
+
+    /// Parses the embedded file.
+    ///
+    /// # Panics
+    /// If the embedded file is malformed; `every_builtin_map_loads` rules that out.
+    pub fn load(self) -> Map {
+        match Map::parse(self.source()) {
+            Ok(map) => map,
+            Err(e) => panic!("built-in map {} is malformed: {e}", self.name()),
+        }
+    }
+}
+
+/// A map: solid boxes, spawn points and the grid that finds boxes near a point. Immutable
+/// once loaded; share it between matches behind an `Arc`.
+#[derive(Clone, Debug)]
+pub struct Map {
+    boxes: Vec<Aabb>,
+    spawns: Vec<SpawnPoint>,
+    bounds: Aabb,
+    grid: Grid,
+}
+
+struct Form {
+    directive: &'static str,
+    usage: &'static str,
+    fields: &'static [&'static str],
+}
+
+const BOX: Form = Form {
+    directive: "box",
+    usage: "box MIN_X MIN_Y MIN_Z MAX_X MAX_Y MAX_Z",
+    fields: &["MIN_X", "MIN_Y", "MIN_Z", "MAX_X", "MAX_Y", "MAX_Z"],
+};
+const SPAWN: Form = Form {
+    directive: "spawn",
+    usage: "spawn TEAM X Y Z YAW_DEG",
+    fields: &["TEAM", "X", "Y", "Z", "YAW_DEG"],
+};
+const SPAWN_RING: Form = Form {
+    directive: "spawn_ring",
+    usage: "spawn_ring CENTRE_X CENTRE_Y Z RADIUS COUNT",
+    fields: &["CENTRE_X", "CENTRE_Y", "Z", "RADIUS", "COUNT"],
+};
+
+const COORD_RANGE: &str = "a number within ±10000";
+
+impl Map {
+    /// Parses a map from the text of a map file (the format is in the module docs).
+    pub fn parse(text: &str) -> Result<Map, MapError> {
+        let mut boxes = Vec::new();
+        let mut spawns = Vec::new();
+        for (index, raw) in text.lines().enumerate() {
+            let line = index + 1;
+            let content = raw.split('#').next().unwrap_or_default();
+            let mut words = content.split_whitespace();
+            let Some(word) = words.next() else {
+                continue;
+            };
+            match word {
+                "box" => {
+                    let f = fields::<6>(line, &BOX, words)?;
+                    let mut c = [0.0; 6];
+                    for (i, text) in f.iter().enumerate() {
+                        c[i] = coord(line, &BOX, i, text)?;
+                    }
+                    for (axis, name) in ['x', 'y', 'z'].into_iter().enumerate() {
+                        if c[axis] >= c[axis + 3] {
+                            return Err(MapError::EmptyBox {
+                                line,
+                                axis: name,
+                                min: c[axis],
+                                max: c[axis + 3],
+                                usage: BOX.usage,
+                            });
+                        }
+                    }
+                    if boxes.len() == MAX_BOXES {
+                        return Err(MapError::TooMany {
+                            line,
+                            what: "boxes",
+                            limit: MAX_BOXES,
+                        });
+                    }
+                    boxes.push(Aabb {
+                        min: Vec3::new(c[0], c[1], c[2]),
+                        max: Vec3::new(c[3], c[4], c[5]),
+                    });
+                }
+                "spawn" => {
+                    let f = fields::<5>(line, &SPAWN, words)?;
+                    let team = match f[0] {
+                        "attackers" => Team::Attackers,
+                        "defenders" => Team::Defenders,
+                        other => {
+                            return Err(bad_value(
+                                line,
+                                &SPAWN,
+                                0,
+                                other,
+                                "`attackers` or `defenders`",
+                            ))
+                        }
+                    };
+                    let x = coord(line, &SPAWN, 1, f[1])?;
+                    let y = coord(line, &SPAWN, 2, f[2])?;
+                    let z = coord(line, &SPAWN, 3, f[3])?;
+                    let yaw_deg = number(line, &SPAWN, 4, f[4], "a number within ±360", |v| {
+                        v.abs() <= 360.0
+                    })?;
+                    if spawns.len() == MAX_SPAWNS {
+                        return Err(too_many_spawns(line));
+                    }
+                    spawns.push(SpawnPoint {
+                        origin: Vec3::new(x, y, z),
+                        yaw: crate::rad_to_angle16(yaw_deg.to_radians()),
+                        team,
+                    });
+                }
+                "spawn_ring" => {
+                    let f = fields::<5>(line, &SPAWN_RING, words)?;
+                    let cx = coord(line, &SPAWN_RING, 0, f[0])?;
+                    let cy = coord(line, &SPAWN_RING, 1, f[1])?;
+                    let z = coord(line, &SPAWN_RING, 2, f[2])?;
+                    let radius = number(
+                        line,
+                        &SPAWN_RING,
+                        3,
+                        f[3],
+                        "a number above 0 and within 10000",
+                        |v| v > 0.0 && v <= MAX_COORD_M,
+                    )?;
+                    let count = match f[4].parse::<usize>() {
+                        Ok(n) if (1..=MAX_SPAWNS).contains(&n) => n,
+                        _ => {
+                            return Err(bad_value(
+                                line,
+                                &SPAWN_RING,
+                                4,
+                                f[4],
+                                "a whole number from 1 to 1024",
+                            ))
+                        }
+                    };
+                    if spawns.len() + count > MAX_SPAWNS {
+                        return Err(too_many_spawns(line));
+                    }
+                    for i in 0..count {
+                        let angle = std::f32::consts::TAU * i as f32 / count as f32;
+                        let (sin, cos) = angle.sin_cos();
+                        spawns.push(SpawnPoint {
+                            origin: Vec3::new(cx + cos * radius, cy + sin * radius, z),
+                            yaw: crate::rad_to_angle16(angle + std::f32::consts::PI),
+                            team: [Team::Attackers, Team::Defenders][i % 2],
+                        });
+                    }
+                }
+                other => {
+                    return Err(MapError::UnknownDirective {
+                        line,
+                        word: quote(other),
+                    })
+                }
+            }
+        }
+        if boxes.is_empty() {
+            return Err(MapError::NoBoxes);
+        }
+        if spawns.is_empty() {
+            return Err(MapError::NoSpawns);
+        }
+        let bounds = boxes.iter().skip(1).fold(boxes[0], |b, x| Aabb {
+            min: b.min.min(x.min),
+            max: b.max.max(x.max),
+        });
+        let grid = Grid::build(&bounds, &boxes);
+        Ok(Map {
+            boxes,
+            spawns,
+            bounds,
+            grid,
+        })
+    }
+
+    /// Reads and parses the map file at `path`.
+    pub fn load(path: impl AsRef<Path>) -> Result<Map, MapError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| MapError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Map::parse(&text)
+    }
+
+    /// The built-in map called `name` (`arena` or `flat2km`), embedded in the binary.
+    pub fn builtin(name: &str) -> Result<Map, MapError> {
+        BuiltinMap::from_name(name)
+            .map(BuiltinMap::load)
+            .ok_or_else(|| MapError::UnknownBuiltin { name: quote(name) })
+    }
+
+    /// The solid boxes, in file order; [`HullTrace::box_index`] and [`RayHit::box_index`]
+    /// index this.
+    pub fn boxes(&self) -> &[Aabb] {
+        &self.boxes
+    }
+
+    /// The spawn points, in file order.
+    pub fn spawns(&self) -> &[SpawnPoint] {
+        &self.spawns
+    }
+
+    /// The smallest box holding every box of the map.
+    pub fn bounds(&self) -> Aabb {
+        self.bounds
+    }
+
+    /// The `n`th spawn point of `team`, counting round when `n` passes the team's last; any
+    /// team's when `team` has none. Allocates nothing, so respawns may call it in a tick.
+    pub fn spawn_point(&self, team: Team, n: usize) -> &SpawnPoint {
+        let of_team = self.spawns.iter().filter(|s| s.team == team).count();
+        if of_team == 0 {
+            return &self.spawns[n % self.spawns.len()];
+        }
+        let nth = n % of_team;
+        self.spawns
+            .iter()
+            .filter(|s| s.team == team)
+            .nth(nth)
+            .unwrap_or(&self.spawns[0])
+    }
+
+    /// True when `hull` with its feet at `origin` overlaps the interior of some box.
+    pub fn hull_overlaps(&self, hull: Hull, origin: Vec3) -> bool {
+        let body = hull.at(origin);
+        let mut hit = false;
+        self.grid.for_each_box(body.min, body.max, |i| {
+            hit |= self.boxes[i].overlaps(&body);
+        });
+        hit
+    }
+
+    /// Sweeps `hull` with its feet from `start` to `end` and reports the first box face it
+    /// would cross. The end stops [`SKIN_M`] short of that face, so a following move starts
+    /// outside every box. Boxes the hull starts inside are ignored.
+    pub fn trace_hull(&self, start: Vec3, end: Vec3, hull: Hull) -> HullTrace {
+        let grow_lo = Vec3::new(hull.half_width, hull.half_width, hull.height);
+        let grow_hi = Vec3::new(hull.half_width, hull.half_width, 0.0);
+        let skin = Vec3::new(SKIN_M, SKIN_M, SKIN_M);
+        // The points the feet sweep, padded by the skin: only boxes grown by the hull that
+        // reach this region can stop the move.
+        let lo = start.min(end) - skin;
+        let hi = start.max(end) + skin;
+        let mut trace = HullTrace {
+            fraction: 1.0,
+            end,
+            normal: Vec3::ZERO,
+            box_index: None,
+            start_solid: false,
+        };
+        self.grid.for_each_box(lo - grow_hi, hi + grow_hi, |index| {
+            let b = &self.boxes[index];
+            let grown = Aabb {
+                min: b.min - grow_lo,
+                max: b.max + grow_hi,
+            };
+            if hi.x < grown.min.x
+                || lo.x > grown.max.x
+                || hi.y < grown.min.y
+                || lo.y > grown.max.y
+                || hi.z < grown.min.z
+                || lo.z > grown.max.z
+            {
+                return;
+            }
+            clip_to_box(start, end, &grown, index, &mut trace);
+        });
+        if trace.box_index.is_some() {
+            trace.end = start + (end - start) * trace.fraction;
+        }
+        trace
+    }
+
+    /// The first box a ray from `origin` along `dir` meets within `max_distance` metres.
+    ///
+    /// `dir` need not be unit length. A ray starting inside a box hits it at distance 0 with
+    /// a zero normal; a ray that only grazes a face or an edge does not hit. Tests the large
+    /// boxes, then walks the grid's cells in ray order and stops at the first cell whose boxes
+    /// hold a hit, so a ray costs the cells it crosses up to its hit. `None` for a zero or
+    /// non-finite `dir` or `origin`, and for a `max_distance` that is not ≥ 0.
+    pub fn trace_ray(&self, origin: Vec3, dir: Vec3, max_distance: f32) -> Option<RayHit> {
+        let len = dir.length();
+        if !(len > 0.0 && len.is_finite() && origin.is_finite() && max_distance >= 0.0) {
+            return None;
+        }
+        let d = dir * (1.0 / len);
+        let (o, da) = (origin.to_array(), d.to_array());
+        let g = &self.grid;
+        let mut best = None;
+        for &index in &g.large {
+            self.ray_test(o, da, index as usize, max_distance, &mut best);
+        }
+        if !g.entries.is_empty() {
+            self.ray_walk(o, da, max_distance, &mut best);
+        }
+        best.map(|(distance, normal, box_index)| RayHit {
+            distance,
+            point: origin + d * distance,
+            normal,
+            box_index,
+        })
+    }
+
+    /// Tests box `index` against the ray and keeps it in `best` (distance, normal, index) when
+    /// it is nearer.
+    fn ray_test(
+        &self,
+        o: [f32; 3],
+        d: [f32; 3],
+        index: usize,
+        max_t: f32,
+        best: &mut Option<(f32, Vec3, usize)>,
+    ) {
+        if let Some((t, normal)) = ray_box(o, d, &self.boxes[index], max_t) {
+            if !matches!(*best, Some((b, _, _)) if b <= t) {
+                *best = Some((t, normal, index));
+            }
+        }
+    }
+
+    /// Walks the grid's cells along the ray (Amanatides–Woo) testing the boxes listed in them,
+    /// and stops once past the nearest hit so far.
+    fn ray_walk(
+        &self,
+        o: [f32; 3],
+        d: [f32; 3],
+        max_t: f32,
+        best: &mut Option<(f32, Vec3, usize)>,
+    ) {
+        let g = &self.grid;
+        // Clip the ray to the grid's x-y rectangle: outside it there are no boxes.
+        let (mut t_in, mut t_out) = (0.0_f32, max_t);
+        for axis in 0..2 {
+            if d[axis] == 0.0 {
+                if o[axis] < g.min[axis] || o[axis] > g.max[axis] {
+                    return;
+                }
+            } else {
+                let a = (g.min[axis] - o[axis]) / d[axis];
+                let b = (g.max[axis] - o[axis]) / d[axis];
+                t_in = t_in.max(a.min(b));
+                t_out = t_out.min(a.max(b));
+            }
+        }
+        if t_in > t_out {
+            return;
+        }
+        let mut cell = [
+            g.cell_of(0, o[0] + d[0] * t_in),
+            g.cell_of(1, o[1] + d[1] * t_in),
+        ];
+        let step = [step_of(d[0]), step_of(d[1])];
+        // Distance along the ray to the far boundary of the current cell on `axis`.
+        let boundary_t = |axis: usize, cell: [u32; 2]| -> f32 {
+            if step[axis] == 0 {
+                return f32::INFINITY;
+            }
+            let edge = cell[axis] + u32::from(step[axis] > 0);
+            (g.min[axis] + edge as f32 * g.cell_m - o[axis]) / d[axis]
+        };
+        let mut previous: Option<[u32; 2]> = None;
+        for _ in 0..g.cells[0] + g.cells[1] {
+            for &index in g.cell(cell[0], cell[1]) {
+                // The ray's cells inside a box's cell rectangle come one after another: a
+                // box also listed in the previous cell has been tested.
+                let r = g.ranges[index as usize];
+                let tested = previous
+                    .is_some_and(|[c, w]| (r[0]..=r[1]).contains(&c) && (r[2]..=r[3]).contains(&w));
+                if !tested {
+                    self.ray_test(o, d, index as usize, max_t, best);
+                }
+            }
+            let (tx, ty) = (boundary_t(0, cell), boundary_t(1, cell));
+            let cell_exit = tx.min(ty);
+            // A box outside the cells walked so far is met no sooner than the ray leaves
+            // this one.
+            if matches!(*best, Some((b, _, _)) if b <= cell_exit) || cell_exit >= t_out {
+                return;
+            }
+            previous = Some(cell);
+            let axis = usize::from(ty < tx);
+            match cell[axis].checked_add_signed(step[axis]) {
+                Some(next) if next < g.cells[axis] => cell[axis] = next,
+                _ => return,
+            }
+        }
+    }
+}
+
+fn step_of(d: f32) -> i32 {
+    if d > 0.0 {
+        1
+    } else if d < 0.0 {
+        -1
+    } else {
+        0
+    }
+}
+
+/// Quake III's `CM_TraceThroughBrush` for one box already grown by the hull: the feet move
+/// as a point from `start` to `end`; `trace` keeps the earliest entry found so far.
+fn clip_to_box(start: Vec3, end: Vec3, grown: &Aabb, index: usize, trace: &mut HullTrace) {
+    let (s, e) = (start.to_array(), end.to_array());
+    let (lo, hi) = (grown.min.to_array(), grown.max.to_array());
+    let mut enter = -1.0_f32;
+    let mut leave = 1.0_f32;
+    let mut normal = Vec3::ZERO;
+    let mut starts_out = false;
+    for axis in 0..3 {
+        for outward in [-1.0_f32, 1.0] {
+            // Signed distance in front of the face whose normal is `outward` along `axis`.
+            let (d1, d2) = if outward > 0.0 {
+                (s[axis] - hi[axis], e[axis] - hi[axis])
+            } else {
+                (lo[axis] - s[axis], lo[axis] - e[axis])
+            };
+            if d1 > 0.0 {
+                starts_out = true;
+            }
+            // Wholly in front of one face, or moving away from it: the move misses the box.
+            if d1 > 0.0 && (d2 >= SKIN_M || d2 >= d1) {
+                return;
+            }
+            if d1 <= 0.0 && d2 <= 0.0 {
+                continue;
+            }
+            if d1 > d2 {
+                let f = ((d1 - SKIN_M) / (d1 - d2)).max(0.0);
+                if f > enter {
+                    enter = f;
+                    let mut n = [0.0; 3];
+                    n[axis] = outward;
+                    normal = Vec3::from_array(n);
+                }
+            } else {
+                let f = ((d1 + SKIN_M) / (d1 - d2)).min(1.0);
+                leave = leave.min(f);
+            }
+        }
+    }
+    if !starts_out {
+        // Already inside: let the move leave rather than trap the player.
+        trace.start_solid = true;
+        return;
+    }
+    if enter < leave && enter > -1.0 && enter < trace.fraction {
+        trace.fraction = enter;
+        trace.normal = normal;
+        trace.box_index = Some(index);
+    }
+}
+
+/// The slab test of a ray (unit `d`) against one box: the distance and face normal of the
+/// entry, within `max_t`.
+fn ray_box(o: [f32; 3], d: [f32; 3], b: &Aabb, max_t: f32) -> Option<(f32, Vec3)> {
+    let (lo, hi) = (b.min.to_array(), b.max.to_array());
+    let mut near = f32::NEG_INFINITY;
+    let mut far = f32::INFINITY;
+    let mut near_axis = 0;
+    for axis in 0..3 {
+        if d[axis] == 0.0 {
+            // Parallel to this slab: inside it or never; on its face is a graze.
+            if o[axis] <= lo[axis] || o[axis] >= hi[axis] {
+                return None;
+            }
+            continue;
+        }
+        let t1 = (lo[axis] - o[axis]) / d[axis];
+        let t2 = (hi[axis] - o[axis]) / d[axis];
+        let (t_near, t_far) = if t1 < t2 { (t1, t2) } else { (t2, t1) };
+        if t_near > near {
+            near = t_near;
+            near_axis = axis;
+        }
+        far = far.min(t_far);
+    }
+    if near >= far || far <= 0.0 || near > max_t {
+        return None;
+    }
+    if near < 0.0 {
+        return Some((0.0, Vec3::ZERO));
+    }
+    let mut n = [0.0; 3];
+    n[near_axis] = -d[near_axis].signum();
+    Some((near, Vec3::from_array(n)))
+}
+
+/// A uniform grid over the map's x-y extent; each cell lists the boxes that reach into it,
+/// except large boxes (floors, roofs, long walls), which every query tests directly.
+#[derive(Clone, Debug)]
+struct Grid {
+    /// The grid's lower x-y corner, metres.
+    min: [f32; 2],
+    /// The grid's upper x-y corner, metres.
+    max: [f32; 2],
+    /// Cell edge, metres.
+    cell_m: f32,
+    /// Cells along x and along y.
+    cells: [u32; 2],
+    /// Where each cell's run starts in `entries`, row-major, with one more at the end.
+    starts: Vec<u32>,
+    /// Box indices, cell by cell, each cell's in ascending order.
+    entries: Vec<u32>,
+    /// Each box's cells: `[col_lo, col_hi, row_lo, row_hi]`.
+    ranges: Vec<[u32; 4]>,
+    /// Boxes reaching more than [`LARGE_BOX_CELLS`] cells, in ascending order.
+    large: Vec<u32>,
+}
+
+impl Grid {
+    fn build(bounds: &Aabb, boxes: &[Aabb]) -> Grid {
+        let extent = (bounds.max.x - bounds.min.x).max(bounds.max.y - bounds.min.y);
+        let cell_m = GRID_MIN_CELL_M.max(extent / GRID_MAX_CELLS_PER_SIDE as f32);
+        let count = |span: f32| ((span / cell_m).ceil() as u32).clamp(1, GRID_MAX_CELLS_PER_SIDE);
+        let mut grid = Grid {
+            min: [bounds.min.x, bounds.min.y],
+            max: [bounds.max.x, bounds.max.y],
+            cell_m,
+            cells: [
+                count(bounds.max.x - bounds.min.x),
+                count(bounds.max.y - bounds.min.y),
+            ],
+            starts: Vec::new(),
+            entries: Vec::new(),
+            ranges: Vec::with_capacity(boxes.len()),
+            large: Vec::new(),
+        };
+        // Counting sort of (cell, box) pairs; at most LARGE_BOX_CELLS pairs a box.
+        let mut starts = vec![0u32; (grid.cells[0] * grid.cells[1]) as usize + 1];
+        for (index, b) in boxes.iter().enumerate() {
+            let r = grid.range(b.min, b.max);
+            grid.ranges.push(r);
+            if (r[1] - r[0] + 1) * (r[3] - r[2] + 1) > LARGE_BOX_CELLS {
+                grid.large.push(index as u32);
+                continue;
+            }
+            for row in r[2]..=r[3] {
+                for col in r[0]..=r[1] {
+                    starts[(row * grid.cells[0] + col) as usize + 1] += 1;
+                }
+            }
+        }
+        for i in 1..starts.len() {
+            starts[i] += starts[i - 1];
+        }
+        let mut fill = starts.clone();
+        grid.entries = vec![0; starts[starts.len() - 1] as usize];
+        for (index, r) in grid.ranges.iter().enumerate() {
+            if grid.large.binary_search(&(index as u32)).is_ok() {
+                continue;
+            }
+            for row in r[2]..=r[3] {
+                for col in r[0]..=r[1] {
+                    let cell = (row * grid.cells[0] + col) as usize;
+                    grid.entries[fill[cell] as usize] = index as u32;
+                    fill[cell] += 1;
+                }
+            }
+        }
+        grid.starts = starts;
+        grid
+    }
+
+    /// The cell column (`axis` 0) or row (`axis` 1) holding coordinate `v`, clamped to the
+    /// grid.
+    fn cell_of(&self, axis: usize, v: f32) -> u32 {
+        let c = ((v - self.min[axis]) / self.cell_m).floor();
+        // `as` saturates and sends NaN to 0: any input lands in a valid cell.
+        (c as i64).clamp(0, i64::from(self.cells[axis]) - 1) as u32
+    }
+
+    /// The columns and rows `[col_lo, col_hi, row_lo, row_hi]` that the x-y extent of the box
+    /// from `min` to `max` reaches.
+    fn range(&self, min: Vec3, max: Vec3) -> [u32; 4] {
+        [
+            self.cell_of(0, min.x),
+            self.cell_of(0, max.x),
+            self.cell_of(1, min.y),
+            self.cell_of(1, max.y),
+        ]
+    }
+
+    fn cell(&self, col: u32, row: u32) -> &[u32] {
+        let cell = (row * self.cells[0] + col) as usize;
+        &self.entries[self.starts[cell] as usize..self.starts[cell + 1] as usize]
+    }
+
+    /// Calls `f` once with each box whose cells meet the x-y extent from `min` to `max`, and
+    /// with each large box: a superset of the boxes overlapping it. A box spanning many cells
+    /// is reported only from the lowest cell that both it and the query reach.
+    fn for_each_box(&self, min: Vec3, max: Vec3, mut f: impl FnMut(usize)) {
+        for &index in &self.large {
+            f(index as usize);
+        }
+        if self.entries.is_empty() {
+            return;
+        }
+        let q = self.range(min, max);
+        for row in q[2]..=q[3] {
+            for col in q[0]..=q[1] {
+                for &index in self.cell(col, row) {
+                    let r = self.ranges[index as usize];
+                    if r[0].max(q[0]) == col && r[2].max(q[2]) == row {
+                        f(index as usize);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn fields<'a, const N: usize>(
+    line: usize,
+    form: &Form,
+    words: impl Iterator<Item = &'a str> + Clone,
+) -> Result<[&'a str; N], MapError> {
+    let found = words.clone().count();
+    if found != N {
+        return Err(MapError::FieldCount {
+            line,
+            directive: form.directive,
+            found,
+            usage: form.usage,
+        });
+    }
+    let mut out = [""; N];
+    for (slot, word) in out.iter_mut().zip(words) {
+        *slot = word;
+    }
+    Ok(out)
+}
+
+fn number(
+    line: usize,
+    form: &Form,
+    field: usize,
+    text: &str,
+    range: &'static str,
+    ok: impl Fn(f32) -> bool,
+) -> Result<f32, MapError> {
+    match text.parse::<f32>() {
+        Ok(v) if v.is_finite() && ok(v) => Ok(v),
+        _ => Err(bad_value(line, form, field, text, range)),
+    }
+}
+
+fn coord(line: usize, form: &Form, field: usize, text: &str) -> Result<f32, MapError> {
+    number(line, form, field, text, COORD_RANGE, |v| {
+        v.abs() <= MAX_COORD_M
+    })
+}
+
+fn bad_value(line: usize, form: &Form, field: usize, text: &str, range: &'static str) -> MapError {
+    MapError::BadValue {
+        line,
+        field: form.fields[field],
+        text: quote(text),
+        range,
+        usage: form.usage,
+    }
+}
+
+fn too_many_spawns(line: usize) -> MapError {
+    MapError::TooMany {
+        line,
+        what: "spawn points",
+        limit: MAX_SPAWNS,
+    }
+}
+
+fn quote(text: &str) -> String {
+    text.chars().take(MAX_QUOTED_CHARS).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const HULL: Hull = Hull {
+        half_width: 0.4,
+        height: 1.8,
+    };
+
+    /// Every box, no grid: what the grid must agree with.
+    fn brute_ray(map: &Map, o: Vec3, dir: Vec3, max: f32) -> Option<(f32, usize)> {
+        let d = dir * (1.0 / dir.length());
+        let mut best: Option<(f32, usize)> = None;
+        for (i, b) in map.boxes().iter().enumerate() {
+            if let Some((t, _)) = ray_box(o.to_array(), d.to_array(), b, max) {
+                if !matches!(best, Some((bt, _)) if bt <= t) {
+                    best = Some((t, i));
+                }
+            }
+        }
+        best
+    }
+
+    fn brute_hull(map: &Map, start: Vec3, end: Vec3) -> HullTrace {
+        let mut t = HullTrace {
+            fraction: 1.0,
+            end,
+            normal: Vec3::ZERO,
+            box_index: None,
+            start_solid: false,
+        };
+        let lo = Vec3::new(HULL.half_width, HULL.half_width, HULL.height);
+        let hi = Vec3::new(HULL.half_width, HULL.half_width, 0.0);
+        for (i, b) in map.boxes().iter().enumerate() {
+            let grown = Aabb {
+                min: b.min - lo,
+                max: b.max + hi,
+            };
+            clip_to_box(start, end, &grown, i, &mut t);
+        }
+        if t.box_index.is_some() {
+            t.end = start + (end - start) * t.fraction;
+        }
+        t
+    }
+
+    fn arena_point() -> impl Strategy<Value = Vec3> {
+        (-35.0f32..35.0, -25.0f32..25.0, -2.0f32..14.0).prop_map(|(x, y, z)| Vec3::new(x, y, z))
+    }
+
+    /// A map of up to 60 boxes, from pebbles to ones larger than the grid's large-box limit,
+    /// scattered over 300 m.
+    fn scattered_map() -> impl Strategy<Value = Map> {
+        proptest::collection::vec(
+            (
+                -150.0f32..150.0,
+                -150.0f32..150.0,
+                -5.0f32..5.0,
+                0.1f32..60.0,
+                0.1f32..60.0,
+                0.1f32..4.0,
+            ),
+            1..60,
+        )
+        .prop_map(|boxes| {
+            let mut text = String::from("spawn attackers 0 0 0 0\n");
+            for (x, y, z, w, d, h) in boxes {
+                text += &format!("box {x} {y} {z} {} {} {}\n", x + w, y + d, z + h);
+            }
+            Map::parse(&text).unwrap()
+        })
+    }
+
+    fn scattered_point() -> impl Strategy<Value = Vec3> {
+        (-200.0f32..200.0, -200.0f32..200.0, -6.0f32..10.0).prop_map(|(x, y, z)| Vec3::new(x, y, z))
+    }
+
+    proptest! {
+        #[test]
+        fn on_scattered_maps_the_grid_agrees_with_every_box(
+            map in scattered_map(),
+            a in scattered_point(),
+            b in scattered_point(),
+            short in 0.0f32..1.0,
+        ) {
+            let dir = b - a;
+            prop_assume!(dir.length() > 1e-3);
+            let max = dir.length() * short * 2.0;
+            let got = map.trace_ray(a, dir, max).map(|h| h.distance);
+            prop_assert_eq!(got, brute_ray(&map, a, dir, max).map(|w| w.0));
+            // A short sweep, as a tick's move is, and a long one.
+            let near = a + dir * (0.05 * short);
+            for end in [near, b] {
+                let got = map.trace_hull(a, end, HULL);
+                let want = brute_hull(&map, a, end);
+                prop_assert_eq!(got.fraction, want.fraction);
+                prop_assert_eq!(got.start_solid, want.start_solid);
+            }
+        }
+
+        #[test]
+        fn the_grid_ray_agrees_with_every_box(
+            o in arena_point(),
+            d in (-1.0f32..1.0, -1.0f32..1.0, -1.0f32..1.0),
+            max in prop_oneof![Just(f32::INFINITY), 0.0f32..80.0],
+        ) {
+            let map = BuiltinMap::Arena.load();
+            let dir = Vec3::new(d.0, d.1, d.2);
+            prop_assume!(dir.length() > 1e-3);
+            let got = map.trace_ray(o, dir, max).map(|h| (h.distance, h.box_index));
+            let want = brute_ray(&map, o, dir, max);
+            // Equal distances may name different boxes; the distance must match exactly.
+            prop_assert_eq!(got.map(|g| g.0), want.map(|w| w.0));
+        }
+
+        #[test]
+        fn the_grid_hull_trace_agrees_with_every_box(a in arena_point(), b in arena_point()) {
+            let map = BuiltinMap::Arena.load();
+            let got = map.trace_hull(a, b, HULL);
+            let want = brute_hull(&map, a, b);
+            prop_assert_eq!(got.fraction, want.fraction);
+            prop_assert_eq!(got.end, want.end);
+            prop_assert_eq!(got.start_solid, want.start_solid);
+        }
+
+        #[test]
+        fn the_grid_visits_each_nearby_box_once(a in arena_point(), b in arena_point()) {
+            let map = BuiltinMap::Arena.load();
+            let (lo, hi) = (a.min(b), a.max(b));
+            let mut seen = vec![0u32; map.boxes().len()];
+            map.grid.for_each_box(lo, hi, |i| seen[i] += 1);
+            for (i, bx) in map.boxes().iter().enumerate() {
+                prop_assert!(seen[i] <= 1);
+                let reaches = bx.min.x <= hi.x && bx.max.x >= lo.x && bx.min.y <= hi.y && bx.max.y >= lo.y;
+                if reaches {
+                    prop_assert_eq!(seen[i], 1, "box {} missed", i);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! A match's ticks allocate nothing: [`Rules`] reserves its event buffer when it is made,
+//! and draining it every tick keeps the capacity.
+//!
+//! A counting global allocator sees every allocation of this test binary; only those made
+//! inside the measured closure on this thread are counted.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::time::Duration;
+
+use tickforge_game::rules::{BodyPart, Phase, Rules, RulesConfig, RulesEvent, Team};
+use tickforge_game::{buttons, PlayerSlot, Tick, UserCmd};
+
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count_one() {
+    // try_with: the thread-local may be gone while the thread shuts down.
+    let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator; counting touches only
+// a const-initialised thread-local cell, which never allocates.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count_one();
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which we pass on.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count_one();
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count_one();
+        // SAFETY: `ptr` and `layout` come from this allocator, which is `System`'s.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` and `layout` come from this allocator, which is `System`'s.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made by `f` on this thread.
+fn allocations_in<T>(f: impl FnOnce() -> T) -> (T, u64) {
+    let before = ALLOCATIONS.with(Cell::get);
+    let out = f();
+    (out, ALLOCATIONS.with(Cell::get) - before)
+}
+
+#[test]
+fn rules_ticks_of_a_whole_match_allocate_nothing() {
+    let roster: Vec<Team> = [Team::Attackers; 5]
+        .into_iter()
+        .chain([Team::Defenders; 5])
+        .collect();
+    let config = RulesConfig {
+        buy: Duration::from_millis(100),
+        round: Duration::from_secs(3),
+        round_end: Duration::from_millis(100),
+        ..RulesConfig::default()
+    };
+    let mut rules = Rules::new(config, &roster, Tick(0));
+    let fire = UserCmd {
+        buttons: buttons::FIRE,
+        ..UserCmd::default()
+    };
+    let ((kills, ticks), allocations) = allocations_in(|| {
+        let mut kills = 0u32;
+        let mut tick = Tick(0);
+        while rules.phase() != Phase::MatchOver {
+            // Everyone holds FIRE and every shot hits the enemy across, 40 m away, in the
+            // legs (31 hp): every round has kills on both sides.
+            for s in 0..10u8 {
+                if rules.try_fire(PlayerSlot(s), &fire, tick) {
+                    let victim = PlayerSlot((s + 5) % 10);
+                    let _ = rules.apply_hit(PlayerSlot(s), victim, BodyPart::Legs, 40.0, tick);
+                }
+            }
+            rules.end_tick(tick);
+            for event in rules.drain_events() {
+                kills += u32::from(matches!(event, RulesEvent::Kill { .. }));
+            }
+            tick = tick.next();
+        }
+        (kills, tick.0)
+    });
+    assert_eq!(allocations, 0, "allocations in {ticks} ticks");
+    assert!(kills >= 15, "kills {kills}");
+    assert!(rules.result().is_some());
+}

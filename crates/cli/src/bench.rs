@@ -190,7 +190,12 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
         .arg("--report")
         .arg(&server_report)
         .arg("--key-file")
-        .arg(&key);
+        .arg(&key)
+        // A short buy phase, over within the warm-up: the window measures combat, where
+        // players move and fire, not players held at their spawns.
+        .args(["--buy-s", "0.5"])
+        .arg("--results-file")
+        .arg(dir.join("results.log"));
     if let Some(c) = server_core {
         server_cmd.args(["--core", &c.to_string()]);
     }

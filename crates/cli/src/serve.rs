@@ -58,6 +58,22 @@ pub struct ServeArgs {
     /// [default: 20].
     #[arg(long, value_name = "N")]
     pub requests_per_second_per_ip: Option<u32>,
+    /// Seconds of each round's buy phase, players held at their spawns [default: 15].
+    #[arg(long, value_name = "S")]
+    pub buy_s: Option<f64>,
+    /// Seconds of each round's combat phase [default: 100].
+    #[arg(long, value_name = "S")]
+    pub round_s: Option<f64>,
+    /// Seconds of the pause after each round [default: 5].
+    #[arg(long, value_name = "S")]
+    pub round_end_s: Option<f64>,
+    /// Rounds in a match, first to a majority wins [default: 5].
+    #[arg(long, value_name = "N")]
+    pub rounds: Option<u8>,
+    /// File each finished match's result line is appended to and fsynced
+    /// [default: tickforge-results.log].
+    #[arg(long, value_name = "FILE")]
+    pub results_file: Option<PathBuf>,
     /// With --duration-s: keep serving this many seconds after the window, then exit
     /// [default: 0]. SIGINT or SIGTERM stops the server at any time.
     #[arg(long, value_name = "S", default_value_t = 0.0)]
@@ -88,6 +104,11 @@ impl ServeArgs {
             public_addr: self.public_addr.clone(),
             key_file: self.key_file.clone(),
             requests_per_second_per_ip: self.requests_per_second_per_ip,
+            buy_s: self.buy_s,
+            round_s: self.round_s,
+            round_end_s: self.round_end_s,
+            rounds: self.rounds,
+            results_file: self.results_file.clone(),
         }
     }
 }

@@ -309,3 +309,52 @@ fn a_flood_of_hostile_datagrams_is_dropped_and_counted_and_clients_do_not_notice
     assert!(rate >= 128.0 * 0.95, "response rate {rate} under the flood");
     assert_eq!(r.clients.connected, 10);
 }
+
+#[test]
+fn a_finished_match_result_survives_a_kill_right_after_the_end() {
+    let results = scratch("results.log");
+    let _ = std::fs::remove_file(&results);
+    let mut child = tickforge()
+        .args(["serve", "--bind", "127.0.0.1:0", "--quiet"])
+        .args([
+            "--buy-s",
+            "0.05",
+            "--round-s",
+            "0.2",
+            "--round-end-s",
+            "0.05",
+            "--rounds",
+            "1",
+        ])
+        .arg("--results-file")
+        .arg(&results)
+        .env("TICKFORGE_PRIVATE_KEY", "11".repeat(32))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // A one-round match with nobody in it ends on the round timer after ~0.3 s. Watch for
+    // the line (bounded), then kill -9 at once: the line must already be on disk.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut text = String::new();
+    while std::time::Instant::now() < deadline {
+        text = std::fs::read_to_string(&results).unwrap_or_default();
+        if text.ends_with('\n') {
+            break;
+        }
+        std::thread::yield_now();
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let line = text
+        .lines()
+        .next()
+        .expect("a result line before the deadline");
+    let result = tickforge_game::rules::MatchResult::decode(line).unwrap();
+    assert_eq!(result.rounds_played, 1);
+    assert_eq!(
+        result.winner(),
+        Some(tickforge_game::rules::Team::Defenders),
+        "time-out: defenders"
+    );
+}

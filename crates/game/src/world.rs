@@ -6,8 +6,8 @@ use tickforge_telemetry::{Category, Scopes};
 
 use crate::map::{BuiltinMap, Map, SKIN_M};
 use crate::movement::{pmove, MovementParams, PlayerState};
-use crate::rules::Team;
-use crate::{buttons, PlayerSlot, Tick, UserCmd, Vec3};
+use crate::rules::{MatchResult, Rules, RulesConfig, RulesEvent, Team};
+use crate::{PlayerSlot, Tick, UserCmd, Vec3};
 
 /// What a world is made of; fixed for the life of a match.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -20,8 +20,8 @@ pub struct WorldConfig {
     pub map: BuiltinMap,
     /// Movement tuning.
     pub movement: MovementParams,
-    /// Shots per second a weapon allows (600 rounds a minute: a rifle).
-    pub fire_rate_hz: u32,
+    /// Rounds, weapons and damage. Its tick rate is taken from `tick_hz`.
+    pub rules: RulesConfig,
 }
 
 impl Default for WorldConfig {
@@ -31,7 +31,7 @@ impl Default for WorldConfig {
             tick_hz: 128, // VALORANT's tick: 7.8125 ms
             map: BuiltinMap::Arena,
             movement: MovementParams::default(),
-            fire_rate_hz: 10,
+            rules: RulesConfig::default(),
         }
     }
 }
@@ -45,8 +45,6 @@ pub struct Player {
     pub cmd: UserCmd,
     /// Shots fired since the match began.
     pub shots: u32,
-    /// Earliest tick at which the next shot may fire.
-    next_shot: Tick,
 }
 
 /// The state of one match: deterministic, stepped by [`World::step`].
@@ -56,8 +54,8 @@ pub struct World {
     map: Arc<Map>,
     tick: Tick,
     players: Vec<Player>,
+    rules: Rules,
     dt: f32,
-    ticks_per_shot: u32,
 }
 
 impl World {
@@ -91,10 +89,16 @@ impl World {
                 }
             })
             .collect();
+        let roster: Vec<Team> = (0..config.players)
+            .map(|s| World::team_of(PlayerSlot(s)))
+            .collect();
+        let rules_config = RulesConfig {
+            tick_hz: std::num::NonZeroU32::new(config.tick_hz).unwrap_or(config.rules.tick_hz),
+            ..config.rules
+        };
         World {
             dt: 1.0 / config.tick_hz as f32,
-            // Rounded up, so the rate is never exceeded.
-            ticks_per_shot: config.tick_hz.div_ceil(config.fire_rate_hz.max(1)).max(1),
+            rules: Rules::new(rules_config, &roster, Tick(0)),
             config,
             map,
             tick: Tick(0),
@@ -139,26 +143,84 @@ impl World {
         }
     }
 
+    /// The rules: round, health, weapons, score.
+    pub fn rules(&self) -> &Rules {
+        &self.rules
+    }
+
+    /// What the last [`World::step`] decided (shots, hits, kills, round changes), in order;
+    /// valid until the next step.
+    pub fn events(&self) -> &[RulesEvent] {
+        self.rules.events()
+    }
+
+    /// The match's result, once it is over.
+    pub fn result(&self) -> Option<MatchResult> {
+        self.rules.result()
+    }
+
     /// Advances the world by one tick.
     pub fn step(&mut self, scopes: &Scopes) {
+        let tick = self.tick;
+        // Whether this tick is a held one is decided before the rules end it (the tick that
+        // closes the buy phase is still a buy tick).
+        let mut frozen = self.rules.is_frozen();
         {
             let _g = scopes.scope(Category::Gameplay);
-            let tick = self.tick;
-            for p in &mut self.players {
-                if p.cmd.has(buttons::FIRE) && tick >= p.next_shot {
+            // The last step's events were the caller's to read until now.
+            drop(self.rules.drain_events());
+            for (slot, p) in self.players.iter_mut().enumerate() {
+                // Hits need the lag-compensated hitscan; until it lands a shot is counted
+                // and announced (ShotFired), and hits nobody.
+                if self.rules.try_fire(PlayerSlot(slot as u8), &p.cmd, tick) {
                     p.shots += 1;
-                    p.next_shot = Tick(tick.0 + self.ticks_per_shot);
                 }
+            }
+            self.rules.end_tick(tick);
+            if self
+                .events()
+                .iter()
+                .any(|e| matches!(e, RulesEvent::RoundStarted { .. }))
+            {
+                self.respawn_all();
+                frozen = true;
             }
         }
         {
             let _m = scopes.scope(Category::Movement);
             let (params, map, dt) = (&self.config.movement, &*self.map, self.dt);
-            for p in &mut self.players {
-                pmove(&mut p.state, &p.cmd, params, map, dt);
+            for (slot, p) in self.players.iter_mut().enumerate() {
+                if !frozen && self.rules.is_alive(PlayerSlot(slot as u8)) {
+                    pmove(&mut p.state, &p.cmd, params, map, dt);
+                } else {
+                    // Held: the view turns, the body stays (and still falls and lands).
+                    let held = UserCmd {
+                        forward: 0,
+                        side: 0,
+                        buttons: 0,
+                        ..p.cmd
+                    };
+                    pmove(&mut p.state, &held, params, map, dt);
+                }
             }
         }
         self.tick = self.tick.next();
+    }
+
+    /// Puts every player back at its team's spawn point, standing still.
+    fn respawn_all(&mut self) {
+        for (slot, p) in self.players.iter_mut().enumerate() {
+            let slot = PlayerSlot(slot as u8);
+            let spawn = self
+                .map
+                .spawn_point(World::team_of(slot), usize::from(slot.0 / 2));
+            p.state = PlayerState {
+                origin: spawn.origin + Vec3::new(0.0, 0.0, SKIN_M),
+                yaw: spawn.yaw,
+                on_ground: true,
+                ..Default::default()
+            };
+        }
     }
 
     /// A hash of the exact state (bit patterns, not rounded values): equal hashes after
@@ -188,6 +250,10 @@ impl World {
             eat(u32::from(p.state.on_ground));
             eat(p.shots);
         }
+        for slot in 0..self.players.len() {
+            eat(u32::from(self.rules.health_hp(PlayerSlot(slot as u8))));
+        }
+        eat(u32::from(self.rules.round_state().round()));
         h
     }
 }
@@ -297,23 +363,87 @@ mod tests {
         assert!((w.players()[0].state.origin - w.players()[1].state.origin).length() > 40.0);
     }
 
+    /// A short buy phase, so tests reach combat quickly.
+    fn quick() -> WorldConfig {
+        WorldConfig {
+            rules: RulesConfig {
+                buy: std::time::Duration::from_millis(500),
+                ..RulesConfig::default()
+            },
+            ..WorldConfig::default()
+        }
+    }
+
     #[test]
-    fn fire_rate_is_enforced() {
+    fn the_buy_phase_holds_players_and_holds_fire_then_the_rules_enforce_the_rate() {
+        use crate::buttons;
         let s = scopes();
-        let mut w = World::new(WorldConfig::default());
+        let mut w = World::new(quick());
+        let start = w.players()[0].state.origin;
         w.set_cmd(
             PlayerSlot(0),
             UserCmd {
+                forward: 127,
                 buttons: buttons::FIRE,
                 ..Default::default()
             },
         );
+        // Half a second of buy phase: 64 ticks, nobody moves, nothing fires.
+        for _ in 0..64 {
+            w.step(&s);
+        }
+        assert!((w.players()[0].state.origin - start).horizontal_length() < 1e-3);
+        assert_eq!(w.players()[0].shots, 0);
+        // One second of combat holding fire: the rifle's 600 rounds a minute.
         for _ in 0..128 {
             w.step(&s);
         }
-        // One second of holding fire at 10 shots a second.
+        assert!((w.players()[0].state.origin - start).horizontal_length() > 1.0);
         assert_eq!(w.players()[0].shots, 10);
         assert_eq!(w.players()[1].shots, 0);
+        assert_eq!(w.rules().weapon(PlayerSlot(0)).unwrap().ammo(), 20);
+    }
+
+    #[test]
+    fn a_round_timeout_respawns_everyone_for_the_next_buy_phase() {
+        let s = scopes();
+        let config = WorldConfig {
+            rules: RulesConfig {
+                buy: std::time::Duration::from_millis(100),
+                round: std::time::Duration::from_millis(500),
+                round_end: std::time::Duration::from_millis(100),
+                ..RulesConfig::default()
+            },
+            ..WorldConfig::default()
+        };
+        let mut w = World::new(config);
+        let spawn = w.players()[3].state.origin;
+        w.set_cmd(
+            PlayerSlot(3),
+            UserCmd {
+                forward: 127,
+                ..Default::default()
+            },
+        );
+        let mut rounds_started = 0;
+        for _ in 0..(128 * 7 / 10 + 2) {
+            w.step(&s);
+            rounds_started += w
+                .events()
+                .iter()
+                .filter(|e| matches!(e, RulesEvent::RoundStarted { .. }))
+                .count();
+        }
+        assert_eq!(rounds_started, 1, "round two began");
+        assert!(
+            (w.players()[3].state.origin - spawn).horizontal_length() < 1e-3,
+            "back at spawn"
+        );
+        assert_eq!(
+            w.rules().round_state().score().of(Team::Defenders),
+            1,
+            "time-out: defenders"
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
+use tickforge_game::rules::RulesConfig;
 use tickforge_proto::netcode::PrivateKey;
 
 /// The environment variable that may hold the private key (64 hex digits).
@@ -39,7 +40,14 @@ pub struct ServerConfig {
     pub private_key: PrivateKey,
     /// Connection requests per second one IP may make before they are dropped unopened.
     pub requests_per_second_per_ip: u32,
+    /// Rounds, their phases and the weapons of every match.
+    pub rules: RulesConfig,
+    /// Where each finished match's result line is appended and fsynced; `None`: nowhere.
+    pub results_file: Option<PathBuf>,
 }
+
+/// The results file `serve` writes when the configuration names none.
+pub const DEFAULT_RESULTS_FILE: &str = "tickforge-results.log";
 
 /// tickforge's protocol id: "tickforg" in ASCII.
 pub const DEFAULT_PROTOCOL_ID: u64 = 0x7469_636b_666f_7267;
@@ -63,6 +71,8 @@ impl Default for ServerConfig {
             // A netcode client resends requests at 10 Hz; twice that leaves room for a
             // few players behind one NAT.
             requests_per_second_per_ip: 20,
+            rules: RulesConfig::default(),
+            results_file: None,
         }
     }
 }
@@ -95,6 +105,16 @@ pub struct ConfigFile {
     pub key_file: Option<PathBuf>,
     /// `requests_per_second_per_ip = 20`
     pub requests_per_second_per_ip: Option<u32>,
+    /// `buy_s = 15.0`: the buy phase, players held at their spawns
+    pub buy_s: Option<f64>,
+    /// `round_s = 100.0`: the combat phase
+    pub round_s: Option<f64>,
+    /// `round_end_s = 5.0`: the pause after a round
+    pub round_end_s: Option<f64>,
+    /// `rounds = 5`: rounds in a match (first to a majority)
+    pub rounds: Option<u8>,
+    /// `results_file = "tickforge-results.log"`
+    pub results_file: Option<PathBuf>,
 }
 
 /// A configuration value that cannot be used.
@@ -158,6 +178,11 @@ impl ConfigFile {
             requests_per_second_per_ip: over
                 .requests_per_second_per_ip
                 .or(self.requests_per_second_per_ip),
+            buy_s: over.buy_s.or(self.buy_s),
+            round_s: over.round_s.or(self.round_s),
+            round_end_s: over.round_end_s.or(self.round_end_s),
+            rounds: over.rounds.or(self.rounds),
+            results_file: over.results_file.or(self.results_file),
         }
     }
 
@@ -272,12 +297,46 @@ impl ConfigFile {
             public_addr,
             private_key,
             requests_per_second_per_ip,
+            rules: RulesConfig {
+                buy: seconds("buy_s", self.buy_s, d.rules.buy)?,
+                round: seconds("round_s", self.round_s, d.rules.round)?,
+                round_end: seconds("round_end_s", self.round_end_s, d.rules.round_end)?,
+                rounds: match self.rounds {
+                    None => d.rules.rounds,
+                    Some(r) => std::num::NonZeroU8::new(r).ok_or(ConfigError::Invalid {
+                        key: "rounds",
+                        expected: "an integer from 1 to 255",
+                        got: r.to_string(),
+                    })?,
+                },
+                ..d.rules
+            },
+            results_file: Some(
+                self.results_file
+                    .unwrap_or_else(|| PathBuf::from(DEFAULT_RESULTS_FILE)),
+            ),
         })
     }
 }
 
 const KEY_FORM: &str = "a file holding the 32-byte private key as 64 hex digits (make one with \
 `tickforge token --generate-key FILE`), or the same digits in TICKFORGE_PRIVATE_KEY";
+
+fn seconds(
+    key: &'static str,
+    value: Option<f64>,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    match value {
+        None => Ok(default),
+        Some(v) if v.is_finite() && (0.0..=86_400.0).contains(&v) => Ok(Duration::from_secs_f64(v)),
+        Some(v) => Err(ConfigError::Invalid {
+            key,
+            expected: "seconds from 0 to 86400",
+            got: v.to_string(),
+        }),
+    }
+}
 
 fn parse_addr(key: &'static str, value: Option<String>) -> Result<Option<SocketAddr>, ConfigError> {
     value

@@ -173,6 +173,19 @@ impl Match {
         Ok(())
     }
 
+    /// When the match has just ended: its result, and the match starts over (a new world,
+    /// the same seats) at its next deadline. Allocates, once a match.
+    pub fn finish_if_over(&mut self) -> Option<tickforge_game::rules::MatchResult> {
+        let result = self.world.result()?;
+        self.start = self.next_deadline();
+        self.world = World::new(*self.world.config());
+        for seat in &mut self.seats {
+            // Snapshot ticks start again from 0: old baselines mean nothing now.
+            seat.acked_tick = None;
+        }
+        Some(result)
+    }
+
     /// Newest snapshot tick `slot`'s client acknowledged.
     pub fn acked_tick(&self, slot: PlayerSlot) -> Option<u32> {
         self.seats.get(usize::from(slot.0))?.acked_tick
@@ -321,7 +334,9 @@ mod tests {
         // The client never spoke after connecting: a keep-alive goes before the snapshot.
         assert_eq!(out.len(), 2);
         assert_eq!(record.category_sum_ns(), record.total_ns);
-        assert!(m.world().players()[usize::from(slot.0)].state.origin != before);
+        // The input reached the world (movement waits for the buy phase to end).
+        assert_eq!(m.world().players()[usize::from(slot.0)].cmd.forward, 127);
+        assert_eq!(m.world().players()[usize::from(slot.0)].state.origin, before);
 
         // The client reads a snapshot of tick 0 acknowledging input 1, with both players.
         let mut datagrams: Vec<Vec<u8>> = (0..out.len()).map(|i| out.get(i).1.to_vec()).collect();

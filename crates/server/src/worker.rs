@@ -80,7 +80,13 @@ pub struct Worker {
     /// Datagrams routed to each match in this wake-up, to share the receive cost.
     routed: Vec<u32>,
     /// Frames of this wake-up waiting for their share of the send cost.
-    due: Vec<(usize, FrameRecord, usize, Duration)>,
+    due: Vec<(usize, FrameRecord, usize, Duration, Instant)>,
+    /// Where finished matches' results are appended, opened at start.
+    results: Option<std::fs::File>,
+    /// A result line, reused.
+    result_line: String,
+    matches_finished: u64,
+    results_failed: u64,
     scopes: Scopes,
     io: IoStats,
     drops: Drops,
@@ -96,6 +102,14 @@ pub enum WorkerError {
     Bind {
         /// The address.
         addr: std::net::SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The results file could not be opened for appending.
+    #[error("cannot open results file {path}: {source}")]
+    Results {
+        /// The file.
+        path: String,
         /// Why.
         source: std::io::Error,
     },
@@ -120,13 +134,31 @@ impl Worker {
         let world = WorldConfig {
             players: config.players_per_match,
             tick_hz: config.tick_hz,
+            rules: config.rules,
             ..WorldConfig::default()
         };
         let matches = (0..config.matches)
             .map(|i| Match::new(MatchId(i + 1), world, start))
             .collect::<Vec<_>>();
         let datagrams_per_wake = usize::from(max_clients) * 2 + 64;
+        let results = match &config.results_file {
+            None => None,
+            Some(path) => Some(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(|source| WorkerError::Results {
+                        path: path.display().to_string(),
+                        source,
+                    })?,
+            ),
+        };
         Ok(Worker {
+            results,
+            result_line: String::with_capacity(4096),
+            matches_finished: 0,
+            results_failed: 0,
             transport: Transport::new(
                 netcode::ServerConfig {
                     protocol_id: config.protocol_id,
@@ -226,7 +258,10 @@ impl Worker {
                     &mut self.frame_buf,
                     &mut self.send,
                 );
-                self.due.push((i, record, queued, now - deadline));
+                self.due.push((i, record, queued, now - deadline, deadline));
+                if let Some(result) = self.matches[i].finish_if_over() {
+                    self.persist(&result);
+                }
             }
             ticks_run += self.due.len() as u64;
             let ticked = time::now();
@@ -318,6 +353,26 @@ impl Worker {
         }
     }
 
+    /// Appends a finished match's result to the results file and waits until it is on disk
+    /// (fsync), before the match that replaces it runs its first tick: a crash after the end
+    /// loses nothing. Rare (once a match), so it is done in the frame.
+    fn persist(&mut self, result: &tickforge_game::rules::MatchResult) {
+        use std::io::Write;
+        self.matches_finished += 1;
+        let Some(file) = self.results.as_mut() else {
+            return;
+        };
+        self.result_line.clear();
+        result.encode(&mut self.result_line);
+        if file
+            .write_all(self.result_line.as_bytes())
+            .and_then(|()| file.sync_data())
+            .is_err()
+        {
+            self.results_failed += 1;
+        }
+    }
+
     fn share_receive_cost(&mut self, ns: u64) {
         let total: u64 = self.routed.iter().map(|&r| u64::from(r)).sum();
         let n = self.matches.len() as u64;
@@ -338,14 +393,12 @@ impl Worker {
     ) {
         let queued: u64 = self.due.iter().map(|d| d.2 as u64).sum();
         let due = self.due.len() as u64;
-        for &(mi, mut record, q, late) in &self.due {
+        for &(mi, mut record, q, late, deadline) in &self.due {
             let share = (send_ns * q as u64)
                 .checked_div(queued)
                 .unwrap_or(send_ns / due.max(1));
             record.add(Category::Network, Phase::Send, share);
             let m = &self.matches[mi];
-            // The tick that ran was the one before the match's current tick.
-            let deadline = m.deadline_of(tickforge_game::Tick(m.world().tick().0 - 1));
             if !in_window(deadline) {
                 continue;
             }
@@ -401,6 +454,8 @@ impl Worker {
             phases_ms: self.measure.frames.phase_means_ms(),
             ticks,
             wake_late_ms: self.measure.wake_late.percentiles(),
+            matches_finished: self.matches_finished,
+            results_failed: self.results_failed,
             projected_games_per_core: frames
                 .mean_ms()
                 .and_then(|m| projected_games_per_core(self.config.tick_hz, m)),

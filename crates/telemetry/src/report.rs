@@ -241,6 +241,12 @@ pub struct ServerReport {
     pub wake_late_ms: Option<Percentiles>,
     /// Projected games per core from the mean match frame.
     pub projected_games_per_core: Option<f64>,
+    /// Matches that ended (their results appended to the results file).
+    #[serde(default)]
+    pub matches_finished: u64,
+    /// Results that could not be written or synced.
+    #[serde(default)]
+    pub results_failed: u64,
     /// Share of one core the server process used in the window.
     pub cpu_util: Option<f64>,
     /// Datagram counters over the whole run.

@@ -12,9 +12,30 @@ use tickforge_replication::cmd;
 use tickforge_replication::SnapshotWriter;
 use tickforge_telemetry::{Category, FrameRecord, Phase, Scopes};
 
+/// Packets a client may send beyond one a tick before it counts as flooding: two seconds'
+/// worth at 128 Hz, so a stalled client catching up is never mistaken for a flood.
+const FLOOD_ALLOWANCE: u32 = 256;
+/// Packets a client may send per tick on average (one input a tick, and room for jitter).
+const PACKETS_PER_TICK: u32 = 2;
+/// Largest jump of input sequence accepted: two seconds of inputs at 128 Hz.
+const MAX_INPUT_JUMP: u32 = 256;
+
+/// Why a client's packet was refused; the worker disconnects the client.
+#[derive(Debug, thiserror::Error)]
+pub enum ReceiveError {
+    /// The reliability layer refused the packet: the client broke a bound.
+    #[error("broken link: {0}")]
+    Link(ReliableError),
+    /// The client sends packets much faster than one a tick.
+    #[error("flooding")]
+    Flood,
+}
+
 /// A player slot and the connection in it.
 #[derive(Default)]
 struct Seat {
+    /// Packets the client may still send before it counts as flooding.
+    allowance: u32,
     client: Option<ClientIndex>,
     /// Acks, reliable events and snapshot baselines of the connection.
     link: Option<Endpoint>,
@@ -48,6 +69,8 @@ pub struct Match {
     /// Packets whose unreliable part was missing or not a valid input (ack-only packets
     /// from a client count here too).
     pub(crate) bad_inputs: u64,
+    /// Inputs dropped for a sequence too far ahead of the client's newest.
+    pub(crate) far_inputs: u64,
 }
 
 impl Match {
@@ -67,6 +90,7 @@ impl Match {
             period_ns: 1_000_000_000 / u64::from(config.tick_hz),
             pending_receive_ns: 0,
             bad_inputs: 0,
+            far_inputs: 0,
         }
     }
 
@@ -122,6 +146,7 @@ impl Match {
         self.seats[i] = Seat {
             client: Some(client),
             link: Some(link),
+            allowance: FLOOD_ALLOWANCE,
             ..Seat::default()
         };
         Some(PlayerSlot(i as u8))
@@ -139,15 +164,20 @@ impl Match {
         now: Instant,
         slot: PlayerSlot,
         packet: &[u8],
-    ) -> Result<(), ReliableError> {
-        let Some(link) = self
-            .seats
-            .get_mut(usize::from(slot.0))
-            .and_then(|s| s.link.as_mut())
-        else {
+    ) -> Result<(), ReceiveError> {
+        let Some(seat) = self.seats.get_mut(usize::from(slot.0)) else {
             return Ok(());
         };
-        let input = match link.read_packet(now, packet)? {
+        // A client sends one packet a tick; the allowance absorbs jitter and bursts after a
+        // stall, and a client that keeps sending faster drains it and is disconnected.
+        if seat.allowance == 0 {
+            return Err(ReceiveError::Flood);
+        }
+        seat.allowance -= 1;
+        let Some(link) = seat.link.as_mut() else {
+            return Ok(());
+        };
+        let input = match link.read_packet(now, packet).map_err(ReceiveError::Link)? {
             Some((_tag, body)) => match ClientMsg::decode(body) {
                 Ok(ClientMsg::Input { seq, cmd: bytes }) => {
                     cmd::decode(bytes).ok().map(|c| (seq, c))
@@ -206,12 +236,20 @@ impl Match {
 
     /// Queues a command for `slot`; older or repeated sequences are ignored.
     pub fn queue_input(&mut self, slot: PlayerSlot, seq: u32, cmd: UserCmd) {
-        if let Some(seat) = self.seats.get_mut(usize::from(slot.0)) {
-            if seq > seat.newest_seq {
-                seat.newest_seq = seq;
-                seat.cmd = cmd;
-            }
+        let Some(seat) = self.seats.get_mut(usize::from(slot.0)) else {
+            return;
+        };
+        if seq <= seat.newest_seq {
+            return;
         }
+        // One input a tick: a sequence far ahead of the newest is no client's honest input
+        // (a lost run of packets skips a few), so it is dropped and counted.
+        if seq - seat.newest_seq > MAX_INPUT_JUMP && seat.newest_seq != 0 {
+            self.far_inputs += 1;
+            return;
+        }
+        seat.newest_seq = seq;
+        seat.cmd = cmd;
     }
 
     /// Runs one tick and queues a snapshot for every connected player into `out`.
@@ -232,6 +270,7 @@ impl Match {
         {
             let _g = scopes.scope(Category::Gameplay);
             for (i, seat) in self.seats.iter_mut().enumerate() {
+                seat.allowance = (seat.allowance + PACKETS_PER_TICK).min(FLOOD_ALLOWANCE);
                 if seat.client.is_some() && seat.newest_seq != seat.applied_seq {
                     self.world.set_cmd(PlayerSlot(i as u8), seat.cmd);
                     seat.applied_seq = seat.newest_seq;
@@ -336,7 +375,10 @@ mod tests {
         assert_eq!(record.category_sum_ns(), record.total_ns);
         // The input reached the world (movement waits for the buy phase to end).
         assert_eq!(m.world().players()[usize::from(slot.0)].cmd.forward, 127);
-        assert_eq!(m.world().players()[usize::from(slot.0)].state.origin, before);
+        assert_eq!(
+            m.world().players()[usize::from(slot.0)].state.origin,
+            before
+        );
 
         // The client reads a snapshot of tick 0 acknowledging input 1, with both players.
         let mut datagrams: Vec<Vec<u8>> = (0..out.len()).map(|i| out.get(i).1.to_vec()).collect();
@@ -410,6 +452,49 @@ mod tests {
         assert_eq!(m.seats[usize::from(slot.0)].newest_seq, 1);
         // Garbage on the link is an error the worker disconnects for.
         assert!(m.receive(t0, slot, &[0xff; 40]).is_err());
+    }
+
+    #[test]
+    fn a_flooding_client_is_refused_and_far_inputs_are_dropped() {
+        let t0 = Instant::now();
+        let mut m = Match::new(
+            MatchId(1),
+            WorldConfig {
+                players: 2,
+                ..Default::default()
+            },
+            t0,
+        );
+        let slot = m.seat(t0, ClientIndex(0), None).unwrap();
+        let mut link = Endpoint::new(msg::link_config(), t0);
+        let mut input = Vec::new();
+        let mut up = Vec::new();
+        let mut send = |m: &mut Match, seq: u32| {
+            input.clear();
+            ClientMsg::Input {
+                seq,
+                cmd: &cmd::to_bytes(&UserCmd::default()),
+            }
+            .encode(&mut input);
+            link.write_packet(t0, Some((seq, &input)), &mut up);
+            m.receive(t0, slot, &up)
+        };
+        // An input two seconds ahead of the newest is dropped, not applied.
+        send(&mut m, 1).unwrap();
+        send(&mut m, 1 + MAX_INPUT_JUMP + 1).unwrap();
+        assert_eq!(
+            (m.seats[usize::from(slot.0)].newest_seq, m.far_inputs),
+            (1, 1)
+        );
+        // Without a tick in between, the allowance runs out: flooding.
+        let mut result = Ok(());
+        for seq in 2..=FLOOD_ALLOWANCE + 10 {
+            result = send(&mut m, seq);
+            if result.is_err() {
+                break;
+            }
+        }
+        assert!(matches!(result, Err(ReceiveError::Flood)), "{result:?}");
     }
 
     #[test]

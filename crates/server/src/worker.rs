@@ -23,7 +23,7 @@ use tickforge_telemetry::{
 };
 
 use crate::config::ServerConfig;
-use crate::game_match::Match;
+use crate::game_match::{Match, ReceiveError};
 
 /// A tick that starts later than this after its deadline is late (DESIGN.md).
 const LATE_AFTER: Duration = Duration::from_millis(1);
@@ -35,6 +35,8 @@ const RECV_BATCH: usize = 256;
 struct Drops {
     /// Clients disconnected for breaking the reliability protocol.
     misbehaved: u64,
+    /// Clients disconnected for sending far more than one packet a tick.
+    flooding: u64,
     /// Connections refused: no such match, or no free slot.
     refused: u64,
     oversize: u64,
@@ -327,10 +329,13 @@ impl Worker {
                             continue;
                         };
                         routed[mi] += 1;
-                        if matches[mi].receive(now, slot, data).is_err() {
-                            // A client that breaks the reliability protocol (floods, bounds,
-                            // malformed sections) is disconnected; the others never notice.
-                            drops.misbehaved += 1;
+                        if let Err(e) = matches[mi].receive(now, slot, data) {
+                            // A client that breaks the reliability protocol (bounds, malformed
+                            // sections) or floods is disconnected; the others never notice.
+                            match e {
+                                ReceiveError::Flood => drops.flooding += 1,
+                                ReceiveError::Link(_) => drops.misbehaved += 1,
+                            }
                             transport.disconnect(client);
                             unroute(routes, matches, client);
                         }
@@ -439,6 +444,11 @@ impl Worker {
         }
         dropped.insert("refused".into(), self.drops.refused);
         dropped.insert("misbehaved".into(), self.drops.misbehaved);
+        dropped.insert("flooding".into(), self.drops.flooding);
+        dropped.insert(
+            "far_inputs".into(),
+            self.matches.iter().map(|m| m.far_inputs).sum(),
+        );
         dropped.insert("oversize".into(), self.drops.oversize);
         dropped.insert("bad_message".into(), self.drops.bad_message);
         dropped.insert("bad_cmd".into(), self.drops.bad_cmd);

@@ -11,9 +11,13 @@
 //! In order of importance: the same commands from the same start give bit-identical state;
 //! movement is a pure function of what is passed in; a tick allocates nothing.
 
+pub mod fow;
+pub mod history;
+pub mod hitscan;
 pub mod map;
 pub mod math;
 pub mod movement;
+pub mod pose;
 pub mod rules;
 mod world;
 

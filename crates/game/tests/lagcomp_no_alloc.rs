@@ -1,0 +1,150 @@
+//! Lag compensation allocates nothing per tick: recording (posing or idle) and firing, for
+//! ten players on the arena and a hundred on the 2 km map. The history allocates once, when
+//! made.
+//!
+//! A counting global allocator sees every allocation of this test binary; only those made
+//! inside the measured closure on this thread are counted.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::time::Instant;
+
+use tickforge_game::history::{History, HistoryConfig, PlayerSample, Posing};
+use tickforge_game::hitscan::{aim_direction, fire_with_stats, Shot, ShotStats};
+use tickforge_game::pose::Stance;
+use tickforge_game::{BuiltinMap, PlayerSlot, Tick, UserCmd, Vec3, World, WorldConfig};
+use tickforge_telemetry::Scopes;
+
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count_one() {
+    // try_with: the thread-local may be gone while the thread shuts down.
+    let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator; counting touches only
+// a const-initialised thread-local cell, which never allocates.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count_one();
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which we pass on.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count_one();
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count_one();
+        // SAFETY: `ptr` and `layout` come from this allocator, which is `System`'s.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` and `layout` come from this allocator, which is `System`'s.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made by `f` on this thread.
+fn allocations_in<T>(f: impl FnOnce() -> T) -> (T, u64) {
+    let before = ALLOCATIONS.with(Cell::get);
+    let out = f();
+    (out, ALLOCATIONS.with(Cell::get) - before)
+}
+
+#[test]
+fn recording_and_firing_allocate_nothing() {
+    let scopes = Scopes::new(Instant::now);
+    for (map, players) in [(BuiltinMap::Arena, 10u8), (BuiltinMap::Flat2km, 100)] {
+        let mut world = World::new(WorldConfig {
+            players,
+            map,
+            ..WorldConfig::default()
+        });
+        let (history, made) = allocations_in(|| {
+            History::new(HistoryConfig {
+                players,
+                ..HistoryConfig::default()
+            })
+        });
+        let mut history = history.unwrap();
+        assert!(made > 0, "the history allocates when made");
+        let alive = vec![true; usize::from(players)];
+        let (mut total, mut hits) = (0, 0);
+        for tick in 0..1024u32 {
+            for slot in 0..players {
+                let x = tick.wrapping_mul(31).wrapping_add(u32::from(slot) * 7);
+                world.set_cmd(
+                    PlayerSlot(slot),
+                    UserCmd {
+                        forward: 127,
+                        side: (x / 64 % 3) as i8 - 1,
+                        yaw: (x / 128 * 9000) as u16,
+                        ..Default::default()
+                    },
+                );
+            }
+            world.step(&scopes);
+            let stepped = Tick(tick);
+            // A buy phase for the first 200 ticks, then combat.
+            let posing = if tick < 200 {
+                Posing::Idle
+            } else {
+                Posing::Animated
+            };
+            let players_now = world.players();
+            let ((), n) = allocations_in(|| {
+                let samples = players_now.iter().map(|p| PlayerSample {
+                    state: p.state,
+                    stance: Stance::Standing,
+                    alive: true,
+                });
+                history.record(stepped, samples, posing, &scopes);
+            });
+            total += n;
+            // Every player shoots its team's next player (in the same spawn room on the
+            // arena), as it saw it 2.5 ticks ago.
+            for (shooter, me) in players_now.iter().enumerate() {
+                let target = (shooter + 2) % usize::from(players);
+                let time = history.rewind_time(stepped, 2.5).unwrap();
+                let aim = history
+                    .origin_at(PlayerSlot(target as u8), time)
+                    .unwrap_or_default();
+                let eye = me.state.origin + Vec3::new(0.0, 0.0, 1.6);
+                let look = aim + Vec3::new(0.0, 0.0, 1.2) - eye;
+                let shot = Shot {
+                    shooter: PlayerSlot(shooter as u8),
+                    command_tick: stepped,
+                    interp_delay_ticks: 2.5,
+                    origin: eye,
+                    direction: if shooter % 5 == 0 {
+                        aim_direction(me.state.yaw, 0)
+                    } else {
+                        look
+                    },
+                    max_range_m: 2000.0,
+                };
+                let mut stats = ShotStats::default();
+                let (hit, n) = allocations_in(|| {
+                    fire_with_stats(&shot, world.map(), &history, &alive, &scopes, &mut stats)
+                });
+                total += n;
+                hits += usize::from(hit.is_some());
+            }
+        }
+        assert_eq!(total, 0, "{}", map.name());
+        println!("{}: {hits} hits", map.name());
+        assert!(hits > 1000, "{}: {hits} hits", map.name());
+    }
+}

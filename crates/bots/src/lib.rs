@@ -122,6 +122,8 @@ struct Bot {
     sent_at: [(u32, Option<Instant>); SENT_RING],
     input_ack: u32,
     reader: SnapshotReader,
+    /// Tick of the newest snapshot read: the world this bot is looking at.
+    view_tick: u32,
     metrics: BotMetrics,
     snapshots_total: u64,
 }
@@ -168,6 +170,7 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
                 sent_at: [(0, None); SENT_RING],
                 input_ack: 0,
                 reader: SnapshotReader::with_capacity(config.bots_per_match as usize),
+                view_tick: 0,
                 metrics: BotMetrics::default(),
                 snapshots_total: 0,
             });
@@ -408,7 +411,9 @@ impl Bot {
                 continue;
             };
             let Ok(ServerMsg::Snapshot {
-                input_ack, body, ..
+                tick,
+                input_ack,
+                body,
             }) = ServerMsg::decode(body)
             else {
                 continue;
@@ -416,6 +421,10 @@ impl Bot {
             self.snapshots_total += 1;
             if self.reader.read(body).is_err() {
                 continue;
+            }
+            // Snapshots can arrive out of order; a match that starts over counts from 0.
+            if tick > self.view_tick || self.view_tick - tick > 1024 {
+                self.view_tick = tick;
             }
             if !in_window {
                 self.input_ack = self.input_ack.max(input_ack);
@@ -449,6 +458,8 @@ impl Bot {
             s.payload.clear();
             ClientMsg::Input {
                 seq: self.seq,
+                // What this bot shows: the newest snapshot (it does not interpolate).
+                view_tick: self.view_tick,
                 cmd: &cmd::to_bytes(&c),
             }
             .encode(&mut s.payload);

@@ -4,8 +4,11 @@ use std::sync::Arc;
 
 use tickforge_telemetry::{Category, Scopes};
 
+use crate::history::{History, HistoryConfig, PlayerSample, Posing};
+use crate::hitscan::{self, Shot};
 use crate::map::{BuiltinMap, Map, SKIN_M};
 use crate::movement::{pmove, MovementParams, PlayerState};
+use crate::pose::Stance;
 use crate::rules::{MatchResult, Rules, RulesConfig, RulesEvent, Team};
 use crate::{PlayerSlot, Tick, UserCmd, Vec3};
 
@@ -22,6 +25,9 @@ pub struct WorldConfig {
     pub movement: MovementParams,
     /// Rounds, weapons and damage. Its tick rate is taken from `tick_hz`.
     pub rules: RulesConfig,
+    /// Lag compensation: how far back shots are tested, how often poses are computed.
+    /// Its player count and tick rate are taken from `players` and `tick_hz`.
+    pub history: HistoryConfig,
 }
 
 impl Default for WorldConfig {
@@ -32,6 +38,7 @@ impl Default for WorldConfig {
             map: BuiltinMap::Arena,
             movement: MovementParams::default(),
             rules: RulesConfig::default(),
+            history: HistoryConfig::default(),
         }
     }
 }
@@ -45,6 +52,9 @@ pub struct Player {
     pub cmd: UserCmd,
     /// Shots fired since the match began.
     pub shots: u32,
+    /// The server tick of the world this player was looking at when it made `cmd`: where
+    /// its shots are tested (lag compensation).
+    pub view_tick: Tick,
 }
 
 /// The state of one match: deterministic, stepped by [`World::step`].
@@ -55,6 +65,9 @@ pub struct World {
     tick: Tick,
     players: Vec<Player>,
     rules: Rules,
+    history: History,
+    /// Who is alive now, refreshed each tick for the hitscan (reused: no allocation).
+    alive: Vec<bool>,
     dt: f32,
 }
 
@@ -96,9 +109,26 @@ impl World {
             tick_hz: std::num::NonZeroU32::new(config.tick_hz).unwrap_or(config.rules.tick_hz),
             ..config.rules
         };
+        let tick_hz = std::num::NonZeroU32::new(config.tick_hz).unwrap_or(config.history.tick_hz);
+        let history = History::new(HistoryConfig {
+            players: config.players,
+            tick_hz,
+            ..config.history
+        })
+        .unwrap_or_else(|_| {
+            // Over the 1 s cap: the default rewind instead, never an unbounded buffer.
+            History::new(HistoryConfig {
+                players: config.players,
+                tick_hz,
+                ..HistoryConfig::default()
+            })
+            .expect("the default history is valid")
+        });
         World {
             dt: 1.0 / config.tick_hz as f32,
             rules: Rules::new(rules_config, &roster, Tick(0)),
+            history,
+            alive: vec![true; usize::from(config.players)],
             config,
             map,
             tick: Tick(0),
@@ -136,6 +166,19 @@ impl World {
         &self.players
     }
 
+    /// Sets the tick of the world `slot` was looking at when it made its current command.
+    /// Unknown slots are ignored; the rewind is clamped when a shot is tested.
+    pub fn set_view(&mut self, slot: PlayerSlot, view_tick: Tick) {
+        if let Some(p) = self.players.get_mut(usize::from(slot.0)) {
+            p.view_tick = view_tick;
+        }
+    }
+
+    /// The lag-compensation history.
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
     /// Sets the command `slot` plays from the next step on. Unknown slots are ignored.
     pub fn set_cmd(&mut self, slot: PlayerSlot, cmd: UserCmd) {
         if let Some(p) = self.players.get_mut(usize::from(slot.0)) {
@@ -169,11 +212,33 @@ impl World {
             let _g = scopes.scope(Category::Gameplay);
             // The last step's events were the caller's to read until now.
             drop(self.rules.drain_events());
-            for (slot, p) in self.players.iter_mut().enumerate() {
-                // Hits need the lag-compensated hitscan; until it lands a shot is counted
-                // and announced (ShotFired), and hits nobody.
-                if self.rules.try_fire(PlayerSlot(slot as u8), &p.cmd, tick) {
-                    p.shots += 1;
+            for (i, alive) in self.alive.iter_mut().enumerate() {
+                *alive = self.rules.is_alive(PlayerSlot(i as u8));
+            }
+            let eye_m = self.config.history.pose.eye_height_m(Stance::Standing);
+            for i in 0..self.players.len() {
+                let slot = PlayerSlot(i as u8);
+                if !self.rules.try_fire(slot, &self.players[i].cmd, tick) {
+                    continue;
+                }
+                let p = &mut self.players[i];
+                p.shots += 1;
+                // Tested against the world as the shooter saw it: its view tick, clamped
+                // by the history to the max rewind; never written back into the live world.
+                let shot = Shot {
+                    shooter: slot,
+                    command_tick: p.view_tick.min(tick),
+                    interp_delay_ticks: 0.0,
+                    origin: p.state.origin + Vec3::new(0.0, 0.0, eye_m),
+                    direction: hitscan::aim_direction(p.cmd.yaw, p.cmd.pitch),
+                    max_range_m: f32::INFINITY,
+                };
+                if let Some(hit) =
+                    hitscan::fire(&shot, &self.map, &self.history, &self.alive, scopes)
+                {
+                    let _ = self
+                        .rules
+                        .apply_hit(slot, hit.victim, hit.part, hit.distance_m, tick);
                 }
             }
             self.rules.end_tick(tick);
@@ -204,6 +269,18 @@ impl World {
                 }
             }
         }
+        let posing = if frozen {
+            Posing::Idle
+        } else {
+            Posing::Animated
+        };
+        let rules = &self.rules;
+        let samples = self.players.iter().enumerate().map(|(i, p)| PlayerSample {
+            state: p.state,
+            stance: Stance::Standing,
+            alive: rules.is_alive(PlayerSlot(i as u8)),
+        });
+        self.history.record(tick, samples, posing, scopes);
         self.tick = self.tick.next();
     }
 
@@ -402,6 +479,97 @@ mod tests {
         assert_eq!(w.players()[0].shots, 10);
         assert_eq!(w.players()[1].shots, 0);
         assert_eq!(w.rules().weapon(PlayerSlot(0)).unwrap().ammo(), 20);
+    }
+
+    #[test]
+    fn a_shot_hits_where_the_shooter_saw_the_target_not_where_it_is() {
+        use crate::buttons;
+        let s = scopes();
+        let mut w = World::new(quick());
+        for _ in 0..70 {
+            w.step(&s); // past the buy phase
+        }
+        // Open floor in the arena's north lane (y = 17): shooter at x = -10 facing +x, the
+        // target 10 m ahead, running across the line of fire (+y) every tick.
+        w.players[0].state = PlayerState {
+            origin: Vec3::new(-10.0, 17.0, SKIN_M),
+            on_ground: true,
+            ..Default::default()
+        };
+        w.players[1].state = PlayerState {
+            origin: Vec3::new(0.0, 17.0, SKIN_M),
+            velocity: Vec3::new(0.0, 8.0, 0.0),
+            on_ground: true,
+            ..Default::default()
+        };
+        w.set_cmd(
+            PlayerSlot(1),
+            UserCmd {
+                side: -127,
+                yaw: 0,
+                ..Default::default()
+            },
+        );
+        w.history.clear();
+        let seen_at = w.tick();
+        w.step(&s); // the tick the shooter sees: the target on the line
+        for _ in 0..12 {
+            w.step(&s); // ~100 ms later the target has moved well off the line
+        }
+        let off = w.players[1].state.origin.y - 17.0;
+        assert!(off.abs() > 0.5, "the target moved {off} m");
+        // Aim level at chest height: the eye is 1.6 m, aim down a little to the body.
+        let pitch = -(0.4f32.atan2(10.0) / std::f32::consts::TAU * 65536.0) as i16;
+        w.set_cmd(
+            PlayerSlot(0),
+            UserCmd {
+                buttons: buttons::FIRE,
+                yaw: 0,
+                pitch,
+                ..Default::default()
+            },
+        );
+        // Seen at the present tick: a miss.
+        w.set_view(PlayerSlot(0), w.tick());
+        w.step(&s);
+        assert_eq!(
+            w.rules().health_hp(PlayerSlot(1)),
+            100,
+            "no hit on the live position"
+        );
+        // Seen ~100 ms ago (within the 200 ms rewind): a hit, though it is not there now.
+        w.set_cmd(
+            PlayerSlot(0),
+            UserCmd {
+                buttons: 0,
+                yaw: 0,
+                pitch,
+                ..Default::default()
+            },
+        );
+        for _ in 0..13 {
+            w.step(&s); // let the rifle cool down
+        }
+        w.set_cmd(
+            PlayerSlot(0),
+            UserCmd {
+                buttons: buttons::FIRE,
+                yaw: 0,
+                pitch,
+                ..Default::default()
+            },
+        );
+        w.set_view(PlayerSlot(0), seen_at);
+        let before = w.players[1].state;
+        w.step(&s);
+        let hurt = w.rules().health_hp(PlayerSlot(1));
+        assert!(hurt < 100, "rewound hit: health {hurt}");
+        assert!(w
+            .events()
+            .iter()
+            .any(|e| matches!(e, RulesEvent::Hit { .. })));
+        // The rewind left the live world alone (the target only moved by its own step).
+        assert!((w.players[1].state.origin.x - before.origin.x).abs() < 0.5);
     }
 
     #[test]

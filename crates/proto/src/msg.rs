@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! unreliable, one per packet (the reliable layer's tag in brackets):
-//!   client → server   1 Input     seq u32 | cmd bytes                    [tag = seq]
+//!   client → server   1 Input     seq u32 | view_tick u32 | cmd bytes    [tag = seq]
 //!   server → client   1 Snapshot  tick u32 | input_ack u32 | body        [tag = tick]
 //! reliable, ordered, server → client:
 //!   1 Welcome   match_id u32 | slot u8 | tick_hz u16
@@ -47,6 +47,9 @@ pub enum ClientMsg<'a> {
     Input {
         /// Numbers inputs from 1, one per client tick.
         seq: u32,
+        /// The server tick of the world the player was looking at when it made this
+        /// command: where a shot in it is tested (lag compensation).
+        view_tick: u32,
         /// The encoded command.
         cmd: &'a [u8],
     },
@@ -63,6 +66,7 @@ impl<'a> ClientMsg<'a> {
         match r.u8()? {
             INPUT => Ok(ClientMsg::Input {
                 seq: r.u32()?,
+                view_tick: r.u32()?,
                 cmd: r.rest(),
             }),
             k => Err(MsgError::UnknownKind(k)),
@@ -73,9 +77,14 @@ impl<'a> ClientMsg<'a> {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let mut w = Writer::new(out);
         match *self {
-            ClientMsg::Input { seq, cmd } => {
+            ClientMsg::Input {
+                seq,
+                view_tick,
+                cmd,
+            } => {
                 w.u8(INPUT);
                 w.u32(seq);
+                w.u32(view_tick);
                 w.bytes(cmd);
             }
         }
@@ -212,6 +221,7 @@ mod tests {
     fn every_message_round_trips() {
         let client = [ClientMsg::Input {
             seq: 77,
+            view_tick: 5,
             cmd: &[1, 2, 3],
         }];
         for m in client {

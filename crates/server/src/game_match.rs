@@ -43,6 +43,8 @@ struct Seat {
     acked_tick: Option<u32>,
     /// Newest command received, applied at the next tick.
     cmd: UserCmd,
+    /// The tick of the world the client saw when it made `cmd`.
+    view_tick: Tick,
     /// Sequence of `cmd`.
     newest_seq: u32,
     /// Newest sequence applied to the world (echoed in snapshots as `input_ack`).
@@ -179,9 +181,11 @@ impl Match {
         };
         let input = match link.read_packet(now, packet).map_err(ReceiveError::Link)? {
             Some((_tag, body)) => match ClientMsg::decode(body) {
-                Ok(ClientMsg::Input { seq, cmd: bytes }) => {
-                    cmd::decode(bytes).ok().map(|c| (seq, c))
-                }
+                Ok(ClientMsg::Input {
+                    seq,
+                    view_tick,
+                    cmd: bytes,
+                }) => cmd::decode(bytes).ok().map(|c| (seq, c, view_tick)),
                 Err(_) => None,
             },
             None => None,
@@ -197,7 +201,7 @@ impl Match {
             seat.acked_tick = Some(seat.acked_tick.map_or(tick, |t| t.max(tick)));
         }
         match input {
-            Some((seq, c)) => self.queue_input(slot, seq, c),
+            Some((seq, c, view_tick)) => self.queue_input(slot, seq, c, Tick(view_tick)),
             None => self.bad_inputs += 1,
         }
         Ok(())
@@ -235,7 +239,7 @@ impl Match {
     }
 
     /// Queues a command for `slot`; older or repeated sequences are ignored.
-    pub fn queue_input(&mut self, slot: PlayerSlot, seq: u32, cmd: UserCmd) {
+    pub fn queue_input(&mut self, slot: PlayerSlot, seq: u32, cmd: UserCmd, view_tick: Tick) {
         let Some(seat) = self.seats.get_mut(usize::from(slot.0)) else {
             return;
         };
@@ -250,6 +254,7 @@ impl Match {
         }
         seat.newest_seq = seq;
         seat.cmd = cmd;
+        seat.view_tick = view_tick;
     }
 
     /// Runs one tick and queues a snapshot for every connected player into `out`.
@@ -273,6 +278,7 @@ impl Match {
                 seat.allowance = (seat.allowance + PACKETS_PER_TICK).min(FLOOD_ALLOWANCE);
                 if seat.client.is_some() && seat.newest_seq != seat.applied_seq {
                     self.world.set_cmd(PlayerSlot(i as u8), seat.cmd);
+                    self.world.set_view(PlayerSlot(i as u8), seat.view_tick);
                     seat.applied_seq = seat.newest_seq;
                 }
             }
@@ -363,8 +369,9 @@ mod tests {
                 forward: 127,
                 ..Default::default()
             },
+            Tick(0),
         );
-        m.queue_input(slot, 1, UserCmd::default()); // a duplicate is ignored
+        m.queue_input(slot, 1, UserCmd::default(), Tick(0)); // a duplicate is ignored
 
         let mut out = SendBatch::with_capacity(8, 1300);
         let mut frame = Vec::new();
@@ -435,6 +442,7 @@ mod tests {
         let mut input = Vec::new();
         ClientMsg::Input {
             seq: 1,
+            view_tick: 0,
             cmd: &cmd::to_bytes(&UserCmd {
                 forward: 127,
                 ..Default::default()
@@ -473,6 +481,7 @@ mod tests {
             input.clear();
             ClientMsg::Input {
                 seq,
+                view_tick: 0,
                 cmd: &cmd::to_bytes(&UserCmd::default()),
             }
             .encode(&mut input);

@@ -88,7 +88,12 @@ fn garbage_is_counted_and_dropped_while_a_client_plays_on() {
             if client.is_connected() {
                 seq += 1;
                 payload.clear();
-                ClientMsg::Input { seq, cmd: &[0; 7] }.encode(&mut payload);
+                ClientMsg::Input {
+                    seq,
+                    view_tick: 0,
+                    cmd: &[0; 7],
+                }
+                .encode(&mut payload);
                 link.write_packet(now, Some((seq, &payload)), &mut packet);
                 let to = client.send_payload(now, &packet, &mut out).unwrap();
                 player.send_to(&out, to).unwrap();

@@ -3,6 +3,7 @@
 mod bench;
 mod bots_cmd;
 mod flood;
+mod replay_cmd;
 mod serve;
 mod summary;
 mod token_cmd;
@@ -27,6 +28,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Mint a connect token for a match, or make a new private key.
     Token(token_cmd::TokenArgs),
+    /// Play a recorded match's inputs offline to its end state and result.
+    Replay(replay_cmd::ReplayArgs),
 }
 
 fn main() {
@@ -36,6 +39,7 @@ fn main() {
         Command::Bots(args) => bots_cmd::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Token(args) => token_cmd::run(args),
+        Command::Replay(args) => replay_cmd::run(args),
     };
     if let Err(e) = result {
         eprintln!("tickforge: {e:#}");

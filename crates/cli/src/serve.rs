@@ -74,6 +74,10 @@ pub struct ServeArgs {
     /// [default: tickforge-results.log].
     #[arg(long, value_name = "FILE")]
     pub results_file: Option<PathBuf>,
+    /// Directory where every finished match's action file (all its inputs) is written,
+    /// for `tickforge replay` [default: not recorded].
+    #[arg(long, value_name = "DIR")]
+    pub record_dir: Option<PathBuf>,
     /// With --duration-s: keep serving this many seconds after the window, then exit
     /// [default: 0]. SIGINT or SIGTERM stops the server at any time.
     #[arg(long, value_name = "S", default_value_t = 0.0)]
@@ -109,6 +113,7 @@ impl ServeArgs {
             round_end_s: self.round_end_s,
             rounds: self.rounds,
             results_file: self.results_file.clone(),
+            record_dir: self.record_dir.clone(),
         }
     }
 }

@@ -18,6 +18,7 @@ pub mod map;
 pub mod math;
 pub mod movement;
 pub mod pose;
+pub mod replay;
 pub mod rules;
 mod world;
 

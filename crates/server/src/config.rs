@@ -44,6 +44,9 @@ pub struct ServerConfig {
     pub rules: RulesConfig,
     /// Where each finished match's result line is appended and fsynced; `None`: nowhere.
     pub results_file: Option<PathBuf>,
+    /// Where each finished match's action file (every input) is written; `None`: not
+    /// recorded.
+    pub record_dir: Option<PathBuf>,
 }
 
 /// The results file `serve` writes when the configuration names none.
@@ -73,6 +76,7 @@ impl Default for ServerConfig {
             requests_per_second_per_ip: 20,
             rules: RulesConfig::default(),
             results_file: None,
+            record_dir: None,
         }
     }
 }
@@ -115,6 +119,8 @@ pub struct ConfigFile {
     pub rounds: Option<u8>,
     /// `results_file = "tickforge-results.log"`
     pub results_file: Option<PathBuf>,
+    /// `record_dir = "actions"`: write every match's inputs there (off when absent)
+    pub record_dir: Option<PathBuf>,
 }
 
 /// A configuration value that cannot be used.
@@ -183,6 +189,7 @@ impl ConfigFile {
             round_end_s: over.round_end_s.or(self.round_end_s),
             rounds: over.rounds.or(self.rounds),
             results_file: over.results_file.or(self.results_file),
+            record_dir: over.record_dir.or(self.record_dir),
         }
     }
 
@@ -315,6 +322,7 @@ impl ConfigFile {
                 self.results_file
                     .unwrap_or_else(|| PathBuf::from(DEFAULT_RESULTS_FILE)),
             ),
+            record_dir: self.record_dir,
         })
     }
 }

@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use tickforge_game::replay::Recorder;
 use tickforge_game::{PlayerSlot, Tick, UserCmd, World, WorldConfig};
 use tickforge_io::udp::SendBatch;
 use tickforge_proto::msg::{self, ClientMsg, Event, ServerMsg};
@@ -17,6 +18,9 @@ use tickforge_telemetry::{Category, FrameRecord, Phase, Scopes};
 const FLOOD_ALLOWANCE: u32 = 256;
 /// Packets a client may send per tick on average (one input a tick, and room for jitter).
 const PACKETS_PER_TICK: u32 = 2;
+/// Bytes reserved for a match's action file: about a minute of 10 players at 128 Hz, so
+/// recording seldom grows the buffer inside a tick.
+const RECORDING_BYTES: usize = 1 << 20;
 /// Largest jump of input sequence accepted: two seconds of inputs at 128 Hz.
 const MAX_INPUT_JUMP: u32 = 256;
 
@@ -73,6 +77,9 @@ pub struct Match {
     pub(crate) bad_inputs: u64,
     /// Inputs dropped for a sequence too far ahead of the client's newest.
     pub(crate) far_inputs: u64,
+    /// Every input applied, when the server records action files.
+    recorder: Option<Recorder>,
+    record: bool,
 }
 
 impl Match {
@@ -93,7 +100,15 @@ impl Match {
             pending_receive_ns: 0,
             bad_inputs: 0,
             far_inputs: 0,
+            recorder: None,
+            record: false,
         }
+    }
+
+    /// Records every input this match applies from now on, for an action file.
+    pub fn record_actions(&mut self) {
+        self.record = true;
+        self.recorder = Some(Recorder::new(self.world.config(), RECORDING_BYTES));
     }
 
     /// The match id.
@@ -209,15 +224,21 @@ impl Match {
 
     /// When the match has just ended: its result, and the match starts over (a new world,
     /// the same seats) at its next deadline. Allocates, once a match.
-    pub fn finish_if_over(&mut self) -> Option<tickforge_game::rules::MatchResult> {
+    pub fn finish_if_over(
+        &mut self,
+    ) -> Option<(tickforge_game::rules::MatchResult, Option<Vec<u8>>)> {
         let result = self.world.result()?;
+        let actions = self.recorder.take().map(|r| r.finish(&self.world));
         self.start = self.next_deadline();
         self.world = World::new(*self.world.config());
         for seat in &mut self.seats {
             // Snapshot ticks start again from 0: old baselines mean nothing now.
             seat.acked_tick = None;
         }
-        Some(result)
+        if self.record {
+            self.recorder = Some(Recorder::new(self.world.config(), RECORDING_BYTES));
+        }
+        Some((result, actions))
     }
 
     /// Newest snapshot tick `slot`'s client acknowledged.
@@ -279,6 +300,14 @@ impl Match {
                 if seat.client.is_some() && seat.newest_seq != seat.applied_seq {
                     self.world.set_cmd(PlayerSlot(i as u8), seat.cmd);
                     self.world.set_view(PlayerSlot(i as u8), seat.view_tick);
+                    if let Some(rec) = self.recorder.as_mut() {
+                        rec.input(
+                            self.world.tick(),
+                            PlayerSlot(i as u8),
+                            &seat.cmd,
+                            seat.view_tick,
+                        );
+                    }
                     seat.applied_seq = seat.newest_seq;
                 }
             }

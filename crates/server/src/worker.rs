@@ -139,9 +139,16 @@ impl Worker {
             rules: config.rules,
             ..WorldConfig::default()
         };
-        let matches = (0..config.matches)
+        let mut matches = (0..config.matches)
             .map(|i| Match::new(MatchId(i + 1), world, start))
             .collect::<Vec<_>>();
+        if let Some(dir) = &config.record_dir {
+            std::fs::create_dir_all(dir).map_err(|source| WorkerError::Results {
+                path: dir.display().to_string(),
+                source,
+            })?;
+            matches.iter_mut().for_each(Match::record_actions);
+        }
         let datagrams_per_wake = usize::from(max_clients) * 2 + 64;
         let results = match &config.results_file {
             None => None,
@@ -261,7 +268,19 @@ impl Worker {
                     &mut self.send,
                 );
                 self.due.push((i, record, queued, now - deadline, deadline));
-                if let Some(result) = self.matches[i].finish_if_over() {
+                if let Some((result, actions)) = self.matches[i].finish_if_over() {
+                    // The action file first: once the result line is on disk, everything
+                    // about the match is.
+                    if let (Some(dir), Some(bytes)) = (&self.config.record_dir, actions) {
+                        let path = dir.join(format!(
+                            "match-{}-{}.actions",
+                            self.matches[i].id(),
+                            self.matches_finished + 1
+                        ));
+                        if std::fs::write(&path, bytes).is_err() {
+                            self.results_failed += 1;
+                        }
+                    }
                     self.persist(&result);
                 }
             }

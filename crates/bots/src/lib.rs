@@ -5,15 +5,24 @@
 //! What it does: connects K bots to each of M matches over real UDP, drives them from one
 //! thread ([`run`]), and reports what they measured ([`BotsReport`]).
 //!
+//! It also measures hit registration ([`hitreg`]): half the bots aim at enemies they see,
+//! judge each shot against their own view, and compare with the server's verdict. A simple
+//! network conditioner ([`BotsConfig::rtt`], [`BotsConfig::jitter`]) delays every datagram
+//! each way, so this can be measured at a given latency.
+//!
 //! What it does not do: decide the server's figures. It reports its own CPU use and
 //! whether it kept its own tick, so a report can say when the bots were the bottleneck.
 
 pub mod behaviour;
+pub mod hitreg;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use tickforge_game::{buttons, BuiltinMap, Map, Tick, UserCmd};
 use tickforge_io::stamped;
 use tickforge_io::udp::{SocketOptions, UdpSocket};
 use tickforge_io::{cpu, entropy, time};
@@ -24,10 +33,11 @@ use tickforge_proto::reliable::Endpoint;
 use tickforge_proto::user_data::{UserData, ANY};
 use tickforge_proto::{MatchId, MAX_PACKET_BYTES};
 use tickforge_replication::{cmd, SnapshotReader};
-use tickforge_telemetry::report::{BotsReport, Clients, ResponseTimeMs, ServerDelayMs};
+use tickforge_telemetry::report::{BotsReport, Clients, Hitreg, ResponseTimeMs, ServerDelayMs};
 use tickforge_telemetry::DurationHistogram;
 
-use behaviour::Wander;
+use behaviour::{Aimer, Rng, Wander};
+use hitreg::{verdict_of, ClientView, HitregCounts};
 
 /// How the bots run.
 #[derive(Clone, Debug)]
@@ -53,6 +63,15 @@ pub struct BotsConfig {
     /// The key to mint each bot's connect token with: the bots act as their own
     /// matchmaker, as a load test must.
     pub private_key: PrivateKey,
+    /// The map the matches are played on: aimers trace their line of sight and judge their
+    /// shots on it.
+    pub map: BuiltinMap,
+    /// Round trip the network conditioner adds: each datagram, either way, is held for
+    /// half of it.
+    pub rtt: Duration,
+    /// Each held datagram's delay varies by up to this either way (uniformly); datagrams
+    /// are delivered in order of arrival, so jitter reorders them.
+    pub jitter: Duration,
 }
 
 impl Default for BotsConfig {
@@ -68,6 +87,9 @@ impl Default for BotsConfig {
             seed: 1,
             protocol_id: 0x7469_636b_666f_7267,
             private_key: PrivateKey([0; 32]),
+            map: BuiltinMap::Arena,
+            rtt: Duration::ZERO,
+            jitter: Duration::ZERO,
         }
     }
 }
@@ -106,10 +128,88 @@ struct BotMetrics {
     server_delay: DurationHistogram,
     /// The link's smoothed round trip, sampled at every snapshot.
     ping: DurationHistogram,
-    /// Reliable events received (the welcome, so far).
+    /// Welcomes received over the reliable channel (one per connection; the shot results
+    /// and deaths that also come that way are counted in `hitreg`).
     events: u64,
     /// Packets the link refused as broken.
     link_errors: u64,
+    /// The bot's shot verdicts against the server's.
+    hitreg: HitregCounts,
+}
+
+/// What a bot does with its controls.
+enum Behaviour {
+    Wander(Wander),
+    Aim(Aimer),
+}
+
+/// A datagram the network conditioner holds until `at`.
+struct Held {
+    at: Instant,
+    addr: SocketAddr,
+    bytes: Vec<u8>,
+}
+
+/// Delays datagrams by half a round trip plus or minus the jitter, each way. Does nothing
+/// (holds nothing) with both at zero.
+struct Conditioner {
+    half_rtt: Duration,
+    jitter: Duration,
+    rng: Rng,
+    /// Outgoing, sent when due.
+    out: Vec<Held>,
+    /// Incoming, read when due, in order of arrival.
+    inbound: Vec<Held>,
+    /// Buffers of delivered datagrams, reused.
+    pool: Vec<Vec<u8>>,
+}
+
+impl Conditioner {
+    fn new(config: &BotsConfig, seed: u64) -> Self {
+        Conditioner {
+            half_rtt: config.rtt / 2,
+            jitter: config.jitter,
+            rng: Rng::new(seed),
+            out: Vec::new(),
+            inbound: Vec::new(),
+            pool: Vec::new(),
+        }
+    }
+
+    fn is_active(&self) -> bool {
+        !self.half_rtt.is_zero() || !self.jitter.is_zero()
+    }
+
+    /// When a datagram sent or received at `at` arrives at the other end.
+    fn arrival(&mut self, at: Instant) -> Instant {
+        let jitter_ns = self.jitter.as_nanos() as u64;
+        let delay = if jitter_ns == 0 {
+            self.half_rtt
+        } else {
+            let r = self.rng.next_u64() % (2 * jitter_ns + 1);
+            (self.half_rtt + Duration::from_nanos(r)).saturating_sub(self.jitter)
+        };
+        at + delay
+    }
+
+    fn hold(
+        queue: &mut Vec<Held>,
+        pool: &mut Vec<Vec<u8>>,
+        at: Instant,
+        addr: SocketAddr,
+        data: &[u8],
+    ) {
+        let mut bytes = pool.pop().unwrap_or_default();
+        bytes.clear();
+        bytes.extend_from_slice(data);
+        queue.push(Held { at, addr, bytes });
+    }
+
+    /// Takes the earliest datagram of `queue` due by `now`.
+    fn due(queue: &mut Vec<Held>, now: Instant) -> Option<Held> {
+        let (i, h) = queue.iter().enumerate().min_by_key(|(_, h)| h.at)?;
+        (h.at <= now).then(|| queue.swap_remove(i))
+    }
 }
 
 struct Bot {
@@ -117,7 +217,17 @@ struct Bot {
     transport: Client,
     /// Acks, round trip and reliable events over the connection.
     link: Endpoint,
-    behaviour: Wander,
+    behaviour: Behaviour,
+    /// The slot the welcome named.
+    slot: Option<u8>,
+    /// What this bot saw of the match, for judging its own shots.
+    view: Option<ClientView>,
+    /// The newest input that moved (or jumped).
+    last_move_seq: u32,
+    /// Deaths and revivals heard of before `view` was made.
+    early_alive: Vec<(u8, bool)>,
+    map: Arc<Map>,
+    net: Conditioner,
     seq: u32,
     sent_at: [(u32, Option<Instant>); SENT_RING],
     input_ack: u32,
@@ -126,6 +236,7 @@ struct Bot {
     view_tick: u32,
     metrics: BotMetrics,
     snapshots_total: u64,
+    tick_hz: u32,
 }
 
 /// Per-run buffers shared by all bots (one thread drives them all).
@@ -147,6 +258,7 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
     let start = time::now();
     let total = (config.matches * config.bots_per_match) as usize;
     let mut bots = Vec::with_capacity(total);
+    let map = Arc::new(config.map.load());
     for m in 0..config.matches {
         for b in 0..config.bots_per_match {
             let i = u64::from(m * config.bots_per_match + b);
@@ -165,7 +277,21 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
                 socket,
                 transport: Client::new(token, start),
                 link: Endpoint::new(msg::link_config(), start),
-                behaviour: Wander::new(config.seed.wrapping_mul(1_000_003).wrapping_add(i)),
+                // Every other bot aims; the rest wander about and are its targets.
+                behaviour: {
+                    let seed = config.seed.wrapping_mul(1_000_003).wrapping_add(i);
+                    if i % 2 == 1 {
+                        Behaviour::Aim(Aimer::new(seed))
+                    } else {
+                        Behaviour::Wander(Wander::new(seed))
+                    }
+                },
+                slot: None,
+                view: None,
+                last_move_seq: 0,
+                early_alive: Vec::new(),
+                map: map.clone(),
+                net: Conditioner::new(config, config.seed ^ i.wrapping_mul(0x9e37_79b9)),
                 seq: 0,
                 sent_at: [(0, None); SENT_RING],
                 input_ack: 0,
@@ -173,6 +299,7 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
                 view_tick: 0,
                 metrics: BotMetrics::default(),
                 snapshots_total: 0,
+                tick_hz: config.tick_hz,
             });
         }
     }
@@ -212,6 +339,10 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
             // waking this process (no real client would charge it that).
             time::sleep_until(deadline, Duration::ZERO);
             continue;
+        }
+        // The conditioner's held datagrams go out when due, whatever the group.
+        for bot in &mut bots {
+            bot.flush_out(now);
         }
         // A send deadline: every bot of this phase group sends its input for this tick.
         let in_window = deadline >= window_start;
@@ -278,11 +409,15 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
     let mut response = DurationHistogram::new();
     let mut delay = DurationHistogram::new();
     let mut ping = DurationHistogram::new();
+    let mut hitreg = HitregCounts::default();
     for b in &bots {
         response.merge(&b.metrics.response);
         delay.merge(&b.metrics.server_delay);
         ping.merge(&b.metrics.ping);
+        hitreg.merge(&b.metrics.hitreg);
     }
+    let agree_rate = (hitreg.shots > 0).then(|| hitreg.agree as f64 / hitreg.shots as f64);
+    let rtt_ms = config.rtt.as_millis() as u32;
     let n = bots.len().max(1) as f64;
     let rates: Vec<f64> = bots
         .iter()
@@ -322,6 +457,20 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         cpu_util,
         saturated,
         wake_late_ms: wake_late.percentiles(),
+        hitreg: Hitreg {
+            shots: hitreg.shots,
+            server_hits: hitreg.server_hits,
+            victim_dead_at_fire: hitreg.victim_dead_at_fire,
+            agree_rate,
+            agree_rate_by_rtt: agree_rate
+                .map(|r| BTreeMap::from([(rtt_ms, r)]))
+                .unwrap_or_default(),
+            rtt_ms: config.rtt.as_secs_f64() * 1e3,
+            jitter_ms: config.jitter.as_secs_f64() * 1e3,
+            bot_hit_server_miss: hitreg.bot_hit_server_miss,
+            bot_miss_server_hit: hitreg.bot_miss_server_hit,
+            other_victim: hitreg.other_victim,
+        },
     })
 }
 
@@ -368,7 +517,9 @@ fn mint_token(config: &BotsConfig, match_id: MatchId) -> ConnectToken {
 
 impl Bot {
     /// Reads every datagram waiting on this bot's socket, each at the instant the kernel
-    /// stamped it (`now` and `realtime_now` are one reading of both clocks).
+    /// stamped it (`now` and `realtime_now` are one reading of both clocks), or, with the
+    /// conditioner on, half a round trip later: then only those arrived by `now` are read,
+    /// in order of arrival, and the rest wait.
     fn receive(
         &mut self,
         now: Instant,
@@ -377,73 +528,173 @@ impl Bot {
         window_end: Instant,
         s: &mut Scratch,
     ) {
+        let window = (window_start, window_end);
         loop {
             let (len, from, stamp) = match self.socket.recv_stamped(&mut s.recv) {
                 Ok(Some(v)) => v,
-                Ok(None) => return,
+                Ok(None) => break,
                 // An ICMP error from an earlier send: it concerns no datagram waiting here.
-                Err(_) => return,
+                Err(_) => break,
             };
-            let now = stamp.map_or(now, |t| t.to_instant(now, realtime_now));
-            let in_window = now >= window_start && now < window_end;
-            if in_window {
-                self.metrics.bytes_down += len as u64;
+            let at = stamp.map_or(now, |t| t.to_instant(now, realtime_now));
+            if self.net.is_active() {
+                let arrival = self.net.arrival(at);
+                Conditioner::hold(
+                    &mut self.net.inbound,
+                    &mut self.net.pool,
+                    arrival,
+                    from,
+                    &s.recv[..len],
+                );
+            } else {
+                self.handle(at, from, len, window, s);
             }
-            let Some(ClientEvent::Payload(p)) =
-                self.transport
-                    .handle_datagram(now, from, &mut s.recv[..len])
-            else {
+        }
+        while let Some(held) = Conditioner::due(&mut self.net.inbound, now) {
+            let len = held.bytes.len();
+            s.recv[..len].copy_from_slice(&held.bytes);
+            self.net.pool.push(held.bytes);
+            self.handle(held.at, held.addr, len, window, s);
+        }
+    }
+
+    /// Takes one datagram, `s.recv[..len]`, arrived at `now`.
+    fn handle(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        len: usize,
+        (window_start, window_end): (Instant, Instant),
+        s: &mut Scratch,
+    ) {
+        let in_window = now >= window_start && now < window_end;
+        if in_window {
+            self.metrics.bytes_down += len as u64;
+        }
+        let Some(ClientEvent::Payload(p)) =
+            self.transport
+                .handle_datagram(now, from, &mut s.recv[..len])
+        else {
+            return;
+        };
+        let unreliable = match self.link.read_packet(now, p) {
+            Ok(u) => u,
+            Err(_) => {
+                self.metrics.link_errors += 1;
+                return;
+            }
+        };
+        while self.link.poll_reliable(&mut s.payload) {
+            let Ok(event) = Event::decode(&s.payload) else {
                 continue;
             };
-            let unreliable = match self.link.read_packet(now, p) {
-                Ok(u) => u,
-                Err(_) => {
-                    self.metrics.link_errors += 1;
-                    continue;
-                }
-            };
-            while self.link.poll_reliable(&mut s.payload) {
-                if Event::decode(&s.payload).is_ok() {
+            match event {
+                Event::Welcome { slot, .. } => {
                     self.metrics.events += 1;
+                    self.slot = Some(slot);
+                }
+                Event::Alive { slot, alive } => match self.view.as_mut() {
+                    Some(view) => view.set_alive(slot, alive),
+                    // The deaths a late joiner is told of come before its first snapshot.
+                    None => self.early_alive.push((slot, alive)),
+                },
+                Event::ShotResult {
+                    seq, victim, part, ..
+                } => {
+                    let Some(view) = self.view.as_ref() else {
+                        continue;
+                    };
+                    if let (true, Some(mine)) = (in_window, view.verdict(seq)) {
+                        // A death is sent before the verdicts of its tick and of every
+                        // later one: a victim dead now was dead when the server fired.
+                        let dead = mine.is_some_and(|(v, _)| !view.alive()[usize::from(v)]);
+                        self.metrics
+                            .hitreg
+                            .compare(mine, verdict_of(victim, part), dead);
+                    }
                 }
             }
-            let Some((_tick, body)) = unreliable else {
-                continue;
-            };
-            let Ok(ServerMsg::Snapshot {
-                tick,
-                input_ack,
-                body,
-            }) = ServerMsg::decode(body)
-            else {
-                continue;
-            };
-            self.snapshots_total += 1;
-            if self.reader.read(body).is_err() {
-                continue;
-            }
-            // Snapshots can arrive out of order; a match that starts over counts from 0.
-            if tick > self.view_tick || self.view_tick - tick > 1024 {
-                self.view_tick = tick;
-            }
-            if !in_window {
-                self.input_ack = self.input_ack.max(input_ack);
-                continue;
-            }
-            self.metrics.snapshots += 1;
-            let rtt = self.link.stats().rtt;
-            self.metrics.ping.record_ns(rtt.as_nanos() as u64);
-            // Every input this snapshot is the first to reflect.
-            while self.input_ack < input_ack {
-                self.input_ack += 1;
-                let (seq, at) = self.sent_at[self.input_ack as usize % SENT_RING];
-                if let (true, Some(at)) = (seq == self.input_ack, at) {
-                    let rt = now - at;
-                    self.metrics.response.record_ns(rt.as_nanos() as u64);
-                    self.metrics
-                        .server_delay
-                        .record_ns(rt.saturating_sub(rtt).as_nanos() as u64);
+        }
+        let Some((_tick, body)) = unreliable else {
+            return;
+        };
+        let Ok(ServerMsg::Snapshot {
+            tick,
+            input_ack,
+            body,
+        }) = ServerMsg::decode(body)
+        else {
+            return;
+        };
+        self.snapshots_total += 1;
+        let Ok(entities) = self.reader.read(body) else {
+            return;
+        };
+        if matches!(self.behaviour, Behaviour::Aim(_)) {
+            let view = self.view.get_or_insert_with(|| {
+                let mut view = ClientView::new(
+                    self.map.clone(),
+                    entities.len().min(usize::from(u8::MAX)) as u8,
+                    self.tick_hz,
+                );
+                for (slot, alive) in self.early_alive.drain(..) {
+                    view.set_alive(slot, alive);
                 }
+                view
+            });
+            view.record(Tick(tick), entities.iter().map(|e| (e.slot, e.state)));
+        }
+        // Snapshots can arrive out of order; a match that starts over counts from 0.
+        if tick > self.view_tick || self.view_tick - tick > 1024 {
+            self.view_tick = tick;
+        }
+        if !in_window {
+            self.input_ack = self.input_ack.max(input_ack);
+            return;
+        }
+        self.metrics.snapshots += 1;
+        let rtt = self.link.stats().rtt;
+        self.metrics.ping.record_ns(rtt.as_nanos() as u64);
+        // Every input this snapshot is the first to reflect.
+        while self.input_ack < input_ack {
+            self.input_ack += 1;
+            let (seq, at) = self.sent_at[self.input_ack as usize % SENT_RING];
+            if let (true, Some(at)) = (seq == self.input_ack, at) {
+                let rt = now - at;
+                self.metrics.response.record_ns(rt.as_nanos() as u64);
+                self.metrics
+                    .server_delay
+                    .record_ns(rt.saturating_sub(rtt).as_nanos() as u64);
+            }
+        }
+    }
+
+    /// The command for this tick; an aimer's shot is judged against its own view.
+    fn next_cmd(&mut self, tick_hz: u32) -> UserCmd {
+        match &mut self.behaviour {
+            Behaviour::Wander(w) => w.next_cmd(tick_hz),
+            Behaviour::Aim(a) => {
+                let sight = match (self.slot, self.view.as_ref()) {
+                    (Some(me), Some(view)) => view.sight(me).map(|mut s| {
+                        // Still on the snapshot and no move since the input it reflects:
+                        // the server has the shooter where the snapshot shows it.
+                        s.still &= self.last_move_seq < self.input_ack;
+                        s
+                    }),
+                    _ => None,
+                };
+                let c = a.next_cmd(tick_hz, sight);
+                if c.forward != 0 || c.side != 0 || c.buttons & buttons::JUMP != 0 {
+                    self.last_move_seq = self.seq + 1;
+                }
+                if let (Some(me), Some(view), true) = (
+                    self.slot,
+                    self.view.as_mut(),
+                    c.buttons & buttons::FIRE != 0,
+                ) {
+                    view.judge_input(self.seq + 1, me, &c, Tick(self.view_tick));
+                }
+                c
             }
         }
     }
@@ -453,7 +704,7 @@ impl Bot {
             return;
         }
         if self.transport.is_connected() {
-            let c = self.behaviour.next_cmd(config.tick_hz);
+            let c = self.next_cmd(config.tick_hz);
             self.seq += 1;
             s.payload.clear();
             ClientMsg::Input {
@@ -466,19 +717,35 @@ impl Bot {
             self.link
                 .write_packet(now, Some((self.seq, &s.payload)), &mut s.packet);
             if let Some(to) = self.transport.send_payload(now, &s.packet, &mut s.frame) {
-                self.send(&s.frame, to, in_window);
+                self.send(now, &s.frame, to, in_window);
                 self.sent_at[self.seq as usize % SENT_RING] = (self.seq, Some(now));
             }
         }
         while let Some(to) = self.transport.poll_transmit(now, &mut s.frame) {
-            self.send(&s.frame, to, in_window);
+            self.send(now, &s.frame, to, in_window);
         }
     }
 
-    fn send(&mut self, bytes: &[u8], to: SocketAddr, in_window: bool) {
-        // A refused send is a lost datagram; the protocol copes with loss.
-        if self.socket.send_to(bytes, to).is_ok() && in_window {
+    /// Sends now, or, with the conditioner on, holds the datagram for half a round trip.
+    fn send(&mut self, now: Instant, bytes: &[u8], to: SocketAddr, in_window: bool) {
+        let sent = if self.net.is_active() {
+            let at = self.net.arrival(now);
+            Conditioner::hold(&mut self.net.out, &mut self.net.pool, at, to, bytes);
+            true
+        } else {
+            // A refused send is a lost datagram; the protocol copes with loss.
+            self.socket.send_to(bytes, to).is_ok()
+        };
+        if sent && in_window {
             self.metrics.bytes_up += bytes.len() as u64;
+        }
+    }
+
+    /// Sends the held datagrams due by `now`, in order.
+    fn flush_out(&mut self, now: Instant) {
+        while let Some(held) = Conditioner::due(&mut self.net.out, now) {
+            let _ = self.socket.send_to(&held.bytes, held.addr);
+            self.net.pool.push(held.bytes);
         }
     }
 }

@@ -68,6 +68,12 @@ pub struct BenchArgs {
     /// some shaped like connection requests and packets: the clients must not notice.
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
     pub flood: u64,
+    /// Round trip the bots' network conditioner adds, milliseconds (half each way).
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pub rtt_ms: u32,
+    /// Jitter of each way's delay, milliseconds either way.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pub jitter_ms: u32,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -228,6 +234,8 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
             "--duration-s",
             &duration_s.to_string(),
         ])
+        .args(["--rtt-ms", &args.rtt_ms.to_string()])
+        .args(["--jitter-ms", &args.jitter_ms.to_string()])
         .arg("--report")
         .arg(&bots_report)
         .arg("--key-file")
@@ -333,6 +341,7 @@ fn merge(scenario: &str, s: ServerReport, b: BotsReport, warmup_s: f64) -> Repor
         server_cpu_util: s.cpu_util,
         bots_cpu_util: b.cpu_util,
         bots_saturated: Some(b.saturated),
+        hitreg: b.hitreg.clone(),
         server: s,
         bots: b,
         host: Host::default(),

@@ -55,6 +55,13 @@ pub struct BotsArgs {
     /// Report progress as `progress …` lines on standard output instead of a bar.
     #[arg(long)]
     pub progress_lines: bool,
+    /// Round trip the network conditioner adds, milliseconds: each datagram, either way,
+    /// is held for half of it.
+    #[arg(long, value_name = "MS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=2000))]
+    pub rtt_ms: u32,
+    /// Jitter of each way's delay, milliseconds either way (uniform; reorders datagrams).
+    #[arg(long, value_name = "MS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub jitter_ms: u32,
 }
 
 pub fn run(args: BotsArgs) -> Result<()> {
@@ -93,6 +100,9 @@ pub fn run(args: BotsArgs) -> Result<()> {
             .protocol_id
             .unwrap_or(tickforge_server::config::DEFAULT_PROTOCOL_ID),
         private_key,
+        rtt: Duration::from_millis(u64::from(args.rtt_ms)),
+        jitter: Duration::from_millis(u64::from(args.jitter_ms)),
+        ..BotsConfig::default()
     };
     let total_s = args.warmup_s + args.duration_s;
     let bar = (!args.progress_lines).then(|| {

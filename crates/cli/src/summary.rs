@@ -2,7 +2,9 @@
 
 use std::fmt::Write;
 
-use tickforge_telemetry::report::{BotsReport, Clients, Percentiles, Report, ServerReport, Ticks};
+use tickforge_telemetry::report::{
+    BotsReport, Clients, Hitreg, Percentiles, Report, ServerReport, Ticks,
+};
 use tickforge_telemetry::Category;
 
 fn ms(v: Option<f64>) -> String {
@@ -53,6 +55,23 @@ fn clients_line(out: &mut String, c: &Clients) {
     );
 }
 
+fn hitreg_line(out: &mut String, h: &Hitreg) {
+    let _ = writeln!(
+        out,
+        "  hitreg        {} shots judged ({} server hits), {} agree at {:.0} ms rtt ± {:.0} ms ({} bot-only hits of which {} on the already dead, {} server-only hits, {} other victim)",
+        h.shots,
+        h.server_hits,
+        h.agree_rate
+            .map_or("n/a".into(), |r| format!("{:.1}%", r * 100.0)),
+        h.rtt_ms,
+        h.jitter_ms,
+        h.bot_hit_server_miss,
+        h.victim_dead_at_fire,
+        h.bot_miss_server_hit,
+        h.other_victim,
+    );
+}
+
 fn categories_line(out: &mut String, r: &ServerReport) {
     let mut parts: Vec<String> = Category::ALL
         .iter()
@@ -90,6 +109,7 @@ pub fn server(r: &ServerReport) -> String {
 pub fn bots(r: &BotsReport) -> String {
     let mut out = String::from("tickforge bots:\n");
     clients_line(&mut out, &r.clients);
+    hitreg_line(&mut out, &r.hitreg);
     let _ = writeln!(
         out,
         "  bots          cpu {}{}",
@@ -158,6 +178,7 @@ pub fn bench(r: &Report) -> String {
         );
     }
     clients_line(&mut out, &r.clients);
+    hitreg_line(&mut out, &r.hitreg);
     let _ = writeln!(
         out,
         "  cpu           server {}, bots {}{}",

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use tickforge_telemetry::{Category, Scopes};
 
 use crate::history::{History, HistoryConfig, PlayerSample, Posing};
-use crate::hitscan::{self, Shot};
+use crate::hitscan::{self, HitResult, Shot};
 use crate::map::{BuiltinMap, Map, SKIN_M};
 use crate::movement::{pmove, MovementParams, PlayerState};
 use crate::pose::Stance;
@@ -57,6 +57,17 @@ pub struct Player {
     pub view_tick: Tick,
 }
 
+/// One shot fired in the last [`World::step`] and the server's verdict on it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ShotRecord {
+    /// Who fired.
+    pub shooter: PlayerSlot,
+    /// The tick it was fired in.
+    pub tick: Tick,
+    /// What lag-compensated hitscan found; `None` for a miss.
+    pub hit: Option<HitResult>,
+}
+
 /// The state of one match: deterministic, stepped by [`World::step`].
 #[derive(Clone, Debug)]
 pub struct World {
@@ -68,6 +79,8 @@ pub struct World {
     history: History,
     /// Who is alive now, refreshed each tick for the hitscan (reused: no allocation).
     alive: Vec<bool>,
+    /// The shots of the last step, in order (reused: no allocation).
+    shots: Vec<ShotRecord>,
     dt: f32,
 }
 
@@ -129,6 +142,8 @@ impl World {
             rules: Rules::new(rules_config, &roster, Tick(0)),
             history,
             alive: vec![true; usize::from(config.players)],
+            // A player fires at most once a tick.
+            shots: Vec::with_capacity(usize::from(config.players)),
             config,
             map,
             tick: Tick(0),
@@ -197,6 +212,12 @@ impl World {
         self.rules.events()
     }
 
+    /// The shots the last [`World::step`] fired and what each hit, in order; valid until
+    /// the next step.
+    pub fn shots(&self) -> &[ShotRecord] {
+        &self.shots
+    }
+
     /// The match's result, once it is over.
     pub fn result(&self) -> Option<MatchResult> {
         self.rules.result()
@@ -212,6 +233,7 @@ impl World {
             let _g = scopes.scope(Category::Gameplay);
             // The last step's events were the caller's to read until now.
             drop(self.rules.drain_events());
+            self.shots.clear();
             for (i, alive) in self.alive.iter_mut().enumerate() {
                 *alive = self.rules.is_alive(PlayerSlot(i as u8));
             }
@@ -233,9 +255,13 @@ impl World {
                     direction: hitscan::aim_direction(p.cmd.yaw, p.cmd.pitch),
                     max_range_m: f32::INFINITY,
                 };
-                if let Some(hit) =
-                    hitscan::fire(&shot, &self.map, &self.history, &self.alive, scopes)
-                {
+                let hit = hitscan::fire(&shot, &self.map, &self.history, &self.alive, scopes);
+                self.shots.push(ShotRecord {
+                    shooter: slot,
+                    tick,
+                    hit,
+                });
+                if let Some(hit) = hit {
                     let _ = self
                         .rules
                         .apply_hit(slot, hit.victim, hit.part, hit.distance_m, tick);
@@ -568,6 +594,8 @@ mod tests {
             .events()
             .iter()
             .any(|e| matches!(e, RulesEvent::Hit { .. })));
+        assert_eq!(w.shots().len(), 1);
+        assert_eq!(w.shots()[0].hit.map(|h| h.victim), Some(PlayerSlot(1)));
         // The rewind left the live world alone (the target only moved by its own step).
         assert!((w.players[1].state.origin.x - before.origin.x).abs() < 0.5);
     }

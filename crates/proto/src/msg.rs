@@ -5,7 +5,9 @@
 //!   client → server   1 Input     seq u32 | view_tick u32 | cmd bytes    [tag = seq]
 //!   server → client   1 Snapshot  tick u32 | input_ack u32 | body        [tag = tick]
 //! reliable, ordered, server → client:
-//!   1 Welcome   match_id u32 | slot u8 | tick_hz u16
+//!   1 Welcome     match_id u32 | slot u8 | tick_hz u16
+//!   2 ShotResult  seq u32 | tick u32 | victim u8 | part u8        0xff: none
+//!   3 Alive       slot u8 | alive u8                               0 or 1
 //! ```
 //!
 //! `seq` numbers a client's inputs from 1; `input_ack` is the newest input sequence the
@@ -58,6 +60,11 @@ pub enum ClientMsg<'a> {
 const INPUT: u8 = 1;
 const SNAPSHOT: u8 = 1;
 const WELCOME: u8 = 1;
+const SHOT_RESULT: u8 = 2;
+const ALIVE: u8 = 3;
+
+/// [`Event::ShotResult`]'s `victim` and `part` when the shot hit nobody.
+pub const NONE: u8 = 0xff;
 
 impl<'a> ClientMsg<'a> {
     /// Decodes a client payload.
@@ -152,6 +159,27 @@ pub enum Event {
         /// The match's tick rate.
         tick_hz: u16,
     },
+    /// The server's verdict on one shot of this client, sent to the shooter the tick it
+    /// fired: what the hit-registration measurement compares with the client's own view.
+    ShotResult {
+        /// The input sequence whose command fired (a held command may fire again under the
+        /// same sequence).
+        seq: u32,
+        /// The server tick the shot was fired in.
+        tick: u32,
+        /// The player slot hit, [`NONE`] for a miss.
+        victim: u8,
+        /// The hitbox hit (0 head, 1 body, 2 legs), [`NONE`] for a miss.
+        part: u8,
+    },
+    /// A player died or came back (a new round): sent to every client when it changes, so
+    /// that a client knows who can be hit. Every player starts alive.
+    Alive {
+        /// The player slot.
+        slot: u8,
+        /// Whether it is alive now.
+        alive: bool,
+    },
 }
 
 impl Event {
@@ -163,6 +191,16 @@ impl Event {
                 match_id: r.u32()?,
                 slot: r.u8()?,
                 tick_hz: r.u16()?,
+            },
+            SHOT_RESULT => Event::ShotResult {
+                seq: r.u32()?,
+                tick: r.u32()?,
+                victim: r.u8()?,
+                part: r.u8()?,
+            },
+            ALIVE => Event::Alive {
+                slot: r.u8()?,
+                alive: r.u8()? != 0,
             },
             k => return Err(MsgError::UnknownKind(k)),
         };
@@ -185,6 +223,23 @@ impl Event {
                 w.u32(match_id);
                 w.u8(slot);
                 w.u16(tick_hz);
+            }
+            Event::ShotResult {
+                seq,
+                tick,
+                victim,
+                part,
+            } => {
+                w.u8(SHOT_RESULT);
+                w.u32(seq);
+                w.u32(tick);
+                w.u8(victim);
+                w.u8(part);
+            }
+            Event::Alive { slot, alive } => {
+                w.u8(ALIVE);
+                w.u8(slot);
+                w.u8(u8::from(alive));
             }
         }
     }
@@ -247,6 +302,46 @@ mod tests {
         }
         .encode(&mut buf);
         assert_eq!(buf.len(), SNAPSHOT_HEADER_BYTES);
+    }
+
+    #[test]
+    fn every_event_round_trips_and_refuses_trailing_bytes() {
+        let events = [
+            Event::Welcome {
+                match_id: 3,
+                slot: 4,
+                tick_hz: 128,
+            },
+            Event::ShotResult {
+                seq: 1234,
+                tick: 99,
+                victim: 7,
+                part: 0,
+            },
+            Event::ShotResult {
+                seq: 1,
+                tick: 0,
+                victim: NONE,
+                part: NONE,
+            },
+            Event::Alive {
+                slot: 2,
+                alive: false,
+            },
+            Event::Alive {
+                slot: 9,
+                alive: true,
+            },
+        ];
+        for e in events {
+            let mut buf = Vec::new();
+            e.encode(&mut buf);
+            assert_eq!(Event::decode(&buf), Ok(e));
+            buf.push(0);
+            assert_eq!(Event::decode(&buf), Err(MsgError::TrailingBytes));
+            buf.truncate(buf.len() - 2);
+            assert_eq!(Event::decode(&buf), Err(MsgError::Truncated));
+        }
     }
 
     #[test]

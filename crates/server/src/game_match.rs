@@ -80,6 +80,11 @@ pub struct Match {
     /// Every input applied, when the server records action files.
     recorder: Option<Recorder>,
     record: bool,
+    /// Who was alive after the last tick, by slot: changes go to every client as
+    /// [`Event::Alive`].
+    alive: Vec<bool>,
+    /// Reliable events refused because a client's send queue was full.
+    pub(crate) dropped_events: u64,
 }
 
 impl Match {
@@ -102,6 +107,8 @@ impl Match {
             far_inputs: 0,
             recorder: None,
             record: false,
+            alive: vec![true; players],
+            dropped_events: 0,
         }
     }
 
@@ -160,6 +167,18 @@ impl Match {
         // A fresh link's queue is empty: the first message always fits.
         link.send_reliable(&self.message)
             .expect("an empty send queue takes a welcome");
+        // A client starts out thinking everyone alive; tell it who is not.
+        for (slot, _) in self.alive.iter().enumerate().filter(|(_, a)| !**a) {
+            self.message.clear();
+            Event::Alive {
+                slot: slot as u8,
+                alive: false,
+            }
+            .encode(&mut self.message);
+            if link.send_reliable(&self.message).is_err() {
+                self.dropped_events += 1;
+            }
+        }
         self.seats[i] = Seat {
             client: Some(client),
             link: Some(link),
@@ -278,6 +297,55 @@ impl Match {
         seat.view_tick = view_tick;
     }
 
+    /// Queues this tick's reliable events: who died or came back, to everyone, then each
+    /// shot's verdict to its shooter (the hit-registration measurement compares it with
+    /// what the client saw; a death arrives before any verdict it explains). Sent before the
+    /// snapshot, so they ride in its packet.
+    fn send_events(&mut self) {
+        for slot in 0..self.alive.len() {
+            let alive = self.world.rules().is_alive(PlayerSlot(slot as u8));
+            if alive == self.alive[slot] {
+                continue;
+            }
+            self.alive[slot] = alive;
+            self.message.clear();
+            Event::Alive {
+                slot: slot as u8,
+                alive,
+            }
+            .encode(&mut self.message);
+            for seat in &mut self.seats {
+                if let Some(link) = seat.link.as_mut() {
+                    if link.send_reliable(&self.message).is_err() {
+                        self.dropped_events += 1;
+                    }
+                }
+            }
+        }
+        for shot in self.world.shots() {
+            let Some(seat) = self.seats.get_mut(usize::from(shot.shooter.0)) else {
+                continue;
+            };
+            let Some(link) = seat.link.as_mut() else {
+                continue;
+            };
+            let (victim, part) = shot.hit.map_or((msg::NONE, msg::NONE), |h| {
+                (h.victim.0, body_part_code(h.part))
+            });
+            self.message.clear();
+            Event::ShotResult {
+                seq: seat.applied_seq,
+                tick: shot.tick.0,
+                victim,
+                part,
+            }
+            .encode(&mut self.message);
+            if link.send_reliable(&self.message).is_err() {
+                self.dropped_events += 1;
+            }
+        }
+    }
+
     /// Runs one tick and queues a snapshot for every connected player into `out`.
     ///
     /// Returns the frame's cost so far (the caller adds the shared send work) and the
@@ -313,6 +381,10 @@ impl Match {
             }
         }
         self.world.step(scopes);
+        {
+            let _n = scopes.scope(Category::Network);
+            self.send_events();
+        }
 
         scopes.phase(Phase::Replicate);
         {
@@ -356,6 +428,16 @@ impl Match {
         let receive_ns = std::mem::take(&mut self.pending_receive_ns);
         record.add(Category::Network, Phase::Receive, receive_ns);
         (record, queued)
+    }
+}
+
+/// The wire code of a hitbox in [`Event::ShotResult`].
+pub fn body_part_code(part: tickforge_game::rules::BodyPart) -> u8 {
+    use tickforge_game::rules::BodyPart;
+    match part {
+        BodyPart::Head => 0,
+        BodyPart::Body => 1,
+        BodyPart::Legs => 2,
     }
 }
 
@@ -533,6 +615,56 @@ mod tests {
             }
         }
         assert!(matches!(result, Err(ReceiveError::Flood)), "{result:?}");
+    }
+
+    #[test]
+    fn each_shot_s_verdict_goes_to_its_shooter_reliably() {
+        let t0 = Instant::now();
+        let scopes = Scopes::new(Instant::now);
+        let (mut transport, _client, index, _) = connected_pair(t0);
+        let mut config = WorldConfig {
+            players: 2,
+            ..Default::default()
+        };
+        config.rules.buy = Duration::from_millis(100);
+        let mut m = Match::new(MatchId(1), config, t0);
+        let slot = m.seat(t0, index, None).unwrap();
+        m.queue_input(
+            slot,
+            7,
+            UserCmd {
+                buttons: tickforge_game::buttons::FIRE,
+                ..Default::default()
+            },
+            Tick(0),
+        );
+        let mut frame = Vec::new();
+        let mut link = Endpoint::new(msg::link_config(), t0);
+        let mut results = Vec::new();
+        let mut event = Vec::new();
+        for _ in 0..40 {
+            let mut out = SendBatch::with_capacity(8, 1300);
+            m.run_tick(t0, &scopes, &mut transport, &mut frame, &mut out);
+            link.read_packet(t0, &m.payloads).unwrap();
+            while link.poll_reliable(&mut event) {
+                if let Ok(e @ Event::ShotResult { .. }) = Event::decode(&event) {
+                    results.push(e);
+                }
+            }
+        }
+        let fired = m.world().players()[usize::from(slot.0)].shots;
+        assert!(fired >= 1, "the rifle fired after the buy phase");
+        assert_eq!(results.len(), fired as usize);
+        // Fired into the spawn room at nobody: misses, under the input's sequence.
+        assert!(results.iter().all(|e| matches!(
+            e,
+            Event::ShotResult {
+                seq: 7,
+                victim: msg::NONE,
+                part: msg::NONE,
+                ..
+            }
+        )));
     }
 
     #[test]

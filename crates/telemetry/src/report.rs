@@ -264,6 +264,38 @@ pub struct BotsReport {
     pub saturated: bool,
     /// How late the bot process woke for its send deadlines.
     pub wake_late_ms: Option<Percentiles>,
+    /// Hit registration: the bots' own verdicts on their shots against the server's.
+    #[serde(default)]
+    pub hitreg: Hitreg,
+}
+
+/// Hit-registration agreement: each aiming bot judges its shots against its own view of
+/// the match and compares the server's verdict (same victim, or both a miss).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Hitreg {
+    /// Shots compared in the measured window.
+    pub shots: u64,
+    /// Of those, the server's hits.
+    pub server_hits: u64,
+    /// Share of them on which bot and server agreed; `None` with no shots.
+    pub agree_rate: Option<f64>,
+    /// `agree_rate` by the round trip the bots' network conditioner added, milliseconds
+    /// (one run covers one round trip).
+    pub agree_rate_by_rtt: std::collections::BTreeMap<u32, f64>,
+    /// The round trip the conditioner added, milliseconds.
+    pub rtt_ms: f64,
+    /// The conditioner's jitter either way, milliseconds.
+    pub jitter_ms: f64,
+    /// The bot saw a hit, the server a miss.
+    pub bot_hit_server_miss: u64,
+    /// The bot saw a miss, the server a hit.
+    pub bot_miss_server_hit: u64,
+    /// Both saw a hit, on different players.
+    pub other_victim: u64,
+    /// Of `bot_hit_server_miss`: the bot's victim was already dead at the server when it
+    /// fired (killed by someone else meanwhile; no lag compensation revives the dead).
+    pub victim_dead_at_fire: u64,
 }
 
 /// The full bench report (`tickforge bench --json PATH`).
@@ -297,6 +329,9 @@ pub struct Report {
     pub server_cpu_util: Option<f64>,
     pub bots_cpu_util: Option<f64>,
     pub bots_saturated: Option<bool>,
+    /// Hit-registration agreement between the bots and the server.
+    #[serde(default)]
+    pub hitreg: Hitreg,
     /// The server's own section, for what the top level does not carry.
     pub server: ServerReport,
     /// The bots' own section.
@@ -372,6 +407,24 @@ mod tests {
             assert!(v["clients"].get(k).is_some());
         }
         assert!(v["io_floor_ms"].is_null());
+    }
+
+    #[test]
+    fn reports_from_before_hitreg_still_parse_and_hitreg_round_trips() {
+        let mut v = serde_json::to_value(Report::default()).unwrap();
+        v.as_object_mut().unwrap().remove("hitreg");
+        v["bots"].as_object_mut().unwrap().remove("hitreg");
+        let old: Report = serde_json::from_value(v).unwrap();
+        assert_eq!(old.hitreg, Hitreg::default());
+        let h = Hitreg {
+            shots: 10,
+            agree_rate: Some(0.9),
+            agree_rate_by_rtt: [(150, 0.9)].into_iter().collect(),
+            ..Hitreg::default()
+        };
+        let json = serde_json::to_string(&h).unwrap();
+        assert!(json.contains("\"150\":0.9"), "{json}");
+        assert_eq!(serde_json::from_str::<Hitreg>(&json).unwrap(), h);
     }
 
     #[test]

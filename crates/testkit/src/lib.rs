@@ -16,6 +16,7 @@
 //! broken by send order); simple enough to trust; fast in debug builds. It allocates
 //! freely: it is test code.
 
+pub mod alloc;
 mod clock;
 pub mod harness;
 mod rng;

@@ -14,9 +14,9 @@ fn scratch(name: &str) -> std::path::PathBuf {
     dir.join(name)
 }
 
-#[test]
-fn smoke_bench_holds_the_tick_and_its_report_adds_up() {
-    let json = scratch("smoke.json");
+/// Runs a 1 s + 3 s smoke bench with `extra` flags; returns its summary and report.
+fn smoke_bench(name: &str, extra: &[&str]) -> (String, Report) {
+    let json = scratch(name);
     let out = tickforge()
         .args([
             "bench",
@@ -27,8 +27,9 @@ fn smoke_bench_holds_the_tick_and_its_report_adds_up() {
             "--duration-s",
             "3",
             "--quiet",
-            "--json",
         ])
+        .args(extra)
+        .arg("--json")
         .arg(&json)
         .output()
         .unwrap();
@@ -37,9 +38,14 @@ fn smoke_bench_holds_the_tick_and_its_report_adds_up() {
         "bench failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let summary = String::from_utf8_lossy(&out.stdout);
+    let report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (String::from_utf8_lossy(&out.stdout).into_owned(), report)
+}
+
+#[test]
+fn smoke_bench_holds_the_tick_and_its_report_adds_up() {
+    let (summary, r) = smoke_bench("smoke.json", &[]);
     assert!(summary.contains("tickforge bench smoke"), "{summary}");
-    let r: Report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
 
     assert_eq!(
         (
@@ -271,30 +277,7 @@ fn token_mints_a_netcode_token_for_the_match_from_a_new_key() {
 
 #[test]
 fn a_flood_of_hostile_datagrams_is_dropped_and_counted_and_clients_do_not_notice() {
-    let json = scratch("flood.json");
-    let out = tickforge()
-        .args([
-            "bench",
-            "--scenario",
-            "smoke",
-            "--warmup-s",
-            "1",
-            "--duration-s",
-            "3",
-            "--quiet",
-            "--flood",
-            "6000",
-            "--json",
-        ])
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "bench failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let (_, r) = smoke_bench("flood.json", &["--flood", "6000"]);
     let flood = r.flood.expect("flood section");
     assert_eq!(flood.sent, 6000);
     assert!(flood.request_shaped > 0 && flood.packet_shaped > 0);

@@ -3,57 +3,14 @@
 //! This lives in its own test binary because it installs a counting global allocator.
 //! Counts are per thread, so the test harness's other threads do not disturb them.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use tickforge_io::udp::{wait_readable, IoStats, RecvBatch, SendBatch, SocketOptions, UdpSocket};
-
-struct CountingAllocator;
-
-thread_local! {
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn count_one() {
-    // `try_with`: the allocator also runs while a thread's locals are being torn down.
-    let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
-}
-
-fn allocations() -> u64 {
-    ALLOCATIONS.with(Cell::get)
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator, which upholds the
-// GlobalAlloc contract; counting touches only a thread-local integer and never allocates.
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count_one();
-        // SAFETY: the caller's guarantees for `alloc` are passed on as they are.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count_one();
-        // SAFETY: as for `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count_one();
-        // SAFETY: `ptr` came from this allocator, which is the system allocator.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as for `realloc`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use tickforge_testkit::alloc::{allocations_in, Counting};
 
 #[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
+static GLOBAL: Counting = Counting;
 
 /// Datagrams per wake-up in the test.
 const DATAGRAMS: usize = 20;
@@ -108,22 +65,18 @@ fn send_and_receive_allocate_nothing_in_steady_state() {
     }];
     let mut stats = IoStats::default();
 
-    let probe = allocations();
-    drop(std::hint::black_box(Vec::<u8>::with_capacity(16)));
-    assert_eq!(
-        allocations(),
-        probe + 1,
-        "the counting allocator is installed"
-    );
+    let (_, probe) = allocations_in(|| drop(std::hint::black_box(Vec::<u8>::with_capacity(16))));
+    assert_eq!(probe, 1, "the counting allocator is installed");
 
-    let before = allocations();
-    for _ in 0..10 {
-        assert_eq!(
-            wake_up(&a, &b, &mut out, &mut inbox, &mut fds, &mut stats),
-            DATAGRAMS - 1
-        );
-    }
-    assert_eq!(allocations() - before, 0, "allocations in 10 wake-ups");
+    let ((), n) = allocations_in(|| {
+        for _ in 0..10 {
+            assert_eq!(
+                wake_up(&a, &b, &mut out, &mut inbox, &mut fds, &mut stats),
+                DATAGRAMS - 1
+            );
+        }
+    });
+    assert_eq!(n, 0, "allocations in 10 wake-ups");
     assert_eq!(stats.send_errors, 10);
     assert_eq!(stats.received, 10 * (DATAGRAMS as u64 - 1));
 }

@@ -26,6 +26,15 @@ fn payload(n: usize, seed: u8) -> Vec<u8> {
     (0..n).map(|i| (i as u8).wrapping_mul(7) ^ seed).collect()
 }
 
+/// Every payload one side sends, in order: one of each size, seeded from `seed`.
+fn all_payloads(seed: u8) -> Vec<Vec<u8>> {
+    SIZES
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| payload(n, seed + i as u8))
+        .collect()
+}
+
 /// Payload sizes exchanged: small, typical, and the largest netcode-rs reads whole.
 const SIZES: [usize; 4] = [1, 64, 600, 1150];
 
@@ -113,18 +122,8 @@ fn netcode_rs_client_connects_to_our_server_and_exchanges_payloads() {
         "netcode-rs client state {:?}",
         client.state()
     );
-    let want_from_client: Vec<Vec<u8>> = SIZES
-        .iter()
-        .enumerate()
-        .map(|(i, &n)| payload(n, i as u8))
-        .collect();
-    let want_from_server: Vec<Vec<u8>> = SIZES
-        .iter()
-        .enumerate()
-        .map(|(i, &n)| payload(n, 100 + i as u8))
-        .collect();
-    assert_eq!(from_client, want_from_client);
-    assert_eq!(from_server, want_from_server);
+    assert_eq!(from_client, all_payloads(0));
+    assert_eq!(from_server, all_payloads(100));
 }
 
 #[test]
@@ -198,16 +197,6 @@ fn our_client_connects_to_a_netcode_rs_server_and_exchanges_payloads() {
         "our client state {:?}",
         client.state()
     );
-    let want_from_client: Vec<Vec<u8>> = SIZES
-        .iter()
-        .enumerate()
-        .map(|(i, &n)| payload(n, i as u8))
-        .collect();
-    let want_from_server: Vec<Vec<u8>> = SIZES
-        .iter()
-        .enumerate()
-        .map(|(i, &n)| payload(n, 100 + i as u8))
-        .collect();
-    assert_eq!(from_client, want_from_client);
-    assert_eq!(from_server, want_from_server);
+    assert_eq!(from_client, all_payloads(0));
+    assert_eq!(from_server, all_payloads(100));
 }

@@ -2,19 +2,19 @@
 //! the states its snapshots carried, decides from it what each of its shots should hit, and
 //! compares that with the server's verdict ([`tickforge_proto::msg::Event::ShotResult`]).
 //!
-//! The bot's view is the newest snapshot (it does not interpolate), so its own verdict is
-//! tested at the newest tick it holds: the pose there is computed exactly from the
-//! quantized state. The server tests the same tick up to a round trip later, from exact
-//! states and, between posing ticks, lerped poses. What the two disagree on is what hit
-//! registration costs at that latency.
-
+//! The bot shows the world as a real client does: `interp_delay_ticks` behind the newest
+//! snapshot, between two ticks. Snapshots wait in a small jitter buffer until they are
+//! `commit_lag_ticks` behind the newest, so one that arrives late or out of order still
+//! takes its place; only then do they enter the history, tick by tick, posed every
+//! [`HistoryConfig::pose_every`]th tick and lerped between as the server's are. A shot is
+//! judged at the moment shown, and the input names that moment, so the server rewinds to
+//! the same one. What the two disagree on is what hit registration costs at that latency.
 use std::sync::Arc;
 
 use tickforge_game::history::{History, HistoryConfig, PlayerSample, Posing};
 use tickforge_game::hitscan::{self, Shot};
-use tickforge_game::pose::Stance;
 use tickforge_game::rules::BodyPart;
-use tickforge_game::{Map, PlayerSlot, PlayerState, Tick, UserCmd, Vec3};
+use tickforge_game::{Map, PlayerSlot, PlayerState, Tick, UserCmd, Vec3, ViewTime};
 use tickforge_proto::msg::NONE;
 use tickforge_telemetry::Scopes;
 
@@ -61,23 +61,21 @@ pub struct HitregCounts {
     pub bot_miss_server_hit: u64,
     /// Both saw a hit, on different players.
     pub other_victim: u64,
-    /// Of `bot_hit_server_miss`: the bot's victim was already dead at the server when it
-    /// fired (killed by someone else while the shot travelled).
+    /// Server hits that did no damage: the victim, alive as the shooter saw it, had been
+    /// killed by someone else before the shot reached the server.
     pub victim_dead_at_fire: u64,
 }
 
 impl HitregCounts {
-    /// Counts one comparison; `victim_dead` when the bot's victim was dead at the server
-    /// when it fired.
+    /// Counts one comparison; `victim_dead` when the server's hit did no damage because its
+    /// victim had died before the shot arrived.
     pub fn compare(&mut self, bot: Verdict, server: Verdict, victim_dead: bool) {
         self.shots += 1;
         self.server_hits += u64::from(server.is_some());
+        self.victim_dead_at_fire += u64::from(victim_dead);
         match (bot.map(|v| v.0), server.map(|v| v.0)) {
             (a, b) if a == b => self.agree += 1,
-            (Some(_), None) => {
-                self.bot_hit_server_miss += 1;
-                self.victim_dead_at_fire += u64::from(victim_dead);
-            }
+            (Some(_), None) => self.bot_hit_server_miss += 1,
             (None, Some(_)) => self.bot_miss_server_hit += 1,
             _ => self.other_victim += 1,
         }
@@ -95,36 +93,92 @@ impl HitregCounts {
     }
 }
 
+/// How a bot shows the world: how far behind the newest snapshot, and how long snapshots
+/// wait for late ones before they are history.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ViewDelay {
+    /// Ticks between the newest snapshot and the moment shown (may be fractional).
+    pub interp_delay_ticks: f32,
+    /// Ticks a snapshot waits in the jitter buffer before it enters the history.
+    pub commit_lag_ticks: u32,
+}
+
+impl ViewDelay {
+    /// No delay at all: the newest snapshot is shown and committed at once.
+    pub const NONE: ViewDelay = ViewDelay {
+        interp_delay_ticks: 0.0,
+        commit_lag_ticks: 0,
+    };
+}
+
+/// Ticks of snapshots the jitter buffer holds: a power of two, a quarter second at 128 Hz.
+const JITTER_RING: u32 = 32;
+
 /// What one bot saw of its match: the states of its snapshots, tick by tick, and who is
 /// alive.
 pub struct ClientView {
     map: Arc<Map>,
     history: History,
+    /// The states of the newest snapshot, by slot.
     states: Vec<PlayerState>,
+    /// Who is alive now, as the server's events said.
     alive: Vec<bool>,
     /// `(seq, verdict)` by `seq % VERDICT_RING`.
     verdicts: Box<[(u32, Verdict)]>,
     scopes: Scopes,
+    delay: ViewDelay,
+    /// Snapshots not yet committed: the tick held in each slot of the ring (by
+    /// `tick % JITTER_RING`) and how the server posed it, and its rows of `(state, alive)`
+    /// by player.
+    buffered: Box<[Option<(Tick, Posing)>]>,
+    rows: Vec<(PlayerState, bool)>,
+    /// The last row committed, held for a tick whose snapshot never came, and its posing.
+    last_row: Vec<(PlayerState, bool)>,
+    last_posing: Posing,
+    newest: Option<Tick>,
+    committed: Option<Tick>,
+    /// Snapshots that came after their tick was committed.
+    pub late: u64,
+    /// Ticks committed without their snapshot (the last states held).
+    pub filled: u64,
 }
 
 impl ClientView {
-    /// A view of a match of `players` on `map` at `tick_hz`, with the server's default
-    /// history settings (max rewind, posing every 4th tick).
-    pub fn new(map: Arc<Map>, players: u8, tick_hz: u32) -> Self {
+    /// A view of a match of `players` on `map` at `tick_hz`, shown `delay` behind, with the
+    /// server's default history settings (max rewind, posing every 4th tick) but
+    /// `pose_every`.
+    pub fn new(
+        map: Arc<Map>,
+        players: u8,
+        tick_hz: u32,
+        pose_every: std::num::NonZeroU8,
+        delay: ViewDelay,
+    ) -> Self {
         let defaults = HistoryConfig::default();
         let history = History::new(HistoryConfig {
             players,
             tick_hz: std::num::NonZeroU32::new(tick_hz).unwrap_or(defaults.tick_hz),
+            pose_every,
             ..defaults
         })
         .expect("the default rewind is under the cap");
+        let n = usize::from(players);
         ClientView {
             map,
             history,
-            states: vec![PlayerState::default(); usize::from(players)],
-            alive: vec![true; usize::from(players)],
+            states: vec![PlayerState::default(); n],
+            alive: vec![true; n],
             verdicts: vec![(0, None); VERDICT_RING].into_boxed_slice(),
             scopes: Scopes::new(std::time::Instant::now),
+            delay,
+            buffered: vec![None; JITTER_RING as usize].into_boxed_slice(),
+            rows: vec![(PlayerState::default(), true); JITTER_RING as usize * n],
+            last_row: vec![(PlayerState::default(), true); n],
+            last_posing: Posing::Animated,
+            newest: None,
+            committed: None,
+            late: 0,
+            filled: 0,
         }
     }
 
@@ -133,9 +187,9 @@ impl ClientView {
         self.states.len()
     }
 
-    /// The newest tick recorded.
+    /// The newest snapshot tick received.
     pub fn newest(&self) -> Option<Tick> {
-        self.history.newest()
+        self.newest
     }
 
     /// The states of the newest snapshot, by slot.
@@ -155,71 +209,144 @@ impl ClientView {
         }
     }
 
-    /// Records the states of the snapshot of `tick` (`(slot, state)` pairs; slots not given
-    /// keep their last state). Older snapshots than the newest are ignored; a match that
-    /// started over (a tick far behind) starts the history over.
-    pub fn record(&mut self, tick: Tick, states: impl IntoIterator<Item = (u8, PlayerState)>) {
-        if let Some(newest) = self.history.newest() {
-            let ahead = tick.0.wrapping_sub(newest.0);
-            if ahead == 0 || ahead > u32::MAX / 2 && newest.0.wrapping_sub(tick.0) <= 1024 {
-                return;
+    /// Takes the snapshot of `tick`, posed as `posing` on the server: `(slot, state, alive)`
+    /// triples (slots not given keep their last state). Commits to the history every tick that is now
+    /// `commit_lag_ticks` behind the newest; a snapshot for a tick already committed is
+    /// counted late and dropped; a match that started over (a tick far behind) or a long
+    /// silence starts the view over.
+    pub fn record(
+        &mut self,
+        tick: Tick,
+        posing: Posing,
+        states: impl IntoIterator<Item = (u8, PlayerState, bool)>,
+    ) {
+        if let Some(newest) = self.newest {
+            let ahead = tick.0.wrapping_sub(newest.0) as i32;
+            if !(-(JITTER_RING as i32)..=MAX_FILL_TICKS as i32).contains(&ahead) {
+                self.restart();
             }
-            // Missed snapshots: the last states held, so the gaits keep running.
-            if (2..=MAX_FILL_TICKS).contains(&ahead) {
-                for t in 1..ahead {
-                    self.record_now(Tick(newest.0.wrapping_add(t)));
+        }
+        if self
+            .committed
+            .is_some_and(|c| tick.0.wrapping_sub(c.0) as i32 <= 0)
+        {
+            self.late += 1;
+            return;
+        }
+        let n = self.states.len();
+        let at = (tick.0 % JITTER_RING) as usize;
+        let row = &mut self.rows[at * n..(at + 1) * n];
+        // Start from the last row committed: slots a snapshot leaves out keep their state.
+        row.copy_from_slice(&self.last_row);
+        let newer = self
+            .newest
+            .is_none_or(|t| tick.0.wrapping_sub(t.0) as i32 > 0);
+        for (slot, state, alive) in states {
+            if let Some(r) = row.get_mut(usize::from(slot)) {
+                *r = (state, alive);
+                if newer {
+                    self.states[usize::from(slot)] = state;
                 }
             }
         }
-        for (slot, state) in states {
-            if let Some(s) = self.states.get_mut(usize::from(slot)) {
-                *s = state;
-            }
+        self.buffered[at] = Some((tick, posing));
+        if newer {
+            self.newest = Some(tick);
         }
-        self.record_now(tick);
+        self.commit();
     }
 
-    fn record_now(&mut self, tick: Tick) {
-        let samples = self
-            .states
-            .iter()
-            .zip(&self.alive)
-            .map(|(s, &alive)| PlayerSample {
-                state: *s,
-                stance: Stance::Standing,
+    fn restart(&mut self) {
+        self.history.clear();
+        self.buffered.fill(None);
+        self.newest = None;
+        self.committed = None;
+    }
+
+    /// Commits the buffered ticks up to `commit_lag_ticks` behind the newest.
+    fn commit(&mut self) {
+        let Some(newest) = self.newest else {
+            return;
+        };
+        let upto = Tick(newest.0.wrapping_sub(self.delay.commit_lag_ticks));
+        let mut next = match self.committed {
+            Some(c) => c.next(),
+            // The first commit waits for its own snapshot.
+            None if self.buffered[(upto.0 % JITTER_RING) as usize].map(|b| b.0) == Some(upto) => {
+                upto
+            }
+            None => return,
+        };
+        let n = self.states.len();
+        while upto.0.wrapping_sub(next.0) as i32 >= 0 {
+            let at = (next.0 % JITTER_RING) as usize;
+            if let Some((tick, posing)) = self.buffered[at].filter(|b| b.0 == next) {
+                debug_assert_eq!(tick, next);
+                self.last_row
+                    .copy_from_slice(&self.rows[at * n..(at + 1) * n]);
+                self.last_posing = posing;
+                self.buffered[at] = None;
+            } else {
+                // Never came: the last states held, so the gaits keep running.
+                self.filled += 1;
+            }
+            let samples = self.last_row.iter().map(|&(state, alive)| PlayerSample {
+                state,
+                stance: state.stance(),
                 alive,
             });
-        // The bot does not know the round's phase: combat is assumed (buy-phase ticks are
-        // idle on the server, and no shot hurts then).
-        self.history
-            .record(tick, samples, Posing::Animated, &self.scopes);
+            // Posed as the server posed it: idle in the buy phase.
+            self.history
+                .record(next, samples, self.last_posing, &self.scopes);
+            self.committed = Some(next);
+            next = next.next();
+        }
     }
 
-    /// Where `shooter`'s shots start in this view: its eye on the newest snapshot.
+    /// The moment this bot shows: `interp_delay_ticks` behind the newest snapshot, no later
+    /// than the newest tick committed. `None` before the first commit.
+    pub fn view_time(&self) -> Option<ViewTime> {
+        let newest = self.newest?;
+        let committed = self.committed?;
+        let v = ViewTime::behind(newest, self.delay.interp_delay_ticks);
+        let upper = if v.frac == 0 { v.tick } else { v.tick.next() };
+        Some(if upper.0.wrapping_sub(committed.0) as i32 > 0 {
+            ViewTime::at(committed)
+        } else {
+            v
+        })
+    }
+
+    /// Where `shooter`'s shots start in this view: its eye on the newest snapshot (the
+    /// server starts a shot where the shooter is when it fires).
     pub fn eye_of(&self, shooter: u8) -> Option<Vec3> {
         let s = self.states.get(usize::from(shooter))?;
-        let eye = self.history.config().pose.eye_height_m(Stance::Standing);
+        let eye = self.history.config().pose.eye_height_m(s.stance());
         Some(s.origin + Vec3::new(0.0, 0.0, eye))
     }
 
-    /// What a shot of `shooter` with `cmd`, made looking at `view_tick`, hits in this view.
-    pub fn judge(&self, shooter: u8, cmd: &UserCmd, view_tick: Tick) -> Verdict {
+    /// What a shot of `shooter` with `cmd`, made looking at `view`, hits in this view.
+    pub fn judge(&self, shooter: u8, cmd: &UserCmd, view: ViewTime) -> Verdict {
         let origin = self.eye_of(shooter)?;
+        let (command_tick, interp_delay_ticks) = view.rewind_args();
         let shot = Shot {
             shooter: PlayerSlot(shooter),
-            command_tick: view_tick,
-            interp_delay_ticks: 0.0,
+            command_tick,
+            interp_delay_ticks,
             origin,
             direction: hitscan::aim_direction(cmd.yaw, cmd.pitch),
             max_range_m: f32::INFINITY,
         };
-        hitscan::fire(&shot, &self.map, &self.history, &self.alive, &self.scopes)
+        // Who can be hit is who was alive at the moment shown: the history knows.
+        let anyone = [true; u8::MAX as usize];
+        let anyone = &anyone[..self.states.len()];
+        hitscan::fire(&shot, &self.map, &self.history, anyone, &self.scopes)
             .map(|h| (h.victim.0, part_code(h.part)))
     }
 
     /// Judges and remembers the verdict of input `seq`.
-    pub fn judge_input(&mut self, seq: u32, shooter: u8, cmd: &UserCmd, view_tick: Tick) {
-        let v = self.judge(shooter, cmd, view_tick);
+    pub fn judge_input(&mut self, seq: u32, shooter: u8, cmd: &UserCmd, view: ViewTime) {
+        let v = self.judge(shooter, cmd, view);
         self.verdicts[seq as usize % VERDICT_RING] = (seq, v);
     }
 
@@ -229,20 +356,25 @@ impl ClientView {
         (s == seq && seq != 0).then_some(v)
     }
 
-    /// The nearest living enemy of `me` (teams by slot parity) that `me`'s eye can see on
-    /// the newest snapshot: the point to aim at, and whether `me` stands still.
+    /// The nearest living enemy of `me` (teams by slot parity) that `me`'s eye can see at
+    /// the moment shown: the point to aim at, and whether `me` stands still.
     pub fn sight(&self, me: u8) -> Option<Sight> {
         let mine = usize::from(me);
         if !self.alive.get(mine).copied().unwrap_or(false) {
             return None;
         }
         let eye = self.eye_of(me)?;
+        let (command_tick, delay) = self.view_time()?.rewind_args();
+        let time = self.history.rewind_time(command_tick, delay)?;
         let mut best: Option<(f32, Vec3)> = None;
-        for (slot, s) in self.states.iter().enumerate() {
+        for slot in 0..self.states.len() {
             if slot % 2 == mine % 2 || !self.alive[slot] {
                 continue;
             }
-            let aim = s.origin + Vec3::new(0.0, 0.0, CHEST_M);
+            let Some(origin) = self.history.origin_at(PlayerSlot(slot as u8), time) else {
+                continue;
+            };
+            let aim = origin + Vec3::new(0.0, 0.0, CHEST_M);
             let d = aim - eye;
             let dist = d.length();
             let too_near = dist.is_nan() || dist <= 0.5;
@@ -280,6 +412,13 @@ mod tests {
     use tickforge_game::history::HistoryConfig;
     use tickforge_game::BuiltinMap;
 
+    const FOUR: std::num::NonZeroU8 = std::num::NonZeroU8::new(4).unwrap();
+    /// Shown 4.5 ticks behind, committed 2 behind: a client with a jitter buffer.
+    const INTERPOLATING: ViewDelay = ViewDelay {
+        interp_delay_ticks: 4.5,
+        commit_lag_ticks: 2,
+    };
+
     fn quantize(s: &PlayerState) -> PlayerState {
         let q = |v: f32| (v * 100.0).round() / 100.0;
         PlayerState {
@@ -293,6 +432,7 @@ mod tests {
     /// tested `lag` ticks later and a client view fed `client_state(state)`.
     fn crossing_agreement(
         lag: u32,
+        delay: ViewDelay,
         client_state: impl Fn(&PlayerState) -> PlayerState,
     ) -> (HitregCounts, u32) {
         let map = Arc::new(BuiltinMap::Arena.load());
@@ -302,7 +442,7 @@ mod tests {
             ..HistoryConfig::default()
         })
         .unwrap();
-        let mut client = ClientView::new(map.clone(), 2, 128);
+        let mut client = ClientView::new(map.clone(), 2, 128, FOUR, delay);
         // Open floor in the arena's north lane (y = 17): the shooter at x = -10 facing +x,
         // the target 10 m ahead running across the line of fire at 6 m/s, with a little
         // vertical bob; the shooter sweeps its aim slowly across it.
@@ -337,13 +477,14 @@ mod tests {
         let mut counts = HitregCounts::default();
         let mut hits = 0;
         let total = 600;
+        let mut views = vec![ViewTime::default(); total as usize];
         for t in 0..total + lag {
             let states = [shooter, state_at(t)];
             server.record(
                 Tick(t),
                 states.iter().map(|s| PlayerSample {
                     state: *s,
-                    stance: Stance::Standing,
+                    stance: tickforge_game::pose::Stance::Standing,
                     alive: true,
                 }),
                 Posing::Animated,
@@ -352,21 +493,25 @@ mod tests {
             if t < total {
                 client.record(
                     Tick(t),
+                    Posing::Animated,
                     states
                         .iter()
                         .enumerate()
-                        .map(|(i, s)| (i as u8, client_state(s))),
+                        .map(|(i, s)| (i as u8, client_state(s), true)),
                 );
                 let cmd = aim(t);
-                client.judge_input(t + 1, 0, &cmd, Tick(t));
+                let view = client.view_time().unwrap_or(ViewTime::at(Tick(0)));
+                views[t as usize] = view;
+                client.judge_input(t + 1, 0, &cmd, view);
             }
             // The server fires the shot made at t - lag, now.
-            if let Some(view) = t.checked_sub(lag) {
-                let cmd = aim(view);
+            if let Some(sent) = t.checked_sub(lag) {
+                let cmd = aim(sent);
+                let (command_tick, interp_delay_ticks) = views[sent as usize].rewind_args();
                 let shot = Shot {
                     shooter: PlayerSlot(0),
-                    command_tick: Tick(view),
-                    interp_delay_ticks: 0.0,
+                    command_tick,
+                    interp_delay_ticks,
                     origin: client.eye_of(0).unwrap(),
                     direction: hitscan::aim_direction(cmd.yaw, cmd.pitch),
                     max_range_m: f32::INFINITY,
@@ -374,7 +519,7 @@ mod tests {
                 let theirs = hitscan::fire(&shot, &map, &server, &[true, true], &scopes)
                     .map(|h| (h.victim.0, part_code(h.part)));
                 hits += u32::from(theirs.is_some());
-                counts.compare(client.verdict(view + 1).unwrap(), theirs, false);
+                counts.compare(client.verdict(sent + 1).unwrap(), theirs, false);
             }
         }
         (counts, hits)
@@ -382,29 +527,83 @@ mod tests {
 
     #[test]
     fn a_client_fed_the_servers_exact_states_agrees_on_every_shot() {
-        for lag in [0, 6, 19] {
-            let (counts, hits) = crossing_agreement(lag, |s| *s);
-            assert_eq!(counts.shots, 600);
-            assert!(hits > 60 && hits < 540, "hits and misses both: {hits}");
-            assert_eq!(counts.agree, counts.shots, "lag {lag}: {counts:?}");
+        for delay in [ViewDelay::NONE, INTERPOLATING] {
+            for lag in [0, 6, 19] {
+                let (counts, hits) = crossing_agreement(lag, delay, |s| *s);
+                assert_eq!(counts.shots, 600);
+                assert!(hits > 60 && hits < 540, "hits and misses both: {hits}");
+                assert_eq!(counts.agree, counts.shots, "lag {lag}: {counts:?}");
+            }
         }
     }
 
     #[test]
     fn a_client_fed_centimetre_states_agrees_on_nearly_every_shot() {
-        for lag in [0, 19] {
-            let (counts, _) = crossing_agreement(lag, quantize);
-            let rate = counts.agree as f64 / counts.shots as f64;
-            assert!(rate >= 0.97, "lag {lag}: {rate} {counts:?}");
+        for delay in [ViewDelay::NONE, INTERPOLATING] {
+            for lag in [0, 19] {
+                let (counts, _) = crossing_agreement(lag, delay, quantize);
+                let rate = counts.agree as f64 / counts.shots as f64;
+                assert!(rate >= 0.97, "lag {lag}: {rate} {counts:?}");
+            }
         }
+    }
+
+    /// A row of two players, the second at `x`.
+    fn row(x: f32) -> [(u8, PlayerState, bool); 2] {
+        let at = |x| PlayerState {
+            origin: Vec3::new(x, 0.0, 0.0),
+            ..Default::default()
+        };
+        [(0, at(0.0), true), (1, at(x), true)]
+    }
+
+    #[test]
+    fn the_jitter_buffer_places_late_snapshots_and_shows_between_ticks() {
+        let map = Arc::new(BuiltinMap::Arena.load());
+        let mut v = ClientView::new(map, 2, 128, FOUR, INTERPOLATING);
+        // The target stands at x = tick - 1000. Tick 1012 arrives after 1013; 1014 never does.
+        for t in [1010, 1011, 1013, 1012, 1015, 1016, 1017, 1018] {
+            v.record(Tick(t), Posing::Animated, row((t - 1000) as f32));
+        }
+        assert_eq!(v.newest(), Some(Tick(1018)));
+        assert_eq!((v.late, v.filled), (0, 1), "1012 in time, 1014 filled");
+        let x_at = |v: &ClientView, view: ViewTime| {
+            let (c, d) = view.rewind_args();
+            let time = v.history.rewind_time(c, d).unwrap();
+            v.history.origin_at(PlayerSlot(1), time).unwrap().x
+        };
+        // Shown 4.5 ticks behind 1018, committed up to 1016.
+        let shown = v.view_time().unwrap();
+        assert_eq!(
+            shown,
+            ViewTime {
+                tick: Tick(1013),
+                frac: 128
+            }
+        );
+        // 1014 holds 1013's states, so 1013.5 lerps 13 to 13; 1012.5, the late-but-placed
+        // snapshot, lerps 12 to 13; 1014.5 lerps the held 13 to 15.
+        assert_eq!(x_at(&v, shown), 13.0);
+        let half = |t| ViewTime {
+            tick: Tick(t),
+            frac: 128,
+        };
+        assert_eq!(x_at(&v, half(1012)), 12.5);
+        assert_eq!(x_at(&v, half(1014)), 14.0);
+        // A snapshot for a committed tick is late.
+        v.record(Tick(1014), Posing::Animated, row(14.0));
+        assert_eq!(v.late, 1);
+        // A match that starts over starts the view over.
+        v.record(Tick(0), Posing::Animated, row(0.0));
+        assert_eq!(v.newest(), Some(Tick(0)));
     }
 
     #[test]
     fn counts_sort_disagreements() {
         let mut c = HitregCounts::default();
-        c.compare(Some((1, 0)), Some((1, 2)), false);
+        c.compare(Some((1, 0)), Some((1, 2)), true);
         c.compare(None, None, false);
-        c.compare(Some((1, 0)), None, true);
+        c.compare(Some((1, 0)), None, false);
         c.compare(None, Some((3, 1)), false);
         c.compare(Some((1, 0)), Some((3, 1)), false);
         assert_eq!(

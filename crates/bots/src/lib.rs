@@ -22,11 +22,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use tickforge_game::{buttons, BuiltinMap, Map, Tick, UserCmd};
+use tickforge_game::{buttons, BuiltinMap, Map, Tick, UserCmd, ViewTime};
 use tickforge_io::stamped;
 use tickforge_io::udp::{SocketOptions, UdpSocket};
 use tickforge_io::{cpu, entropy, time};
-use tickforge_proto::msg::{self, ClientMsg, Event, ServerMsg};
+use tickforge_proto::msg::{self, ClientMsg, Event, ServerMsg, NONE};
 use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
 use tickforge_proto::netcode::{Client, ClientEvent, PrivateKey};
 use tickforge_proto::reliable::Endpoint;
@@ -72,6 +72,13 @@ pub struct BotsConfig {
     /// Each held datagram's delay varies by up to this either way (uniformly); datagrams
     /// are delivered in order of arrival, so jitter reorders them.
     pub jitter: Duration,
+    /// How far behind the newest snapshot the bots show the world (they interpolate
+    /// between snapshots, as real clients do): where their shots are tested.
+    pub interp_delay: Duration,
+    /// How long a snapshot waits for late ones before it enters an aimer's history.
+    pub jitter_buffer: Duration,
+    /// The server's posing interval, ticks: aimers pose their history as the server does.
+    pub pose_every: std::num::NonZeroU8,
 }
 
 impl Default for BotsConfig {
@@ -90,6 +97,27 @@ impl Default for BotsConfig {
             map: BuiltinMap::Arena,
             rtt: Duration::ZERO,
             jitter: Duration::ZERO,
+            interp_delay: DEFAULT_INTERP_DELAY,
+            jitter_buffer: DEFAULT_JITTER_BUFFER,
+            pose_every: tickforge_game::history::HistoryConfig::default().pose_every,
+        }
+    }
+}
+
+/// 35 ms: four and a half ticks at 128 Hz, so the moment shown always lies between two
+/// posed ticks the bot already holds (the server poses every 4th tick), with two ticks of
+/// jitter buffer before it.
+pub const DEFAULT_INTERP_DELAY: Duration = Duration::from_micros(35_156);
+/// 16 ms: two ticks at 128 Hz, late snapshots' grace (covers ±8 ms of jitter).
+pub const DEFAULT_JITTER_BUFFER: Duration = Duration::from_micros(15_625);
+
+impl BotsConfig {
+    /// How the bots show the world, in ticks.
+    pub fn view_delay(&self) -> hitreg::ViewDelay {
+        let ticks = |d: Duration| d.as_secs_f32() * self.tick_hz as f32;
+        hitreg::ViewDelay {
+            interp_delay_ticks: ticks(self.interp_delay),
+            commit_lag_ticks: ticks(self.jitter_buffer).round() as u32,
         }
     }
 }
@@ -232,8 +260,11 @@ struct Bot {
     sent_at: [(u32, Option<Instant>); SENT_RING],
     input_ack: u32,
     reader: SnapshotReader,
-    /// Tick of the newest snapshot read: the world this bot is looking at.
-    view_tick: u32,
+    /// Tick of the newest snapshot read.
+    newest_tick: u32,
+    /// How this bot shows the world.
+    delay: hitreg::ViewDelay,
+    pose_every: std::num::NonZeroU8,
     metrics: BotMetrics,
     snapshots_total: u64,
     tick_hz: u32,
@@ -296,7 +327,9 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
                 sent_at: [(0, None); SENT_RING],
                 input_ack: 0,
                 reader: SnapshotReader::with_capacity(config.bots_per_match as usize),
-                view_tick: 0,
+                newest_tick: 0,
+                delay: config.view_delay(),
+                pose_every: config.pose_every,
                 metrics: BotMetrics::default(),
                 snapshots_total: 0,
                 tick_hz: config.tick_hz,
@@ -461,6 +494,8 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
             shots: hitreg.shots,
             server_hits: hitreg.server_hits,
             victim_dead_at_fire: hitreg.victim_dead_at_fire,
+            interp_delay_ms: config.interp_delay.as_secs_f64() * 1e3,
+            pose_every: config.pose_every.get(),
             agree_rate,
             agree_rate_by_rtt: agree_rate
                 .map(|r| BTreeMap::from([(rtt_ms, r)]))
@@ -599,15 +634,19 @@ impl Bot {
                     None => self.early_alive.push((slot, alive)),
                 },
                 Event::ShotResult {
-                    seq, victim, part, ..
+                    seq,
+                    victim,
+                    part,
+                    landed,
+                    ..
                 } => {
                     let Some(view) = self.view.as_ref() else {
                         continue;
                     };
                     if let (true, Some(mine)) = (in_window, view.verdict(seq)) {
-                        // A death is sent before the verdicts of its tick and of every
-                        // later one: a victim dead now was dead when the server fired.
-                        let dead = mine.is_some_and(|(v, _)| !view.alive()[usize::from(v)]);
+                        // A hit that did no damage: the victim had died at the server
+                        // before the shot arrived.
+                        let dead = victim != NONE && !landed;
                         self.metrics
                             .hitreg
                             .compare(mine, verdict_of(victim, part), dead);
@@ -627,26 +666,33 @@ impl Bot {
             return;
         };
         self.snapshots_total += 1;
-        let Ok(entities) = self.reader.read(body) else {
+        if self.reader.read(body).is_err() {
             return;
-        };
+        }
+        let entities = self.reader.entities();
         if matches!(self.behaviour, Behaviour::Aim(_)) {
             let view = self.view.get_or_insert_with(|| {
                 let mut view = ClientView::new(
                     self.map.clone(),
                     entities.len().min(usize::from(u8::MAX)) as u8,
                     self.tick_hz,
+                    self.pose_every,
+                    self.delay,
                 );
                 for (slot, alive) in self.early_alive.drain(..) {
                     view.set_alive(slot, alive);
                 }
                 view
             });
-            view.record(Tick(tick), entities.iter().map(|e| (e.slot, e.state)));
+            view.record(
+                Tick(tick),
+                self.reader.posing(),
+                entities.iter().map(|e| (e.slot, e.state, e.alive)),
+            );
         }
         // Snapshots can arrive out of order; a match that starts over counts from 0.
-        if tick > self.view_tick || self.view_tick - tick > 1024 {
-            self.view_tick = tick;
+        if tick > self.newest_tick || self.newest_tick - tick > 1024 {
+            self.newest_tick = tick;
         }
         if !in_window {
             self.input_ack = self.input_ack.max(input_ack);
@@ -687,12 +733,18 @@ impl Bot {
                 if c.forward != 0 || c.side != 0 || c.buttons & buttons::JUMP != 0 {
                     self.last_move_seq = self.seq + 1;
                 }
+                // Only an aimed shot, fired standing still, is judged: the bot knows where
+                // such a shot starts. One fired on the move (wandering) starts where the
+                // server has the bot by then, which this bot does not predict.
+                let aimed = sight.is_some_and(|s| s.still);
                 if let (Some(me), Some(view), true) = (
                     self.slot,
                     self.view.as_mut(),
-                    c.buttons & buttons::FIRE != 0,
+                    aimed && c.buttons & buttons::FIRE != 0,
                 ) {
-                    view.judge_input(self.seq + 1, me, &c, Tick(self.view_tick));
+                    if let Some(shown) = view.view_time() {
+                        view.judge_input(self.seq + 1, me, &c, shown);
+                    }
                 }
                 c
             }
@@ -707,10 +759,19 @@ impl Bot {
             let c = self.next_cmd(config.tick_hz);
             self.seq += 1;
             s.payload.clear();
+            // What this bot shows: an aimer's view says; the others show the same delay
+            // behind their newest snapshot.
+            let shown = self
+                .view
+                .as_ref()
+                .and_then(ClientView::view_time)
+                .unwrap_or_else(|| {
+                    ViewTime::behind(Tick(self.newest_tick), self.delay.interp_delay_ticks)
+                });
             ClientMsg::Input {
                 seq: self.seq,
-                // What this bot shows: the newest snapshot (it does not interpolate).
-                view_tick: self.view_tick,
+                view_tick: shown.tick.0,
+                view_frac: shown.frac,
                 cmd: &cmd::to_bytes(&c),
             }
             .encode(&mut s.payload);

@@ -74,6 +74,17 @@ pub struct BenchArgs {
     /// Jitter of each way's delay, milliseconds either way.
     #[arg(long, value_name = "MS", default_value_t = 0)]
     pub jitter_ms: u32,
+    /// How far behind the newest snapshot the bots show the world, milliseconds
+    /// [default: the bots' default, 4.5 ticks at 128 Hz].
+    #[arg(long, value_name = "MS")]
+    pub interp_ms: Option<f64>,
+    /// Pose players every Nth tick on the server (and in the aimers' views) [default: 4].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=32))]
+    pub pose_every: Option<u8>,
+    /// Milliseconds the server's lag compensation rewinds at most [default: 200, or what
+    /// the bots' round trip, jitter and view delay need when that is more].
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub max_rewind_ms: Option<u32>,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -99,6 +110,21 @@ fn measure_io_floor(
     .join()
     .map_err(|_| anyhow::anyhow!("the I/O floor measurement panicked"))?
     .context("measuring the I/O floor")
+}
+
+/// The max rewind the server is given: `--max-rewind-ms`, or else enough for the bots'
+/// views (their round trip, twice the jitter, their view delay and two ticks of waiting
+/// for a tick), and never under the 200 ms default or over the 1 s cap.
+fn max_rewind_ms(args: &BenchArgs) -> u32 {
+    args.max_rewind_ms.unwrap_or_else(|| {
+        let interp_ms = args
+            .interp_ms
+            .unwrap_or(tickforge_bots::DEFAULT_INTERP_DELAY.as_secs_f64() * 1e3);
+        let tick_ms = 1000.0 / f64::from(args.tick_hz.max(1));
+        let need =
+            f64::from(args.rtt_ms) + 2.0 * f64::from(args.jitter_ms) + interp_ms + 2.0 * tick_ms;
+        (need.ceil() as u32).clamp(200, 1000)
+    })
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
@@ -200,6 +226,8 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
         // A short buy phase, over within the warm-up: the window measures combat, where
         // players move and fire, not players held at their spawns.
         .args(["--buy-s", "0.5"])
+        .args(args.pose_every.map(|n| format!("--pose-every={n}")))
+        .arg(format!("--max-rewind-ms={}", max_rewind_ms(args)))
         .arg("--results-file")
         .arg(dir.join("results.log"));
     if let Some(c) = server_core {
@@ -236,6 +264,8 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
         ])
         .args(["--rtt-ms", &args.rtt_ms.to_string()])
         .args(["--jitter-ms", &args.jitter_ms.to_string()])
+        .args(args.interp_ms.map(|ms| format!("--interp-ms={ms}")))
+        .args(args.pose_every.map(|n| format!("--pose-every={n}")))
         .arg("--report")
         .arg(&bots_report)
         .arg("--key-file")

@@ -70,6 +70,13 @@ pub struct ServeArgs {
     /// Rounds in a match, first to a majority wins [default: 5].
     #[arg(long, value_name = "N")]
     pub rounds: Option<u8>,
+    /// Pose players every Nth tick and lerp between when a shot rewinds; 1 poses every
+    /// tick [default: 4].
+    #[arg(long, value_name = "N")]
+    pub pose_every: Option<u8>,
+    /// Milliseconds lag compensation rewinds at most (hard cap 1000) [default: 200].
+    #[arg(long, value_name = "MS")]
+    pub max_rewind_ms: Option<u32>,
     /// File each finished match's result line is appended to and fsynced
     /// [default: tickforge-results.log].
     #[arg(long, value_name = "FILE")]
@@ -112,6 +119,8 @@ impl ServeArgs {
             round_s: self.round_s,
             round_end_s: self.round_end_s,
             rounds: self.rounds,
+            pose_every: self.pose_every,
+            max_rewind_ms: self.max_rewind_ms,
             results_file: self.results_file.clone(),
             record_dir: self.record_dir.clone(),
         }

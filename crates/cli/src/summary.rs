@@ -58,15 +58,17 @@ fn clients_line(out: &mut String, c: &Clients) {
 fn hitreg_line(out: &mut String, h: &Hitreg) {
     let _ = writeln!(
         out,
-        "  hitreg        {} shots judged ({} server hits), {} agree at {:.0} ms rtt ± {:.0} ms ({} bot-only hits of which {} on the already dead, {} server-only hits, {} other victim)",
+        "  hitreg        {} shots judged ({} server hits, {} on the already dead), {} agree at {:.0} ms rtt ± {:.0} ms, shown {:.1} ms behind, posed every {} ticks ({} bot-only hits, {} server-only hits, {} other victim)",
         h.shots,
         h.server_hits,
+        h.victim_dead_at_fire,
         h.agree_rate
-            .map_or("n/a".into(), |r| format!("{:.1}%", r * 100.0)),
+            .map_or("n/a".into(), |r| format!("{:.2}%", r * 100.0)),
         h.rtt_ms,
         h.jitter_ms,
+        h.interp_delay_ms,
+        h.pose_every,
         h.bot_hit_server_miss,
-        h.victim_dead_at_fire,
         h.bot_miss_server_hit,
         h.other_victim,
     );
@@ -179,6 +181,11 @@ pub fn bench(r: &Report) -> String {
     }
     clients_line(&mut out, &r.clients);
     hitreg_line(&mut out, &r.hitreg);
+    let _ = writeln!(
+        out,
+        "  lag comp.     max rewind {:.0} ms; {} of {} shots fired rewound past it",
+        r.server.max_rewind_ms, r.server.shots_rewind_clamped, r.server.shots_fired
+    );
     let _ = writeln!(
         out,
         "  cpu           server {}, bots {}{}",

@@ -1,6 +1,6 @@
-//! Maps: axis-aligned boxes and spawn points, a broad-phase grid over them, and the two
-//! traces the game needs — a swept player box for movement ([`Map::trace_hull`]) and a ray
-//! for shots and line of sight ([`Map::trace_ray`]).
+//! Maps: axis-aligned boxes, buy-phase barriers and spawn points, a broad-phase grid over the
+//! boxes, and the two traces the game needs — a swept player box for movement
+//! ([`Map::trace_hull`]) and a ray for shots and line of sight ([`Map::trace_ray`]).
 //!
 //! # File format
 //!
@@ -10,6 +10,8 @@
 //!
 //! ```text
 //! box MIN_X MIN_Y MIN_Z MAX_X MAX_Y MAX_Z       a solid box; each MIN below its MAX
+//! barrier MIN_X MIN_Y MIN_Z MAX_X MAX_Y MAX_Z   a buy-phase barrier, a box that stops
+//!                                               movement only while raised
 //! spawn TEAM X Y Z YAW_DEG                      a spawn point: feet at (X, Y, Z); TEAM is
 //!                                               attackers or defenders
 //! spawn_ring CENTRE_X CENTRE_Y Z RADIUS COUNT   COUNT spawns evenly on a circle, each
@@ -19,8 +21,8 @@
 //!
 //! The floor is a box like any other, and a playable map is sealed (walls and a roof), so no
 //! speed carries a player out of it. Coordinates lie within ±[`MAX_COORD_M`]; a map holds at
-//! most [`MAX_BOXES`] boxes and [`MAX_SPAWNS`] spawn points. A bad file is a [`MapError`]
-//! naming the line and the form expected, never a panic.
+//! most [`MAX_BOXES`] boxes, [`MAX_BARRIERS`] barriers and [`MAX_SPAWNS`] spawn points. A bad
+//! file is a [`MapError`] naming the line and the form expected, never a panic.
 //!
 //! # Collision
 //!
@@ -29,32 +31,43 @@
 //! first face it would cross, and a box the trace starts inside is ignored so that a player
 //! can always leave it. Candidates come from a uniform grid of box indices over the map's x-y
 //! extent, built at load; a query visits each box once and allocates nothing.
+//!
+//! # Barriers
+//!
+//! In a tactical shooter's buy phase the players wait in their spawn rooms behind barriers
+//! across the doorways; they may move about the room but not leave it. A barrier is a box
+//! that stops movement only while raised, and never stops a ray: like VALORANT's, barriers
+//! are see-through and shoot-through, so [`Map::trace_ray`] (shots, fog of war) ignores
+//! them, and they are not among [`Map::boxes`]. Whether they are raised is fixed per `Map`:
+//! [`Map::parse`] gives a map with them lowered, and [`Map::with_barriers`] a copy with them
+//! raised, built once at load. A world keeps both and passes the raised one to
+//! [`crate::movement::pmove`] while the rules say the buy phase is on, which costs nothing a
+//! tick and leaves `pmove`'s signature alone. A raised map's [`Map::trace_hull`] and
+//! [`Map::hull_overlaps`] test every barrier directly rather than through the grid, which is
+//! why a map holds few ([`MAX_BARRIERS`]).
 
 use std::path::{Path, PathBuf};
 
 use crate::math::Vec3;
 use crate::rules::Team;
 
+mod grid;
+mod parse;
+
+use grid::Grid;
+use parse::quote;
+
 /// Largest coordinate magnitude a map may use, metres: f32 still resolves 1 mm there.
 pub const MAX_COORD_M: f32 = 10_000.0;
 /// Most boxes a map may hold.
 pub const MAX_BOXES: usize = 16_384;
+/// Most barriers a map may hold: a raised map's hull traces test each one.
+pub const MAX_BARRIERS: usize = 64;
 /// Most spawn points a map may hold.
 pub const MAX_SPAWNS: usize = 1_024;
 /// How far a hull trace stops short of a face, metres: Quake's `SURFACE_CLIP_EPSILON`
 /// (0.125 units), rounded to a power of two. A resting player floats this far above a floor.
 pub const SKIN_M: f32 = 1.0 / 256.0;
-
-/// Smallest grid cell edge, metres: a few player widths, so a tick's sweep spans few cells.
-const GRID_MIN_CELL_M: f32 = 4.0;
-/// Most grid cells along x or along y; big maps get bigger cells instead.
-const GRID_MAX_CELLS_PER_SIDE: u32 = 128;
-/// Boxes reaching more cells than this are tested by every query instead of being listed in
-/// each cell: a floor would otherwise fill every cell and cost a test in every cell a ray
-/// crosses. Also bounds the grid at this many entries a box.
-const LARGE_BOX_CELLS: u32 = 64;
-/// Longest field quoted back in an error, characters.
-const MAX_QUOTED_CHARS: usize = 32;
 
 /// A solid axis-aligned box, metres.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -118,9 +131,12 @@ pub struct HullTrace {
     pub end: Vec3,
     /// Unit normal of the face hit (pointing out of the box), zero when nothing was hit.
     pub normal: Vec3,
-    /// Index in [`Map::boxes`] of the box hit.
+    /// Index in [`Map::boxes`] of the box hit; `None` when nothing or a barrier was hit.
     pub box_index: Option<usize>,
-    /// The trace started inside a box (which it then ignored).
+    /// Index in [`Map::barriers`] of the raised barrier hit; `None` when nothing or a box
+    /// was hit.
+    pub barrier_index: Option<usize>,
+    /// The trace started inside a box or a raised barrier (which it then ignored).
     pub start_solid: bool,
 }
 
@@ -156,7 +172,9 @@ pub enum MapError {
         name: String,
     },
     /// A line starts with a word that is not a directive.
-    #[error("line {line}: unknown directive `{word}`; expected `box`, `spawn` or `spawn_ring`")]
+    #[error(
+        "line {line}: unknown directive `{word}`; expected `box`, `barrier`, `spawn` or `spawn_ring`"
+    )]
     UnknownDirective {
         /// The line.
         line: usize,
@@ -208,7 +226,7 @@ pub enum MapError {
     TooMany {
         /// The line that went over.
         line: usize,
-        /// `boxes` or `spawn points`.
+        /// `boxes`, `barriers` or `spawn points`.
         what: &'static str,
         /// The limit.
         limit: usize,
@@ -268,164 +286,29 @@ impl BuiltinMap {
     }
 }
 
-/// A map: solid boxes, spawn points and the grid that finds boxes near a point. Immutable
-/// once loaded; share it between matches behind an `Arc`.
+/// A map: solid boxes, barriers, spawn points and the grid that finds boxes near a point.
+/// Immutable once loaded; share it between matches behind an `Arc`.
 #[derive(Clone, Debug)]
 pub struct Map {
     boxes: Vec<Aabb>,
+    /// Buy-phase barriers, outside the grid; they stop hull traces only when raised.
+    barriers: Vec<Aabb>,
+    barriers_raised: bool,
     spawns: Vec<SpawnPoint>,
+    /// The boxes' bounds; barriers are not included.
     bounds: Aabb,
     grid: Grid,
 }
 
-struct Form {
-    directive: &'static str,
-    usage: &'static str,
-    fields: &'static [&'static str],
-}
-
-const BOX: Form = Form {
-    directive: "box",
-    usage: "box MIN_X MIN_Y MIN_Z MAX_X MAX_Y MAX_Z",
-    fields: &["MIN_X", "MIN_Y", "MIN_Z", "MAX_X", "MAX_Y", "MAX_Z"],
-};
-const SPAWN: Form = Form {
-    directive: "spawn",
-    usage: "spawn TEAM X Y Z YAW_DEG",
-    fields: &["TEAM", "X", "Y", "Z", "YAW_DEG"],
-};
-const SPAWN_RING: Form = Form {
-    directive: "spawn_ring",
-    usage: "spawn_ring CENTRE_X CENTRE_Y Z RADIUS COUNT",
-    fields: &["CENTRE_X", "CENTRE_Y", "Z", "RADIUS", "COUNT"],
-};
-
-const COORD_RANGE: &str = "a number within ±10000";
-
 impl Map {
-    /// Parses a map from the text of a map file (the format is in the module docs).
+    /// Parses a map from the text of a map file (the format is in the module docs). Its
+    /// barriers are lowered: see [`Map::with_barriers`].
     pub fn parse(text: &str) -> Result<Map, MapError> {
-        let mut boxes = Vec::new();
-        let mut spawns = Vec::new();
-        for (index, raw) in text.lines().enumerate() {
-            let line = index + 1;
-            let content = raw.split('#').next().unwrap_or_default();
-            let mut words = content.split_whitespace();
-            let Some(word) = words.next() else {
-                continue;
-            };
-            match word {
-                "box" => {
-                    let f = fields::<6>(line, &BOX, words)?;
-                    let mut c = [0.0; 6];
-                    for (i, text) in f.iter().enumerate() {
-                        c[i] = coord(line, &BOX, i, text)?;
-                    }
-                    for (axis, name) in ['x', 'y', 'z'].into_iter().enumerate() {
-                        if c[axis] >= c[axis + 3] {
-                            return Err(MapError::EmptyBox {
-                                line,
-                                axis: name,
-                                min: c[axis],
-                                max: c[axis + 3],
-                                usage: BOX.usage,
-                            });
-                        }
-                    }
-                    if boxes.len() == MAX_BOXES {
-                        return Err(MapError::TooMany {
-                            line,
-                            what: "boxes",
-                            limit: MAX_BOXES,
-                        });
-                    }
-                    boxes.push(Aabb {
-                        min: Vec3::new(c[0], c[1], c[2]),
-                        max: Vec3::new(c[3], c[4], c[5]),
-                    });
-                }
-                "spawn" => {
-                    let f = fields::<5>(line, &SPAWN, words)?;
-                    let team = match f[0] {
-                        "attackers" => Team::Attackers,
-                        "defenders" => Team::Defenders,
-                        other => {
-                            return Err(bad_value(
-                                line,
-                                &SPAWN,
-                                0,
-                                other,
-                                "`attackers` or `defenders`",
-                            ))
-                        }
-                    };
-                    let x = coord(line, &SPAWN, 1, f[1])?;
-                    let y = coord(line, &SPAWN, 2, f[2])?;
-                    let z = coord(line, &SPAWN, 3, f[3])?;
-                    let yaw_deg = number(line, &SPAWN, 4, f[4], "a number within ±360", |v| {
-                        v.abs() <= 360.0
-                    })?;
-                    if spawns.len() == MAX_SPAWNS {
-                        return Err(too_many_spawns(line));
-                    }
-                    spawns.push(SpawnPoint {
-                        origin: Vec3::new(x, y, z),
-                        yaw: crate::rad_to_angle16(yaw_deg.to_radians()),
-                        team,
-                    });
-                }
-                "spawn_ring" => {
-                    let f = fields::<5>(line, &SPAWN_RING, words)?;
-                    let cx = coord(line, &SPAWN_RING, 0, f[0])?;
-                    let cy = coord(line, &SPAWN_RING, 1, f[1])?;
-                    let z = coord(line, &SPAWN_RING, 2, f[2])?;
-                    let radius = number(
-                        line,
-                        &SPAWN_RING,
-                        3,
-                        f[3],
-                        "a number above 0 and within 10000",
-                        |v| v > 0.0 && v <= MAX_COORD_M,
-                    )?;
-                    let count = match f[4].parse::<usize>() {
-                        Ok(n) if (1..=MAX_SPAWNS).contains(&n) => n,
-                        _ => {
-                            return Err(bad_value(
-                                line,
-                                &SPAWN_RING,
-                                4,
-                                f[4],
-                                "a whole number from 1 to 1024",
-                            ))
-                        }
-                    };
-                    if spawns.len() + count > MAX_SPAWNS {
-                        return Err(too_many_spawns(line));
-                    }
-                    for i in 0..count {
-                        let angle = std::f32::consts::TAU * i as f32 / count as f32;
-                        let (sin, cos) = angle.sin_cos();
-                        spawns.push(SpawnPoint {
-                            origin: Vec3::new(cx + cos * radius, cy + sin * radius, z),
-                            yaw: crate::rad_to_angle16(angle + std::f32::consts::PI),
-                            team: [Team::Attackers, Team::Defenders][i % 2],
-                        });
-                    }
-                }
-                other => {
-                    return Err(MapError::UnknownDirective {
-                        line,
-                        word: quote(other),
-                    })
-                }
-            }
-        }
-        if boxes.is_empty() {
-            return Err(MapError::NoBoxes);
-        }
-        if spawns.is_empty() {
-            return Err(MapError::NoSpawns);
-        }
+        let parse::Parsed {
+            boxes,
+            barriers,
+            spawns,
+        } = parse::parse(text)?;
         let bounds = boxes.iter().skip(1).fold(boxes[0], |b, x| Aabb {
             min: b.min.min(x.min),
             max: b.max.max(x.max),
@@ -433,13 +316,15 @@ impl Map {
         let grid = Grid::build(&bounds, &boxes);
         Ok(Map {
             boxes,
+            barriers,
+            barriers_raised: false,
             spawns,
             bounds,
             grid,
         })
     }
 
-    /// Reads and parses the map file at `path`.
+    /// Reads and parses the map file at `path`. Its barriers are lowered.
     pub fn load(path: impl AsRef<Path>) -> Result<Map, MapError> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|source| MapError::Io {
@@ -449,7 +334,8 @@ impl Map {
         Map::parse(&text)
     }
 
-    /// The built-in map called `name` (`arena` or `flat2km`), embedded in the binary.
+    /// The built-in map called `name` (`arena` or `flat2km`), embedded in the binary, with
+    /// its barriers lowered.
     pub fn builtin(name: &str) -> Result<Map, MapError> {
         BuiltinMap::from_name(name)
             .map(BuiltinMap::load)
@@ -457,9 +343,32 @@ impl Map {
     }
 
     /// The solid boxes, in file order; [`HullTrace::box_index`] and [`RayHit::box_index`]
-    /// index this.
+    /// index this. Barriers are not among them.
     pub fn boxes(&self) -> &[Aabb] {
         &self.boxes
+    }
+
+    /// The buy-phase barriers, in file order, raised or not; [`HullTrace::barrier_index`]
+    /// indexes this.
+    pub fn barriers(&self) -> &[Aabb] {
+        &self.barriers
+    }
+
+    /// True when this map's hull traces collide with its barriers.
+    pub fn barriers_raised(&self) -> bool {
+        self.barriers_raised
+    }
+
+    /// A copy of this map whose barriers are `raised` (they stop [`Map::trace_hull`] and
+    /// count in [`Map::hull_overlaps`]) or lowered (they stop nothing). Rays ignore barriers
+    /// either way. Copies the boxes and the grid: call it once at load, not every tick, and
+    /// move players against the raised copy while the buy phase holds them.
+    #[must_use]
+    pub fn with_barriers(&self, raised: bool) -> Map {
+        Map {
+            barriers_raised: raised,
+            ..self.clone()
+        }
     }
 
     /// The spawn points, in file order.
@@ -487,19 +396,30 @@ impl Map {
             .unwrap_or(&self.spawns[0])
     }
 
-    /// True when `hull` with its feet at `origin` overlaps the interior of some box.
+    /// True when `hull` with its feet at `origin` overlaps the interior of some box, or of
+    /// some barrier when they are raised.
     pub fn hull_overlaps(&self, hull: Hull, origin: Vec3) -> bool {
         let body = hull.at(origin);
         let mut hit = false;
         self.grid.for_each_box(body.min, body.max, |i| {
             hit |= self.boxes[i].overlaps(&body);
         });
-        hit
+        hit || self.raised_barriers().iter().any(|b| b.overlaps(&body))
+    }
+
+    /// The barriers hull traces test: all of them when raised, none when lowered.
+    fn raised_barriers(&self) -> &[Aabb] {
+        if self.barriers_raised {
+            &self.barriers
+        } else {
+            &[]
+        }
     }
 
     /// Sweeps `hull` with its feet from `start` to `end` and reports the first box face it
-    /// would cross. The end stops [`SKIN_M`] short of that face, so a following move starts
-    /// outside every box. Boxes the hull starts inside are ignored.
+    /// would cross, or raised barrier face. The end stops [`SKIN_M`] short of that face, so a
+    /// following move starts outside every box. Boxes and barriers the hull starts inside are
+    /// ignored.
     pub fn trace_hull(&self, start: Vec3, end: Vec3, hull: Hull) -> HullTrace {
         let grow_lo = Vec3::new(hull.half_width, hull.half_width, hull.height);
         let grow_hi = Vec3::new(hull.half_width, hull.half_width, 0.0);
@@ -513,32 +433,46 @@ impl Map {
             end,
             normal: Vec3::ZERO,
             box_index: None,
+            barrier_index: None,
             start_solid: false,
         };
-        self.grid.for_each_box(lo - grow_hi, hi + grow_hi, |index| {
-            let b = &self.boxes[index];
+        // The box grown by the hull, when it reaches the swept region.
+        let grown_near = |b: &Aabb| {
             let grown = Aabb {
                 min: b.min - grow_lo,
                 max: b.max + grow_hi,
             };
-            if hi.x < grown.min.x
+            let far = hi.x < grown.min.x
                 || lo.x > grown.max.x
                 || hi.y < grown.min.y
                 || lo.y > grown.max.y
                 || hi.z < grown.min.z
-                || lo.z > grown.max.z
-            {
-                return;
+                || lo.z > grown.max.z;
+            (!far).then_some(grown)
+        };
+        self.grid.for_each_box(lo - grow_hi, hi + grow_hi, |index| {
+            if let Some(grown) = grown_near(&self.boxes[index]) {
+                if clip_to_box(start, end, &grown, &mut trace) {
+                    trace.box_index = Some(index);
+                }
             }
-            clip_to_box(start, end, &grown, index, &mut trace);
         });
-        if trace.box_index.is_some() {
+        for (index, b) in self.raised_barriers().iter().enumerate() {
+            if let Some(grown) = grown_near(b) {
+                if clip_to_box(start, end, &grown, &mut trace) {
+                    trace.box_index = None;
+                    trace.barrier_index = Some(index);
+                }
+            }
+        }
+        if trace.fraction < 1.0 {
             trace.end = start + (end - start) * trace.fraction;
         }
         trace
     }
 
     /// The first box a ray from `origin` along `dir` meets within `max_distance` metres.
+    /// Barriers, raised or not, are see-through and shoot-through: rays ignore them.
     ///
     /// `dir` need not be unit length. A ray starting inside a box hits it at distance 0 with
     /// a zero normal; a ray that only grazes a face or an edge does not hit. Tests the large
@@ -665,8 +599,9 @@ fn step_of(d: f32) -> i32 {
 }
 
 /// Quake III's `CM_TraceThroughBrush` for one box already grown by the hull: the feet move
-/// as a point from `start` to `end`; `trace` keeps the earliest entry found so far.
-fn clip_to_box(start: Vec3, end: Vec3, grown: &Aabb, index: usize, trace: &mut HullTrace) {
+/// as a point from `start` to `end`; `trace` keeps the earliest entry found so far. Returns
+/// true when this box's entry became it, for the caller to record which box that was.
+fn clip_to_box(start: Vec3, end: Vec3, grown: &Aabb, trace: &mut HullTrace) -> bool {
     let (s, e) = (start.to_array(), end.to_array());
     let (lo, hi) = (grown.min.to_array(), grown.max.to_array());
     let mut enter = -1.0_f32;
@@ -686,7 +621,7 @@ fn clip_to_box(start: Vec3, end: Vec3, grown: &Aabb, index: usize, trace: &mut H
             }
             // Wholly in front of one face, or moving away from it: the move misses the box.
             if d1 > 0.0 && (d2 >= SKIN_M || d2 >= d1) {
-                return;
+                return false;
             }
             if d1 <= 0.0 && d2 <= 0.0 {
                 continue;
@@ -708,13 +643,14 @@ fn clip_to_box(start: Vec3, end: Vec3, grown: &Aabb, index: usize, trace: &mut H
     if !starts_out {
         // Already inside: let the move leave rather than trap the player.
         trace.start_solid = true;
-        return;
+        return false;
     }
     if enter < leave && enter > -1.0 && enter < trace.fraction {
         trace.fraction = enter;
         trace.normal = normal;
-        trace.box_index = Some(index);
+        return true;
     }
+    false
 }
 
 /// The slab test of a ray (unit `d`) against one box: the distance and face normal of the
@@ -752,193 +688,6 @@ fn ray_box(o: [f32; 3], d: [f32; 3], b: &Aabb, max_t: f32) -> Option<(f32, Vec3)
     Some((near, Vec3::from_array(n)))
 }
 
-/// A uniform grid over the map's x-y extent; each cell lists the boxes that reach into it,
-/// except large boxes (floors, roofs, long walls), which every query tests directly.
-#[derive(Clone, Debug)]
-struct Grid {
-    /// The grid's lower x-y corner, metres.
-    min: [f32; 2],
-    /// The grid's upper x-y corner, metres.
-    max: [f32; 2],
-    /// Cell edge, metres.
-    cell_m: f32,
-    /// Cells along x and along y.
-    cells: [u32; 2],
-    /// Where each cell's run starts in `entries`, row-major, with one more at the end.
-    starts: Vec<u32>,
-    /// Box indices, cell by cell, each cell's in ascending order.
-    entries: Vec<u32>,
-    /// Each box's cells: `[col_lo, col_hi, row_lo, row_hi]`.
-    ranges: Vec<[u32; 4]>,
-    /// Boxes reaching more than [`LARGE_BOX_CELLS`] cells, in ascending order.
-    large: Vec<u32>,
-}
-
-impl Grid {
-    fn build(bounds: &Aabb, boxes: &[Aabb]) -> Grid {
-        let extent = (bounds.max.x - bounds.min.x).max(bounds.max.y - bounds.min.y);
-        let cell_m = GRID_MIN_CELL_M.max(extent / GRID_MAX_CELLS_PER_SIDE as f32);
-        let count = |span: f32| ((span / cell_m).ceil() as u32).clamp(1, GRID_MAX_CELLS_PER_SIDE);
-        let mut grid = Grid {
-            min: [bounds.min.x, bounds.min.y],
-            max: [bounds.max.x, bounds.max.y],
-            cell_m,
-            cells: [
-                count(bounds.max.x - bounds.min.x),
-                count(bounds.max.y - bounds.min.y),
-            ],
-            starts: Vec::new(),
-            entries: Vec::new(),
-            ranges: Vec::with_capacity(boxes.len()),
-            large: Vec::new(),
-        };
-        // Counting sort of (cell, box) pairs; at most LARGE_BOX_CELLS pairs a box.
-        let mut starts = vec![0u32; (grid.cells[0] * grid.cells[1]) as usize + 1];
-        for (index, b) in boxes.iter().enumerate() {
-            let r = grid.range(b.min, b.max);
-            grid.ranges.push(r);
-            if (r[1] - r[0] + 1) * (r[3] - r[2] + 1) > LARGE_BOX_CELLS {
-                grid.large.push(index as u32);
-                continue;
-            }
-            for row in r[2]..=r[3] {
-                for col in r[0]..=r[1] {
-                    starts[(row * grid.cells[0] + col) as usize + 1] += 1;
-                }
-            }
-        }
-        for i in 1..starts.len() {
-            starts[i] += starts[i - 1];
-        }
-        let mut fill = starts.clone();
-        grid.entries = vec![0; starts[starts.len() - 1] as usize];
-        for (index, r) in grid.ranges.iter().enumerate() {
-            if grid.large.binary_search(&(index as u32)).is_ok() {
-                continue;
-            }
-            for row in r[2]..=r[3] {
-                for col in r[0]..=r[1] {
-                    let cell = (row * grid.cells[0] + col) as usize;
-                    grid.entries[fill[cell] as usize] = index as u32;
-                    fill[cell] += 1;
-                }
-            }
-        }
-        grid.starts = starts;
-        grid
-    }
-
-    /// The cell column (`axis` 0) or row (`axis` 1) holding coordinate `v`, clamped to the
-    /// grid.
-    fn cell_of(&self, axis: usize, v: f32) -> u32 {
-        let c = ((v - self.min[axis]) / self.cell_m).floor();
-        // `as` saturates and sends NaN to 0: any input lands in a valid cell.
-        (c as i64).clamp(0, i64::from(self.cells[axis]) - 1) as u32
-    }
-
-    /// The columns and rows `[col_lo, col_hi, row_lo, row_hi]` that the x-y extent of the box
-    /// from `min` to `max` reaches.
-    fn range(&self, min: Vec3, max: Vec3) -> [u32; 4] {
-        [
-            self.cell_of(0, min.x),
-            self.cell_of(0, max.x),
-            self.cell_of(1, min.y),
-            self.cell_of(1, max.y),
-        ]
-    }
-
-    fn cell(&self, col: u32, row: u32) -> &[u32] {
-        let cell = (row * self.cells[0] + col) as usize;
-        &self.entries[self.starts[cell] as usize..self.starts[cell + 1] as usize]
-    }
-
-    /// Calls `f` once with each box whose cells meet the x-y extent from `min` to `max`, and
-    /// with each large box: a superset of the boxes overlapping it. A box spanning many cells
-    /// is reported only from the lowest cell that both it and the query reach.
-    fn for_each_box(&self, min: Vec3, max: Vec3, mut f: impl FnMut(usize)) {
-        for &index in &self.large {
-            f(index as usize);
-        }
-        if self.entries.is_empty() {
-            return;
-        }
-        let q = self.range(min, max);
-        for row in q[2]..=q[3] {
-            for col in q[0]..=q[1] {
-                for &index in self.cell(col, row) {
-                    let r = self.ranges[index as usize];
-                    if r[0].max(q[0]) == col && r[2].max(q[2]) == row {
-                        f(index as usize);
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn fields<'a, const N: usize>(
-    line: usize,
-    form: &Form,
-    words: impl Iterator<Item = &'a str> + Clone,
-) -> Result<[&'a str; N], MapError> {
-    let found = words.clone().count();
-    if found != N {
-        return Err(MapError::FieldCount {
-            line,
-            directive: form.directive,
-            found,
-            usage: form.usage,
-        });
-    }
-    let mut out = [""; N];
-    for (slot, word) in out.iter_mut().zip(words) {
-        *slot = word;
-    }
-    Ok(out)
-}
-
-fn number(
-    line: usize,
-    form: &Form,
-    field: usize,
-    text: &str,
-    range: &'static str,
-    ok: impl Fn(f32) -> bool,
-) -> Result<f32, MapError> {
-    match text.parse::<f32>() {
-        Ok(v) if v.is_finite() && ok(v) => Ok(v),
-        _ => Err(bad_value(line, form, field, text, range)),
-    }
-}
-
-fn coord(line: usize, form: &Form, field: usize, text: &str) -> Result<f32, MapError> {
-    number(line, form, field, text, COORD_RANGE, |v| {
-        v.abs() <= MAX_COORD_M
-    })
-}
-
-fn bad_value(line: usize, form: &Form, field: usize, text: &str, range: &'static str) -> MapError {
-    MapError::BadValue {
-        line,
-        field: form.fields[field],
-        text: quote(text),
-        range,
-        usage: form.usage,
-    }
-}
-
-fn too_many_spawns(line: usize) -> MapError {
-    MapError::TooMany {
-        line,
-        what: "spawn points",
-        limit: MAX_SPAWNS,
-    }
-}
-
-fn quote(text: &str) -> String {
-    text.chars().take(MAX_QUOTED_CHARS).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -969,6 +718,7 @@ mod tests {
             end,
             normal: Vec3::ZERO,
             box_index: None,
+            barrier_index: None,
             start_solid: false,
         };
         let lo = Vec3::new(HULL.half_width, HULL.half_width, HULL.height);
@@ -978,9 +728,11 @@ mod tests {
                 min: b.min - lo,
                 max: b.max + hi,
             };
-            clip_to_box(start, end, &grown, i, &mut t);
+            if clip_to_box(start, end, &grown, &mut t) {
+                t.box_index = Some(i);
+            }
         }
-        if t.box_index.is_some() {
+        if t.fraction < 1.0 {
             t.end = start + (end - start) * t.fraction;
         }
         t

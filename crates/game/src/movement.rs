@@ -8,15 +8,32 @@
 //! four times. A walking player that was blocked tries the same move a step higher and settles
 //! back down (`PM_StepSlideMove`), which climbs low boxes. Every move is a swept trace, so no
 //! speed passes through a wall.
+//!
+//! # Crouching
+//!
+//! Holding [`buttons::CROUCH`] crouches at once: the player box shrinks to
+//! [`MovementParams::crouch_hull_height`] with the feet where they were, and acceleration
+//! aims for [`MovementParams::crouch_speed_scale`] of the top speed. A player running when it
+//! crouches is not stopped dead: friction brings it down to the crouched speed in about a
+//! fifth of a second, and acceleration never adds speed above it. Releasing the button stands
+//! up only when the standing box fits (a sweep of the head up to standing height meets
+//! nothing); under a low ceiling the player stays crouched until it walks out, as in Source's
+//! `CanUnduck`. A crouched player may jump, at the same speed as standing (CS allows it). The
+//! feet stay put in the air too, so a crouched jump reaches no higher than a standing one:
+//! unlike Source, which tucks the feet up mid-air, crouch-jumping here only lowers the head.
+//! [`PlayerState::crouched`] is the stance the pose and hitboxes follow
+//! ([`PlayerState::stance`]).
 
 use crate::map::{Hull, Map};
 use crate::math::Vec3;
+use crate::pose::Stance;
 use crate::{angle16_to_rad, buttons, UserCmd};
 
 /// Movement tuning, in metres and seconds. Defaults are Quake III's, converted at 39.37 units
 /// per metre (`sv_maxspeed` 320, `pm_accelerate` 10, `pm_airaccelerate` 1, `pm_friction` 6,
 /// `pm_stopspeed` 100, `g_gravity` 800, `JUMP_VELOCITY` 270, `STEPSIZE` 18), except the
-/// player box, which is a modern shooter's 0.8 × 0.8 × 1.8 m.
+/// player box, which is a modern shooter's 0.8 × 0.8 × 1.8 m (1.4 m crouched), and the
+/// crouched speed, which is CS:GO's.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MovementParams {
     /// Top running speed, m/s.
@@ -37,8 +54,12 @@ pub struct MovementParams {
     pub step_height: f32,
     /// Half the player box's width along x and along y, metres.
     pub hull_half_width: f32,
-    /// The player box's height above the feet, metres.
+    /// The player box's height above the feet when standing, metres.
     pub hull_height: f32,
+    /// The player box's height above the feet when crouched, metres; below `hull_height`.
+    pub crouch_hull_height: f32,
+    /// Top speed when crouched, as a fraction of `max_speed`.
+    pub crouch_speed_scale: f32,
 }
 
 impl Default for MovementParams {
@@ -54,16 +75,42 @@ impl Default for MovementParams {
             step_height: 0.45,
             hull_half_width: 0.4,
             hull_height: 1.8,
+            // The crouched hitboxes of `PoseParams::default` reach 1.36 m (the crown with the
+            // run cycle's bob); this keeps the standing box's 5 cm above them. CS:GO's 54 of
+            // 72 units would be 1.35 m.
+            crouch_hull_height: 1.4,
+            // CS:GO's `CS_PLAYER_SPEED_DUCK_MODIFIER`.
+            crouch_speed_scale: 0.34,
         }
     }
 }
 
 impl MovementParams {
-    /// The player's collision box.
+    /// The player's collision box when standing: the largest it gets, so what holds for it
+    /// (room at a spawn point, a fog-of-war bound) holds for a crouched player too.
     pub fn hull(&self) -> Hull {
+        self.hull_for(false)
+    }
+
+    /// The player's collision box when `crouched` or standing: the box [`pmove`] moves for a
+    /// player whose [`PlayerState::crouched`] is that.
+    pub fn hull_for(&self, crouched: bool) -> Hull {
         Hull {
             half_width: self.hull_half_width,
-            height: self.hull_height,
+            height: if crouched {
+                self.crouch_hull_height
+            } else {
+                self.hull_height
+            },
+        }
+    }
+
+    /// The top running speed when `crouched` or standing, m/s.
+    pub fn top_speed(&self, crouched: bool) -> f32 {
+        if crouched {
+            self.max_speed * self.crouch_speed_scale
+        } else {
+            self.max_speed
         }
     }
 }
@@ -81,6 +128,22 @@ pub struct PlayerState {
     pub pitch: i16,
     /// Standing on a floor or a box top.
     pub on_ground: bool,
+    /// Crouched: the shorter, slower player box of [`MovementParams::hull_for`]. Set by
+    /// [`pmove`] from [`buttons::CROUCH`] and the headroom.
+    pub crouched: bool,
+}
+
+impl PlayerState {
+    /// The stance the pose follows: [`Stance::Crouching`] when crouched, which puts the eyes
+    /// at [`crate::pose::PoseParams::eye_height_m`] of it (1.15 m against 1.6 m standing, by
+    /// default).
+    pub fn stance(&self) -> Stance {
+        if self.crouched {
+            Stance::Crouching
+        } else {
+            Stance::Standing
+        }
+    }
 }
 
 /// Largest pitch accepted: 89° in 1/65536 turn.
@@ -106,12 +169,19 @@ const MIN_WALK_NORMAL: f32 = 0.7;
 const LEAVING_GROUND_M_PER_S: f32 = 10.0 / 39.37;
 const UP: Vec3 = Vec3::new(0.0, 0.0, 1.0);
 
-/// Advances `state` by `dt` seconds under `cmd` against the boxes of `map`. A pure function
-/// of its arguments: the same inputs give bit-identical results.
+/// Advances `state` by `dt` seconds under `cmd` against the boxes of `map` (and its
+/// barriers, when `map` has them raised: pass [`Map::with_barriers`]`(true)` during the buy
+/// phase). A pure function of its arguments: the same inputs give bit-identical results.
 pub fn pmove(state: &mut PlayerState, cmd: &UserCmd, params: &MovementParams, map: &Map, dt: f32) {
     state.yaw = cmd.yaw;
     state.pitch = cmd.pitch.clamp(-MAX_PITCH, MAX_PITCH);
-    let hull = params.hull();
+    if cmd.has(buttons::CROUCH) {
+        state.crouched = true;
+    } else if state.crouched && has_headroom_to_stand(state, params, map) {
+        state.crouched = false;
+    }
+    let hull = params.hull_for(state.crouched);
+    let top_speed = params.top_speed(state.crouched);
 
     let yaw = angle16_to_rad(state.yaw);
     let (sin, cos) = yaw.sin_cos();
@@ -121,7 +191,7 @@ pub fn pmove(state: &mut PlayerState, cmd: &UserCmd, params: &MovementParams, ma
     let smove = f32::from(cmd.side.max(-127)) / 127.0;
     let mut wish = forward * fmove + right * smove;
     let wish_len = wish.length();
-    let wish_speed = params.max_speed * wish_len.min(1.0);
+    let wish_speed = top_speed * wish_len.min(1.0);
     if wish_len > 0.0 {
         wish = wish * (1.0 / wish_len);
     }
@@ -134,6 +204,17 @@ pub fn pmove(state: &mut PlayerState, cmd: &UserCmd, params: &MovementParams, ma
 
     if state.on_ground {
         apply_friction(state, params, dt);
+        // A player that crouched while running slows under friction, not at once, but
+        // acceleration adds nothing above the crouched speed.
+        let cap = if state.crouched {
+            state
+                .velocity
+                .horizontal_length()
+                .max(top_speed)
+                .min(params.max_speed)
+        } else {
+            params.max_speed
+        };
         accelerate(
             state,
             wish,
@@ -142,10 +223,11 @@ pub fn pmove(state: &mut PlayerState, cmd: &UserCmd, params: &MovementParams, ma
             dt,
         );
         // Quake's accelerate lets a player pressed diagonally into a wall run along it up to
-        // 17% faster than `max_speed`; Source's `WalkMove` caps ground speed, and so do we.
+        // 17% faster than its wished speed; Source's `WalkMove` caps ground speed, and so do
+        // we.
         let speed = state.velocity.horizontal_length();
-        if speed > params.max_speed {
-            let scale = params.max_speed / speed;
+        if speed > cap {
+            let scale = cap / speed;
             state.velocity.x *= scale;
             state.velocity.y *= scale;
         }
@@ -177,6 +259,20 @@ pub fn pmove(state: &mut PlayerState, cmd: &UserCmd, params: &MovementParams, ma
     }
 }
 
+/// True when the standing box fits where a crouched player is: a sweep of the crouched box up
+/// by the difference in height meets nothing, so the head ends at least a skin below any
+/// ceiling, as every trace leaves it.
+fn has_headroom_to_stand(state: &PlayerState, params: &MovementParams, map: &Map) -> bool {
+    let rise = params.hull_height - params.crouch_hull_height;
+    if rise <= 0.0 {
+        return true;
+    }
+    let up = state.origin + UP * rise;
+    map.trace_hull(state.origin, up, params.hull_for(true))
+        .fraction
+        == 1.0
+}
+
 /// Quake's `PM_GroundTrace`: where the feet would rest when standing on something walkable
 /// and not rising off it.
 fn ground_trace(state: &PlayerState, map: &Map, hull: Hull) -> Option<Vec3> {
@@ -192,7 +288,7 @@ fn ground_trace(state: &PlayerState, map: &Map, hull: Hull) -> Option<Vec3> {
 /// slide again from a step higher and settle back down, which climbs ledges up to
 /// `step_height`.
 fn step_slide_move(state: &mut PlayerState, params: &MovementParams, map: &Map, dt: f32) {
-    let hull = params.hull();
+    let hull = params.hull_for(state.crouched);
     let start_origin = state.origin;
     let start_velocity = state.velocity;
     if !slide_move(state, params, map, dt, false) {
@@ -223,7 +319,7 @@ fn slide_move(
     dt: f32,
     gravity: bool,
 ) -> bool {
-    let hull = params.hull();
+    let hull = params.hull_for(state.crouched);
     let mut end_velocity = state.velocity;
     if gravity {
         end_velocity.z -= params.gravity * dt;
@@ -398,7 +494,7 @@ mod tests {
 
     /// The player's box overlaps no box of `map`, and its feet are inside `interior`.
     fn assert_clear(map: &Map, s: &PlayerState, interior: &Aabb) {
-        let hull = MovementParams::default().hull();
+        let hull = MovementParams::default().hull_for(s.crouched);
         let body = hull.at(s.origin);
         for (i, b) in map.boxes().iter().enumerate() {
             assert!(!b.overlaps(&body), "inside box {i} {b:?}: {s:?}");
@@ -669,6 +765,214 @@ mod tests {
         assert_eq!(s.pitch, MAX_PITCH);
     }
 
+    fn crouch(cmd: UserCmd) -> UserCmd {
+        UserCmd {
+            buttons: cmd.buttons | buttons::CROUCH,
+            ..cmd
+        }
+    }
+
+    /// The player's box, at the height of its stance, overlaps no box of `map`.
+    fn assert_fits(map: &Map, s: &PlayerState) {
+        let hull = MovementParams::default().hull_for(s.crouched);
+        assert!(!map.hull_overlaps(hull, s.origin), "{s:?}");
+    }
+
+    #[test]
+    fn crouching_shrinks_the_hull_at_once_and_standing_restores_it() {
+        let map = room("");
+        let p = MovementParams::default();
+        assert_eq!(p.hull_for(false), p.hull());
+        assert_eq!(p.hull_for(true).height, p.crouch_hull_height);
+        assert_eq!(p.hull_for(true).half_width, p.hull_half_width);
+        let mut s = standing_at(0.0, 0.0, 0.0);
+        run(&mut s, crouch(UserCmd::default()), &map, 1);
+        assert!(s.crouched && s.on_ground, "{s:?}");
+        assert_eq!(s.stance(), Stance::Crouching);
+        // The feet stay on the floor: crouching lowers the head, not the feet.
+        assert_eq!(s.origin.z, SKIN_M);
+        run(&mut s, UserCmd::default(), &map, 1);
+        assert!(!s.crouched, "{s:?}");
+        assert_eq!(s.stance(), Stance::Standing);
+    }
+
+    #[test]
+    fn crouched_under_a_low_ceiling_a_player_stands_only_once_out() {
+        // A crawlspace from x = 3 to x = 8 under a slab 1.5 m up: room for the 1.4 m crouched
+        // box, not the 1.8 m standing one.
+        let map = room("box 3 -5 1.5 8 5 3");
+        let p = MovementParams::default();
+        let half = p.hull_half_width;
+
+        // Standing, the slab's edge stops the head.
+        let mut s = standing_at(0.0, 0.0, 0.0);
+        run(&mut s, forward(0), &map, 128);
+        assert!(!s.crouched && s.origin.x < 3.0 - half, "{s:?}");
+
+        // Crouched, the player goes under it.
+        for _ in 0..256 {
+            run(&mut s, crouch(forward(0)), &map, 1);
+            assert_fits(&map, &s);
+            if s.origin.x > 5.0 {
+                break;
+            }
+        }
+        assert!(s.crouched && s.origin.x > 5.0 && s.origin.x < 8.0, "{s:?}");
+
+        // Releasing the button under the slab leaves it crouched, however long.
+        run(&mut s, UserCmd::default(), &map, 128);
+        assert!(s.crouched && s.on_ground, "{s:?}");
+        assert_eq!(s.origin.z, SKIN_M);
+
+        // Walking out without the button, it stays crouched (and slow) until the standing
+        // box fits, then stands at once.
+        let mut stood_at = None;
+        for _ in 0..256 {
+            let before = s.origin.x;
+            run(&mut s, forward(0), &map, 1);
+            assert_fits(&map, &s);
+            if s.crouched {
+                // Still under the slab when the tick began.
+                assert!(before < 8.0 + half + 0.01, "{s:?}");
+                assert!(
+                    s.velocity.horizontal_length() <= p.top_speed(true) * 1.0001,
+                    "{s:?}"
+                );
+            } else if stood_at.is_none() {
+                stood_at = Some(before);
+            }
+        }
+        // Up within one crouched tick's walk of clearing the slab's edge.
+        let stood_at = stood_at.expect("never stood up");
+        let edge = 8.0 + half;
+        assert!(
+            stood_at >= edge && stood_at < edge + p.top_speed(true) * DT + 0.01,
+            "{stood_at}"
+        );
+        assert!(!s.crouched && s.origin.x > 10.0, "{s:?}");
+    }
+
+    #[test]
+    fn crouched_running_tops_out_at_the_crouched_speed() {
+        let map = room("box 10 -50 0 11 50 3");
+        let p = MovementParams::default();
+        let top = p.top_speed(true);
+        assert_eq!(top, p.max_speed * p.crouch_speed_scale);
+
+        // From rest.
+        let mut s = standing_at(0.0, 0.0, 0.0);
+        run(&mut s, crouch(forward(16384)), &map, 256);
+        let speed = s.velocity.horizontal_length();
+        assert!(speed > top * 0.95 && speed <= top * 1.0001, "{speed}");
+
+        // Diagonally into a wall, where Quake's acceleration alone would run faster along it.
+        let mut s = standing_at(8.0, 0.0, 0.0);
+        run(&mut s, crouch(forward(8192)), &map, 256);
+        assert!(s.origin.x < 10.0 - p.hull_half_width, "{s:?}");
+        let along = s.velocity.horizontal_length();
+        assert!(along > top * 0.98 && along <= top * 1.0001, "{s:?}");
+
+        // Crouching at full speed slows the player under friction, never speeding it up, to
+        // the crouched speed within a fifth of a second.
+        let mut s = standing_at(-50.0, 0.0, 0.0);
+        run(&mut s, forward(16384), &map, 256);
+        let mut last = s.velocity.horizontal_length();
+        assert!(last > p.max_speed * 0.99);
+        for _ in 0..26 {
+            run(&mut s, crouch(forward(16384)), &map, 1);
+            let speed = s.velocity.horizontal_length();
+            assert!(speed <= last, "{speed} after {last}");
+            last = speed;
+        }
+        assert!(last <= top * 1.0001, "{last}");
+    }
+
+    #[test]
+    fn a_crouched_player_jumps_as_high_and_stays_crouched() {
+        let map = room("");
+        let p = MovementParams::default();
+        let mut s = standing_at(0.0, 0.0, 0.0);
+        run(&mut s, crouch(UserCmd::default()), &map, 4);
+        run(&mut s, crouch(jump()), &map, 1);
+        assert!(!s.on_ground && s.crouched, "{s:?}");
+        let mut apex = s.origin.z;
+        while !s.on_ground {
+            run(&mut s, crouch(UserCmd::default()), &map, 1);
+            apex = apex.max(s.origin.z);
+            assert!(s.crouched);
+        }
+        let expected_apex = p.jump_speed * p.jump_speed / (2.0 * p.gravity) + SKIN_M;
+        assert!((apex - expected_apex).abs() < 0.005, "{apex}");
+    }
+
+    #[test]
+    fn crouching_is_deterministic() {
+        let map = crate::BuiltinMap::Arena.load();
+        let p = MovementParams::default();
+        let script = |t: u32| UserCmd {
+            forward: 127,
+            side: if t % 50 < 25 { 60 } else { -60 },
+            buttons: if t % 37 < 15 { buttons::CROUCH } else { 0 }
+                | if t.is_multiple_of(71) {
+                    buttons::JUMP
+                } else {
+                    0
+                },
+            yaw: (t.wrapping_mul(97) % 65536) as u16,
+            pitch: 0,
+        };
+        let play = || {
+            let mut s = standing_at(-27.5, 0.0, 0.0);
+            let mut trail = Vec::new();
+            for t in 0..2000 {
+                pmove(&mut s, &script(t), &p, &map, DT);
+                trail.push((
+                    s.origin.to_bits(),
+                    s.velocity.to_bits(),
+                    s.crouched,
+                    s.on_ground,
+                ));
+            }
+            trail
+        };
+        let a = play();
+        assert!(a.iter().any(|t| t.2) && a.iter().any(|t| !t.2));
+        assert_eq!(a, play());
+    }
+
+    #[test]
+    fn each_hull_holds_its_stances_hitboxes() {
+        use crate::pose::{Pose, PoseParams};
+        let p = MovementParams::default();
+        let pose = PoseParams::default();
+        for crouched in [false, true] {
+            let hull = p.hull_for(crouched);
+            let state = PlayerState {
+                crouched,
+                ..Default::default()
+            };
+            let mut top: f32 = 0.0;
+            for pitch in [-MAX_PITCH, -8000, 0, 8000, MAX_PITCH] {
+                for phase in 0..16 {
+                    let shape = Pose {
+                        stance: state.stance(),
+                        pitch_rad: f32::from(pitch) * std::f32::consts::TAU / 65536.0,
+                        run_phase: phase as f32 / 16.0,
+                        run_weight: 1.0,
+                        move_dir: [1.0, 0.0],
+                    };
+                    for c in shape.hitboxes(&pose).capsules {
+                        top = top.max(c.a.z.max(c.b.z) + c.radius_m);
+                    }
+                }
+            }
+            assert!(top <= hull.height, "crouched {crouched}: {top}");
+            // And not loose: the box is within 10 cm of the head's crown.
+            assert!(top > hull.height - 0.1, "crouched {crouched}: {top}");
+        }
+        assert!(pose.eye_height_m(Stance::Crouching) < p.crouch_hull_height);
+    }
+
     fn arena_interior() -> Aabb {
         Aabb {
             min: Vec3::new(-30.0, -20.0, 0.0),
@@ -723,6 +1027,38 @@ mod tests {
                 pmove(&mut s, cmd, &p, &map, DT);
                 assert_clear(&map, &s, &interior);
                 prop_assert!(s.velocity.length().is_finite());
+            }
+        }
+
+        /// Under low slabs and beside a thin wall, toggling crouch at random: the player's box
+        /// at its stance's height never overlaps a box, and never gets past the wall.
+        #[test]
+        fn crouching_never_stands_up_into_a_box_or_passes_a_wall(
+            start in (-20.0f32..9.5, -20.0f32..20.0, 0.0f32..1.0),
+            v in speed(),
+            cmds in cmds(),
+        ) {
+            // Slabs 1.45 m and 1.6 m up (room to crouch, not to stand), a 1 m crate and a
+            // 5 cm wall.
+            let map = room(
+                "box -10 -10 1.45 0 0 2\n\
+                 box 0 0 1.6 8 8 3\n\
+                 box -4 4 0 -2 6 1\n\
+                 box 10 -100 0 10.05 100 50",
+            );
+            let p = MovementParams::default();
+            let origin = Vec3::new(start.0, start.1, start.2);
+            prop_assume!(!map.hull_overlaps(p.hull_for(true), origin));
+            let mut s = PlayerState {
+                origin,
+                velocity: v * 0.01,
+                crouched: true,
+                ..Default::default()
+            };
+            for cmd in &cmds {
+                pmove(&mut s, cmd, &p, &map, DT);
+                prop_assert!(!map.hull_overlaps(p.hull_for(s.crouched), s.origin), "{:?}", s);
+                prop_assert!(s.origin.x + p.hull_half_width < 10.0, "{:?}", s);
             }
         }
 

@@ -2,10 +2,11 @@
 //! offline to the identical end state (the Quake paper's recorded inputs).
 //!
 //! ```text
-//! header:  "TFRA" | version u8 (1) | tick_hz u32 | players u8 | map name len u8 | name
+//! header:  "TFRA" | version u8 (2) | tick_hz u32 | players u8 | map name len u8 | name
 //!          | buy_ms u32 | round_ms u32 | round_end_ms u32 | rounds u8 | friendly_fire u8
 //!          | max_rewind_ms u32 | pose_every u8
-//! ticks:   tick u32 | n u8 | n × (slot u8 | cmd[7] | view_tick u32)    one per tick with changes
+//! ticks:   tick u32 | n u8 | n × (slot u8 | cmd[7] | view_tick u32 | view_frac u8)
+//!          one per tick with changes
 //! footer:  0xffff_ffff | end_tick u32 | state_hash u64
 //! ```
 //!
@@ -20,13 +21,13 @@ use tickforge_telemetry::Scopes;
 use crate::map::BuiltinMap;
 use crate::rules::{MatchResult, RulesConfig};
 use crate::world::{World, WorldConfig};
-use crate::{PlayerSlot, Tick, UserCmd};
+use crate::{PlayerSlot, Tick, UserCmd, ViewTime};
 
 const MAGIC: &[u8; 4] = b"TFRA";
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 const FOOTER: u32 = u32::MAX;
 /// Bytes of one player's entry in a tick record.
-const ENTRY_BYTES: usize = 1 + 7 + 4;
+const ENTRY_BYTES: usize = 1 + 7 + 4 + 1;
 
 /// Records the inputs a world applies, tick by tick, into a byte buffer.
 pub struct Recorder {
@@ -60,8 +61,8 @@ impl Recorder {
         Recorder { bytes, open: None }
     }
 
-    /// Records that, before stepping `tick`, `slot` got `cmd` seen at `view_tick`.
-    pub fn input(&mut self, tick: Tick, slot: PlayerSlot, cmd: &UserCmd, view_tick: Tick) {
+    /// Records that, before stepping `tick`, `slot` got `cmd` made looking at `view`.
+    pub fn input(&mut self, tick: Tick, slot: PlayerSlot, cmd: &UserCmd, view: ViewTime) {
         let (start, n) = match self.open {
             Some((start, n)) if self.tick_at(start) == tick.0 && n < u8::MAX => (start, n),
             _ => {
@@ -73,7 +74,8 @@ impl Recorder {
         };
         self.bytes.push(slot.0);
         self.bytes.extend_from_slice(&crate_cmd_bytes(cmd));
-        self.bytes.extend_from_slice(&view_tick.0.to_le_bytes());
+        self.bytes.extend_from_slice(&view.tick.0.to_le_bytes());
+        self.bytes.push(view.frac);
         self.bytes[start + 4] = n + 1;
         self.open = Some((start, n + 1));
     }
@@ -242,9 +244,12 @@ pub fn replay(bytes: &[u8], scopes: &Scopes) -> Result<ReplayOutcome, ReplayErro
             let e = c.take(ENTRY_BYTES)?;
             let slot = PlayerSlot(e[0]);
             world.set_cmd(slot, cmd_from_bytes(&e[1..8]));
-            world.set_view(
+            world.set_view_time(
                 slot,
-                Tick(u32::from_le_bytes(e[8..12].try_into().expect("4 bytes"))),
+                ViewTime {
+                    tick: Tick(u32::from_le_bytes(e[8..12].try_into().expect("4 bytes"))),
+                    frac: e[12],
+                },
             );
             inputs += 1;
         }
@@ -306,9 +311,12 @@ mod tests {
                     yaw: (t.wrapping_mul(97).wrapping_add(u32::from(slot) * 6553)) as u16,
                     pitch: ((x >> 16) % 2000) as i16 - 1000,
                 };
-                let view = Tick(world.tick().0.saturating_sub(x % 20));
+                let view = ViewTime {
+                    tick: Tick(world.tick().0.saturating_sub(x % 20)),
+                    frac: (x >> 3) as u8,
+                };
                 world.set_cmd(PlayerSlot(slot), cmd);
-                world.set_view(PlayerSlot(slot), view);
+                world.set_view_time(PlayerSlot(slot), view);
                 rec.input(world.tick(), PlayerSlot(slot), &cmd, view);
             }
             world.step(&scopes);

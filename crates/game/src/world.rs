@@ -8,9 +8,8 @@ use crate::history::{History, HistoryConfig, PlayerSample, Posing};
 use crate::hitscan::{self, HitResult, Shot};
 use crate::map::{BuiltinMap, Map, SKIN_M};
 use crate::movement::{pmove, MovementParams, PlayerState};
-use crate::pose::Stance;
-use crate::rules::{MatchResult, Rules, RulesConfig, RulesEvent, Team};
-use crate::{PlayerSlot, Tick, UserCmd, Vec3};
+use crate::rules::{HitOutcome, MatchResult, Phase, Rules, RulesConfig, RulesEvent, Team};
+use crate::{buttons, PlayerSlot, Tick, UserCmd, Vec3, ViewTime};
 
 /// What a world is made of; fixed for the life of a match.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -52,9 +51,9 @@ pub struct Player {
     pub cmd: UserCmd,
     /// Shots fired since the match began.
     pub shots: u32,
-    /// The server tick of the world this player was looking at when it made `cmd`: where
-    /// its shots are tested (lag compensation).
-    pub view_tick: Tick,
+    /// The moment of the world this player was looking at when it made `cmd`: where its
+    /// shots are tested (lag compensation).
+    pub view: ViewTime,
 }
 
 /// One shot fired in the last [`World::step`] and the server's verdict on it.
@@ -64,8 +63,15 @@ pub struct ShotRecord {
     pub shooter: PlayerSlot,
     /// The tick it was fired in.
     pub tick: Tick,
-    /// What lag-compensated hitscan found; `None` for a miss.
+    /// What lag-compensated hitscan found in the world as the shooter saw it; `None` for a
+    /// miss.
     pub hit: Option<HitResult>,
+    /// The hit did damage: its victim was still alive when the shot was fired (a victim
+    /// killed by someone else in between is hit as seen, but takes nothing).
+    pub landed: bool,
+    /// The shooter's view was older than the max rewind: the shot was tested at the oldest
+    /// tick held instead.
+    pub clamped: bool,
 }
 
 /// The state of one match: deterministic, stepped by [`World::step`].
@@ -77,8 +83,14 @@ pub struct World {
     players: Vec<Player>,
     rules: Rules,
     history: History,
-    /// Who is alive now, refreshed each tick for the hitscan (reused: no allocation).
-    alive: Vec<bool>,
+    /// The map with its buy-phase barriers raised: what players move in while the buy
+    /// phase holds them in their spawn rooms.
+    buy_map: Arc<Map>,
+    /// How the last tick stepped was posed: idle while players were held.
+    posing: Posing,
+    /// Who a shot may hit, by slot: everyone, since the history knows who was alive at the
+    /// moment the shooter saw.
+    seen: Vec<bool>,
     /// The shots of the last step, in order (reused: no allocation).
     shots: Vec<ShotRecord>,
     dt: f32,
@@ -141,11 +153,13 @@ impl World {
             dt: 1.0 / config.tick_hz as f32,
             rules: Rules::new(rules_config, &roster, Tick(0)),
             history,
-            alive: vec![true; usize::from(config.players)],
+            seen: vec![true; usize::from(config.players)],
             // A player fires at most once a tick.
             shots: Vec::with_capacity(usize::from(config.players)),
             config,
+            buy_map: Arc::new(map.with_barriers(true)),
             map,
+            posing: Posing::Idle,
             tick: Tick(0),
             players,
         }
@@ -184,8 +198,14 @@ impl World {
     /// Sets the tick of the world `slot` was looking at when it made its current command.
     /// Unknown slots are ignored; the rewind is clamped when a shot is tested.
     pub fn set_view(&mut self, slot: PlayerSlot, view_tick: Tick) {
+        self.set_view_time(slot, ViewTime::at(view_tick));
+    }
+
+    /// Sets the moment, between two ticks, that `slot` was showing when it made its current
+    /// command (a client that interpolates). Unknown slots are ignored.
+    pub fn set_view_time(&mut self, slot: PlayerSlot, view: ViewTime) {
         if let Some(p) = self.players.get_mut(usize::from(slot.0)) {
-            p.view_tick = view_tick;
+            p.view = view;
         }
     }
 
@@ -229,15 +249,13 @@ impl World {
         // Whether this tick is a held one is decided before the rules end it (the tick that
         // closes the buy phase is still a buy tick).
         let mut frozen = self.rules.is_frozen();
+        // Players put back at their spawns stand there for the tick they arrive.
+        let mut respawned = false;
         {
             let _g = scopes.scope(Category::Gameplay);
             // The last step's events were the caller's to read until now.
             drop(self.rules.drain_events());
             self.shots.clear();
-            for (i, alive) in self.alive.iter_mut().enumerate() {
-                *alive = self.rules.is_alive(PlayerSlot(i as u8));
-            }
-            let eye_m = self.config.history.pose.eye_height_m(Stance::Standing);
             for i in 0..self.players.len() {
                 let slot = PlayerSlot(i as u8);
                 if !self.rules.try_fire(slot, &self.players[i].cmd, tick) {
@@ -245,27 +263,43 @@ impl World {
                 }
                 let p = &mut self.players[i];
                 p.shots += 1;
-                // Tested against the world as the shooter saw it: its view tick, clamped
+                let eye_m = self.config.history.pose.eye_height_m(p.state.stance());
+                // Tested against the world as the shooter saw it: its view time, clamped
                 // by the history to the max rewind; never written back into the live world.
+                // Who could be hit is who was alive then (the history knows); whether the
+                // hit lands is the rules' call on who is alive now.
+                let view = if p.view.tick.0 < tick.0 {
+                    p.view
+                } else {
+                    ViewTime::at(tick)
+                };
+                let (command_tick, interp_delay_ticks) = view.rewind_args();
+                // The history's newest tick is the last one stepped, `tick - 1`.
+                let back = tick.0.wrapping_sub(1).wrapping_sub(view.tick.0);
+                let clamped = back > self.history.max_rewind_ticks();
                 let shot = Shot {
                     shooter: slot,
-                    command_tick: p.view_tick.min(tick),
-                    interp_delay_ticks: 0.0,
+                    command_tick,
+                    interp_delay_ticks,
                     origin: p.state.origin + Vec3::new(0.0, 0.0, eye_m),
                     direction: hitscan::aim_direction(p.cmd.yaw, p.cmd.pitch),
                     max_range_m: f32::INFINITY,
                 };
-                let hit = hitscan::fire(&shot, &self.map, &self.history, &self.alive, scopes);
+                let hit = hitscan::fire(&shot, &self.map, &self.history, &self.seen, scopes);
+                let landed = hit.is_some_and(|hit| {
+                    !matches!(
+                        self.rules
+                            .apply_hit(slot, hit.victim, hit.part, hit.distance_m, tick),
+                        HitOutcome::Rejected(_)
+                    )
+                });
                 self.shots.push(ShotRecord {
                     shooter: slot,
                     tick,
                     hit,
+                    landed,
+                    clamped,
                 });
-                if let Some(hit) = hit {
-                    let _ = self
-                        .rules
-                        .apply_hit(slot, hit.victim, hit.part, hit.distance_m, tick);
-                }
             }
             self.rules.end_tick(tick);
             if self
@@ -275,35 +309,41 @@ impl World {
             {
                 self.respawn_all();
                 frozen = true;
+                respawned = true;
             }
         }
         {
             let _m = scopes.scope(Category::Movement);
-            let (params, map, dt) = (&self.config.movement, &*self.map, self.dt);
+            // The buy phase holds players behind its barriers; at the match's end they stand.
+            let over = self.rules.phase() == Phase::MatchOver || respawned;
+            let map = if frozen { &*self.buy_map } else { &*self.map };
+            let (params, dt) = (&self.config.movement, self.dt);
             for (slot, p) in self.players.iter_mut().enumerate() {
-                if !frozen && self.rules.is_alive(PlayerSlot(slot as u8)) {
+                if !over && self.rules.is_alive(PlayerSlot(slot as u8)) {
                     pmove(&mut p.state, &p.cmd, params, map, dt);
                 } else {
                     // Held: the view turns, the body stays (and still falls and lands).
                     let held = UserCmd {
                         forward: 0,
                         side: 0,
-                        buttons: 0,
+                        buttons: p.cmd.buttons & buttons::CROUCH,
                         ..p.cmd
                     };
                     pmove(&mut p.state, &held, params, map, dt);
                 }
             }
         }
+        // In the buy phase no shot can hurt, so nobody is posed (VALORANT's idle pose).
         let posing = if frozen {
             Posing::Idle
         } else {
             Posing::Animated
         };
+        self.posing = posing;
         let rules = &self.rules;
         let samples = self.players.iter().enumerate().map(|(i, p)| PlayerSample {
             state: p.state,
-            stance: Stance::Standing,
+            stance: p.state.stance(),
             alive: rules.is_alive(PlayerSlot(i as u8)),
         });
         self.history.record(tick, samples, posing, scopes);
@@ -324,6 +364,13 @@ impl World {
                 ..Default::default()
             };
         }
+    }
+
+    /// How the last tick stepped was posed: [`Posing::Idle`] while the buy phase held
+    /// players (nothing posed), [`Posing::Animated`] in combat. Clients that judge shots
+    /// themselves record their history alike.
+    pub fn posing(&self) -> Posing {
+        self.posing
     }
 
     /// A hash of the exact state (bit patterns, not rounded values): equal hashes after
@@ -351,6 +398,7 @@ impl World {
             eat(u32::from(p.state.yaw));
             eat(p.state.pitch as u32);
             eat(u32::from(p.state.on_ground));
+            eat(u32::from(p.state.crouched));
             eat(p.shots);
         }
         for slot in 0..self.players.len() {
@@ -491,11 +539,14 @@ mod tests {
                 ..Default::default()
             },
         );
-        // Half a second of buy phase: 64 ticks, nobody moves, nothing fires.
+        // Half a second of buy phase: 64 ticks. The player runs, but the barrier across
+        // its spawn room's doorway (x = -23..-22) holds it inside; nothing fires.
+        let room_x = -23.0 - w.config().movement.hull_half_width;
         for _ in 0..64 {
             w.step(&s);
+            assert!(w.players()[0].state.origin.x <= room_x + 1e-3);
         }
-        assert!((w.players()[0].state.origin - start).horizontal_length() < 1e-3);
+        assert!((w.players()[0].state.origin - start).horizontal_length() > 0.5);
         assert_eq!(w.players()[0].shots, 0);
         // One second of combat holding fire: the rifle's 600 rounds a minute.
         for _ in 0..128 {
@@ -629,6 +680,9 @@ mod tests {
                 .iter()
                 .filter(|e| matches!(e, RulesEvent::RoundStarted { .. }))
                 .count();
+            if rounds_started == 1 {
+                break;
+            }
         }
         assert_eq!(rounds_started, 1, "round two began");
         assert!(

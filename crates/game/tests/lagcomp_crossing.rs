@@ -55,6 +55,7 @@ fn samples(tick: u32) -> [PlayerSample; 2] {
             yaw: 32768,
             pitch: 0,
             on_ground: true,
+            crouched: false,
         },
         stance: Stance::Standing,
         alive: true,

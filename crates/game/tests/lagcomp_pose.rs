@@ -66,6 +66,7 @@ fn linear_motion_gaps(velocity: Vec3, pitch_per_tick: i16, ticks: u32) -> [f32; 
             yaw: 5000,
             pitch: -6000 + pitch_per_tick * (tick % 100) as i16,
             on_ground: true,
+            crouched: false,
         };
         gait = gait.advance(velocity, &params, DT);
         states.push((state, gait));
@@ -297,6 +298,7 @@ fn the_ring_wraps_and_keeps_exactly_the_max_rewind() {
         yaw: (tick * 300) as u16,
         pitch: (tick % 50) as i16 * 40,
         on_ground: true,
+        crouched: false,
     };
     for tick in 0..1000u32 {
         let samples = (0..2).map(|slot| PlayerSample {
@@ -348,6 +350,7 @@ fn the_newest_ticks_and_players_dead_at_a_kept_tick_are_posed_on_demand() {
         yaw: 32768,
         pitch: (tick * 37 % 3000) as i16,
         on_ground: true,
+        crouched: false,
     };
     let mut gaits = Vec::new();
     let mut gait = Gait::default();

@@ -45,9 +45,11 @@ fn rewinds_never_reach_the_live_players() {
         ..HistoryConfig::default()
     })
     .unwrap();
-    // Slot 1 strafes back and forth across slot 0's view, 50 m away.
-    let facing_slot_0 = world.players()[1].cmd.yaw;
+    // Slot 1 faces slot 0, 50 m away, and strafes back and forth across its view.
+    let to_0 = world.players()[0].state.origin - world.players()[1].state.origin;
+    let facing_slot_0 = tickforge_game::rad_to_angle16(to_0.y.atan2(to_0.x));
     let mut hits = 0;
+    let mut misses_at_live = 0;
     for tick in 0..600u32 {
         let side = if tick / 100 % 2 == 0 { 127 } else { -127 };
         world.set_cmd(
@@ -99,6 +101,7 @@ fn rewinds_never_reach_the_live_players() {
                 fire(&at_live, world.map(), &h, &[true, true], &scopes),
                 None
             );
+            misses_at_live += 1;
         }
         // Nothing was written: not the live players, not the history.
         assert_eq!(world.players(), &live[..]);
@@ -107,6 +110,7 @@ fn rewinds_never_reach_the_live_players() {
         assert_eq!(head_at(&h, 1, then), seen);
     }
     assert_eq!(hits, 500);
+    assert!(misses_at_live > 250, "the target moved: {misses_at_live}");
 }
 
 /// 100 players on a 10 × 10 grid 3 m apart, running about in the open.

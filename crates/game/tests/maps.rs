@@ -43,15 +43,18 @@ fn the_files_under_maps_are_the_builtin_ones() {
         let path = dir.join(format!("{}.map", builtin.name()));
         let loaded = Map::load(&path).unwrap();
         assert_eq!(loaded.boxes(), builtin.load().boxes());
+        assert_eq!(loaded.barriers(), builtin.load().barriers());
         assert_eq!(loaded.spawns(), builtin.load().spawns());
     }
 }
 
-/// Every spawn point has room for a player, standing on something, inside the walls.
+/// Every spawn point has room for a player, standing on something, inside the walls, and
+/// clear of the barriers raised over it in the buy phase.
 fn assert_spawns_are_clear(map: &Map) {
+    let raised = map.with_barriers(true);
     for (i, s) in map.spawns().iter().enumerate() {
         let feet = s.origin + Vec3::new(0.0, 0.0, SKIN_M);
-        assert!(!map.hull_overlaps(HULL, feet), "spawn {i} is in a box");
+        assert!(!raised.hull_overlaps(HULL, feet), "spawn {i} is in a box");
         let down = map.trace_hull(feet, feet - Vec3::new(0.0, 0.0, 0.1), HULL);
         assert!(down.fraction < 0.1, "spawn {i} has no floor");
         assert_eq!(down.normal, Vec3::new(0.0, 0.0, 1.0));
@@ -146,7 +149,7 @@ fn errors_name_the_line_and_the_expected_form() {
     assert!(matches!(e, MapError::UnknownDirective { line: 3, ref word } if word == "bx"));
     assert_eq!(
         e.to_string(),
-        "line 3: unknown directive `bx`; expected `box`, `spawn` or `spawn_ring`"
+        "line 3: unknown directive `bx`; expected `box`, `barrier`, `spawn` or `spawn_ring`"
     );
 
     let e = parse_err(&minimal("box 0 0 0 1 1"));

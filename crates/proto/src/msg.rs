@@ -2,11 +2,11 @@
 //!
 //! ```text
 //! unreliable, one per packet (the reliable layer's tag in brackets):
-//!   client → server   1 Input     seq u32 | view_tick u32 | cmd bytes    [tag = seq]
+//!   client → server   1 Input     seq u32 | view_tick u32 | view_frac u8 | cmd bytes   [tag = seq]
 //!   server → client   1 Snapshot  tick u32 | input_ack u32 | body        [tag = tick]
 //! reliable, ordered, server → client:
 //!   1 Welcome     match_id u32 | slot u8 | tick_hz u16
-//!   2 ShotResult  seq u32 | tick u32 | victim u8 | part u8        0xff: none
+//!   2 ShotResult  seq u32 | tick u32 | victim u8 | part u8 | landed u8   0xff: none
 //!   3 Alive       slot u8 | alive u8                               0 or 1
 //! ```
 //!
@@ -52,6 +52,9 @@ pub enum ClientMsg<'a> {
         /// The server tick of the world the player was looking at when it made this
         /// command: where a shot in it is tested (lag compensation).
         view_tick: u32,
+        /// How far past `view_tick` toward the next tick the player's view was, in 1/256
+        /// of a tick (clients interpolate between snapshots).
+        view_frac: u8,
         /// The encoded command.
         cmd: &'a [u8],
     },
@@ -74,6 +77,7 @@ impl<'a> ClientMsg<'a> {
             INPUT => Ok(ClientMsg::Input {
                 seq: r.u32()?,
                 view_tick: r.u32()?,
+                view_frac: r.u8()?,
                 cmd: r.rest(),
             }),
             k => Err(MsgError::UnknownKind(k)),
@@ -87,11 +91,13 @@ impl<'a> ClientMsg<'a> {
             ClientMsg::Input {
                 seq,
                 view_tick,
+                view_frac,
                 cmd,
             } => {
                 w.u8(INPUT);
                 w.u32(seq);
                 w.u32(view_tick);
+                w.u8(view_frac);
                 w.bytes(cmd);
             }
         }
@@ -171,6 +177,9 @@ pub enum Event {
         victim: u8,
         /// The hitbox hit (0 head, 1 body, 2 legs), [`NONE`] for a miss.
         part: u8,
+        /// The hit did damage; false for a miss and for a victim that was hit as the
+        /// shooter saw it but had died at the server before the shot arrived.
+        landed: bool,
     },
     /// A player died or came back (a new round): sent to every client when it changes, so
     /// that a client knows who can be hit. Every player starts alive.
@@ -197,6 +206,7 @@ impl Event {
                 tick: r.u32()?,
                 victim: r.u8()?,
                 part: r.u8()?,
+                landed: r.u8()? != 0,
             },
             ALIVE => Event::Alive {
                 slot: r.u8()?,
@@ -229,12 +239,14 @@ impl Event {
                 tick,
                 victim,
                 part,
+                landed,
             } => {
                 w.u8(SHOT_RESULT);
                 w.u32(seq);
                 w.u32(tick);
                 w.u8(victim);
                 w.u8(part);
+                w.u8(u8::from(landed));
             }
             Event::Alive { slot, alive } => {
                 w.u8(ALIVE);
@@ -277,6 +289,7 @@ mod tests {
         let client = [ClientMsg::Input {
             seq: 77,
             view_tick: 5,
+            view_frac: 200,
             cmd: &[1, 2, 3],
         }];
         for m in client {
@@ -317,12 +330,14 @@ mod tests {
                 tick: 99,
                 victim: 7,
                 part: 0,
+                landed: true,
             },
             Event::ShotResult {
                 seq: 1,
                 tick: 0,
                 victim: NONE,
                 part: NONE,
+                landed: false,
             },
             Event::Alive {
                 slot: 2,

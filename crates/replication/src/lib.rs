@@ -12,4 +12,6 @@
 pub mod cmd;
 mod snapshot;
 
-pub use snapshot::{EntityView, SnapshotError, SnapshotReader, SnapshotWriter, ENTITY_BYTES};
+pub use snapshot::{
+    EntityView, SnapshotError, SnapshotReader, SnapshotWriter, ENTITY_BYTES, HEADER_BYTES,
+};

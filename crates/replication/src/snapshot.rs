@@ -1,19 +1,24 @@
 //! Full-state snapshots, quantized once per tick and shared by every connection.
 //!
 //! ```text
-//! body: count u8 | count × entity
+//! body: posing u8 | count u8 | count × entity
+//! posing: 1 when the tick was posed (combat), 0 when players were held idle (buy phase)
 //! entity (24 bytes):
 //!   slot u8 | x i32 | y i32 | z i32          position, centimetres
 //!   vx i16 | vy i16 | vz i16                 velocity, centimetres per second
 //!   yaw u16 | pitch i16                      1/65536 turn
-//!   flags u8                                 bit 0: on the ground
+//!   flags u8                                 bit 0: on the ground, bit 1: alive
 //! ```
 
+use tickforge_game::history::Posing;
 use tickforge_game::{PlayerState, Vec3, World};
 use tickforge_proto::wire::{Reader, Truncated, Writer};
 
 /// Encoded size of one entity.
 pub const ENTITY_BYTES: usize = 1 + 12 + 6 + 4 + 1;
+
+/// Encoded size of the body's header: posing and count.
+pub const HEADER_BYTES: usize = 2;
 
 /// Centimetres per metre: position quantum is 1 cm.
 const POS_SCALE: f32 = 100.0;
@@ -30,7 +35,7 @@ impl SnapshotWriter {
     /// A writer with room for `players` entities, so writing never allocates.
     pub fn with_capacity(players: usize) -> Self {
         SnapshotWriter {
-            body: Vec::with_capacity(1 + players * ENTITY_BYTES),
+            body: Vec::with_capacity(HEADER_BYTES + players * ENTITY_BYTES),
         }
     }
 
@@ -40,9 +45,13 @@ impl SnapshotWriter {
         let players = world.players();
         let count = players.len().min(usize::from(u8::MAX));
         let mut w = Writer::new(&mut self.body);
+        w.u8(u8::from(world.posing() == Posing::Animated));
         w.u8(count as u8);
         for (slot, p) in players.iter().take(count).enumerate() {
             let s = &p.state;
+            let alive = world
+                .rules()
+                .is_alive(tickforge_game::PlayerSlot(slot as u8));
             w.u8(slot as u8);
             w.i32(quantize_i32(s.origin.x, POS_SCALE));
             w.i32(quantize_i32(s.origin.y, POS_SCALE));
@@ -52,7 +61,7 @@ impl SnapshotWriter {
             w.i16(quantize_i16(s.velocity.z, VEL_SCALE));
             w.u16(s.yaw);
             w.i16(s.pitch);
-            w.u8(u8::from(s.on_ground));
+            w.u8(u8::from(s.on_ground) | u8::from(alive) << 1);
         }
         &self.body
     }
@@ -79,6 +88,8 @@ pub struct EntityView {
     pub slot: u8,
     /// Position, velocity and view, dequantized.
     pub state: PlayerState,
+    /// Alive at the snapshot's tick.
+    pub alive: bool,
 }
 
 /// A snapshot body that does not decode.
@@ -99,9 +110,15 @@ impl From<Truncated> for SnapshotError {
 }
 
 /// Client-side view of the match, rebuilt from each snapshot into reused storage.
-#[derive(Default)]
 pub struct SnapshotReader {
     entities: Vec<EntityView>,
+    posing: Posing,
+}
+
+impl Default for SnapshotReader {
+    fn default() -> Self {
+        SnapshotReader::with_capacity(0)
+    }
 }
 
 impl SnapshotReader {
@@ -109,6 +126,7 @@ impl SnapshotReader {
     pub fn with_capacity(players: usize) -> Self {
         SnapshotReader {
             entities: Vec::with_capacity(players),
+            posing: Posing::Idle,
         }
     }
 
@@ -117,10 +135,20 @@ impl SnapshotReader {
         &self.entities
     }
 
+    /// How the server posed the last snapshot's tick (idle in the buy phase).
+    pub fn posing(&self) -> Posing {
+        self.posing
+    }
+
     /// Decodes `body`, replacing the view. On error the view is left empty.
     pub fn read(&mut self, body: &[u8]) -> Result<&[EntityView], SnapshotError> {
         self.entities.clear();
         let mut r = Reader::new(body);
+        self.posing = if r.u8()? & 1 != 0 {
+            Posing::Animated
+        } else {
+            Posing::Idle
+        };
         let count = usize::from(r.u8()?);
         if r.remaining() < count * ENTITY_BYTES {
             return Err(SnapshotError::Truncated);
@@ -139,7 +167,7 @@ impl SnapshotReader {
             );
             let yaw = r.u16()?;
             let pitch = r.i16()?;
-            let on_ground = r.u8()? & 1 != 0;
+            let flags = r.u8()?;
             self.entities.push(EntityView {
                 slot,
                 state: PlayerState {
@@ -147,8 +175,10 @@ impl SnapshotReader {
                     velocity,
                     yaw,
                     pitch,
-                    on_ground,
+                    on_ground: flags & 1 != 0,
+                    ..PlayerState::default()
                 },
+                alive: flags & 2 != 0,
             });
         }
         if r.remaining() != 0 {
@@ -191,7 +221,7 @@ mod tests {
         let body = writer.write(&world).to_vec();
         assert_eq!(
             body.len(),
-            1 + 10 * ENTITY_BYTES,
+            HEADER_BYTES + 10 * ENTITY_BYTES,
             "measured size equals written size"
         );
         let mut reader = SnapshotReader::with_capacity(10);
@@ -208,6 +238,7 @@ mod tests {
             assert_eq!(view.state.yaw, p.state.yaw);
             assert_eq!(view.state.pitch, p.state.pitch);
             assert_eq!(view.state.on_ground, p.state.on_ground);
+            assert_eq!(view.alive, world.rules().is_alive(PlayerSlot(view.slot)));
         }
     }
 

@@ -42,6 +42,10 @@ pub struct ServerConfig {
     pub requests_per_second_per_ip: u32,
     /// Rounds, their phases and the weapons of every match.
     pub rules: RulesConfig,
+    /// Players are posed every this many ticks and lerped between when a shot rewinds.
+    pub pose_every: std::num::NonZeroU8,
+    /// How far back lag compensation rewinds at most.
+    pub max_rewind: Duration,
     /// Where each finished match's result line is appended and fsynced; `None`: nowhere.
     pub results_file: Option<PathBuf>,
     /// Where each finished match's action file (every input) is written; `None`: not
@@ -75,6 +79,8 @@ impl Default for ServerConfig {
             // few players behind one NAT.
             requests_per_second_per_ip: 20,
             rules: RulesConfig::default(),
+            pose_every: tickforge_game::history::HistoryConfig::default().pose_every,
+            max_rewind: tickforge_game::history::HistoryConfig::default().max_rewind,
             results_file: None,
             record_dir: None,
         }
@@ -117,6 +123,10 @@ pub struct ConfigFile {
     pub round_end_s: Option<f64>,
     /// `rounds = 5`: rounds in a match (first to a majority)
     pub rounds: Option<u8>,
+    /// `pose_every = 4`: pose players every Nth tick, lerp between (1 = every tick)
+    pub pose_every: Option<u8>,
+    /// `max_rewind_ms = 200`: lag compensation rewinds at most this far (cap 1000)
+    pub max_rewind_ms: Option<u32>,
     /// `results_file = "tickforge-results.log"`
     pub results_file: Option<PathBuf>,
     /// `record_dir = "actions"`: write every match's inputs there (off when absent)
@@ -188,6 +198,8 @@ impl ConfigFile {
             round_s: over.round_s.or(self.round_s),
             round_end_s: over.round_end_s.or(self.round_end_s),
             rounds: over.rounds.or(self.rounds),
+            pose_every: over.pose_every.or(self.pose_every),
+            max_rewind_ms: over.max_rewind_ms.or(self.max_rewind_ms),
             results_file: over.results_file.or(self.results_file),
             record_dir: over.record_dir.or(self.record_dir),
         }
@@ -317,6 +329,27 @@ impl ConfigFile {
                     })?,
                 },
                 ..d.rules
+            },
+            pose_every: match self.pose_every {
+                None => d.pose_every,
+                Some(n) => std::num::NonZeroU8::new(n)
+                    .filter(|n| n.get() <= 32)
+                    .ok_or(ConfigError::Invalid {
+                        key: "pose_every",
+                        expected: "an integer from 1 to 32 (ticks)",
+                        got: n.to_string(),
+                    })?,
+            },
+            max_rewind: match self.max_rewind_ms {
+                None => d.max_rewind,
+                Some(ms) if ms <= 1000 => Duration::from_millis(u64::from(ms)),
+                Some(ms) => {
+                    return Err(ConfigError::Invalid {
+                        key: "max_rewind_ms",
+                        expected: "milliseconds from 0 to 1000",
+                        got: ms.to_string(),
+                    })
+                }
             },
             results_file: Some(
                 self.results_file

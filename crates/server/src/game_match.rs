@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use tickforge_game::replay::Recorder;
-use tickforge_game::{PlayerSlot, Tick, UserCmd, World, WorldConfig};
+use tickforge_game::{PlayerSlot, Tick, UserCmd, ViewTime, World, WorldConfig};
 use tickforge_io::udp::SendBatch;
 use tickforge_proto::msg::{self, ClientMsg, Event, ServerMsg};
 use tickforge_proto::netcode::Server as Transport;
@@ -47,8 +47,8 @@ struct Seat {
     acked_tick: Option<u32>,
     /// Newest command received, applied at the next tick.
     cmd: UserCmd,
-    /// The tick of the world the client saw when it made `cmd`.
-    view_tick: Tick,
+    /// The moment of the world the client showed when it made `cmd`.
+    view: ViewTime,
     /// Sequence of `cmd`.
     newest_seq: u32,
     /// Newest sequence applied to the world (echoed in snapshots as `input_ack`).
@@ -85,6 +85,9 @@ pub struct Match {
     alive: Vec<bool>,
     /// Reliable events refused because a client's send queue was full.
     pub(crate) dropped_events: u64,
+    /// Shots fired, and of them those whose view was older than the max rewind.
+    pub(crate) shots_fired: u64,
+    pub(crate) shots_clamped: u64,
 }
 
 impl Match {
@@ -109,6 +112,8 @@ impl Match {
             record: false,
             alive: vec![true; players],
             dropped_events: 0,
+            shots_fired: 0,
+            shots_clamped: 0,
         }
     }
 
@@ -218,8 +223,15 @@ impl Match {
                 Ok(ClientMsg::Input {
                     seq,
                     view_tick,
+                    view_frac,
                     cmd: bytes,
-                }) => cmd::decode(bytes).ok().map(|c| (seq, c, view_tick)),
+                }) => cmd::decode(bytes).ok().map(|c| {
+                    let view = ViewTime {
+                        tick: Tick(view_tick),
+                        frac: view_frac,
+                    };
+                    (seq, c, view)
+                }),
                 Err(_) => None,
             },
             None => None,
@@ -235,7 +247,7 @@ impl Match {
             seat.acked_tick = Some(seat.acked_tick.map_or(tick, |t| t.max(tick)));
         }
         match input {
-            Some((seq, c, view_tick)) => self.queue_input(slot, seq, c, Tick(view_tick)),
+            Some((seq, c, view)) => self.queue_input(slot, seq, c, view),
             None => self.bad_inputs += 1,
         }
         Ok(())
@@ -279,7 +291,7 @@ impl Match {
     }
 
     /// Queues a command for `slot`; older or repeated sequences are ignored.
-    pub fn queue_input(&mut self, slot: PlayerSlot, seq: u32, cmd: UserCmd, view_tick: Tick) {
+    pub fn queue_input(&mut self, slot: PlayerSlot, seq: u32, cmd: UserCmd, view: ViewTime) {
         let Some(seat) = self.seats.get_mut(usize::from(slot.0)) else {
             return;
         };
@@ -294,7 +306,7 @@ impl Match {
         }
         seat.newest_seq = seq;
         seat.cmd = cmd;
-        seat.view_tick = view_tick;
+        seat.view = view;
     }
 
     /// Queues this tick's reliable events: who died or came back, to everyone, then each
@@ -323,6 +335,8 @@ impl Match {
             }
         }
         for shot in self.world.shots() {
+            self.shots_fired += 1;
+            self.shots_clamped += u64::from(shot.clamped);
             let Some(seat) = self.seats.get_mut(usize::from(shot.shooter.0)) else {
                 continue;
             };
@@ -332,12 +346,14 @@ impl Match {
             let (victim, part) = shot.hit.map_or((msg::NONE, msg::NONE), |h| {
                 (h.victim.0, body_part_code(h.part))
             });
+            let landed = shot.landed;
             self.message.clear();
             Event::ShotResult {
                 seq: seat.applied_seq,
                 tick: shot.tick.0,
                 victim,
                 part,
+                landed,
             }
             .encode(&mut self.message);
             if link.send_reliable(&self.message).is_err() {
@@ -367,14 +383,9 @@ impl Match {
                 seat.allowance = (seat.allowance + PACKETS_PER_TICK).min(FLOOD_ALLOWANCE);
                 if seat.client.is_some() && seat.newest_seq != seat.applied_seq {
                     self.world.set_cmd(PlayerSlot(i as u8), seat.cmd);
-                    self.world.set_view(PlayerSlot(i as u8), seat.view_tick);
+                    self.world.set_view_time(PlayerSlot(i as u8), seat.view);
                     if let Some(rec) = self.recorder.as_mut() {
-                        rec.input(
-                            self.world.tick(),
-                            PlayerSlot(i as u8),
-                            &seat.cmd,
-                            seat.view_tick,
-                        );
+                        rec.input(self.world.tick(), PlayerSlot(i as u8), &seat.cmd, seat.view);
                     }
                     seat.applied_seq = seat.newest_seq;
                 }
@@ -480,9 +491,9 @@ mod tests {
                 forward: 127,
                 ..Default::default()
             },
-            Tick(0),
+            ViewTime::default(),
         );
-        m.queue_input(slot, 1, UserCmd::default(), Tick(0)); // a duplicate is ignored
+        m.queue_input(slot, 1, UserCmd::default(), ViewTime::default()); // a duplicate is ignored
 
         let mut out = SendBatch::with_capacity(8, 1300);
         let mut frame = Vec::new();
@@ -491,9 +502,10 @@ mod tests {
         // The client never spoke after connecting: a keep-alive goes before the snapshot.
         assert_eq!(out.len(), 2);
         assert_eq!(record.category_sum_ns(), record.total_ns);
-        // The input reached the world (movement waits for the buy phase to end).
+        // The input reached the world: the player runs (inside its spawn room, in the buy
+        // phase).
         assert_eq!(m.world().players()[usize::from(slot.0)].cmd.forward, 127);
-        assert_eq!(
+        assert_ne!(
             m.world().players()[usize::from(slot.0)].state.origin,
             before
         );
@@ -554,6 +566,7 @@ mod tests {
         ClientMsg::Input {
             seq: 1,
             view_tick: 0,
+            view_frac: 0,
             cmd: &cmd::to_bytes(&UserCmd {
                 forward: 127,
                 ..Default::default()
@@ -593,6 +606,7 @@ mod tests {
             ClientMsg::Input {
                 seq,
                 view_tick: 0,
+                view_frac: 0,
                 cmd: &cmd::to_bytes(&UserCmd::default()),
             }
             .encode(&mut input);
@@ -636,7 +650,7 @@ mod tests {
                 buttons: tickforge_game::buttons::FIRE,
                 ..Default::default()
             },
-            Tick(0),
+            ViewTime::default(),
         );
         let mut frame = Vec::new();
         let mut link = Endpoint::new(msg::link_config(), t0);

@@ -10,6 +10,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use tickforge_game::history::HistoryConfig;
 use tickforge_game::{PlayerSlot, WorldConfig};
 use tickforge_io::udp::{IoStats, RecvBatch, SendBatch, SocketOptions, UdpSocket};
 use tickforge_io::{cpu, entropy, time};
@@ -133,11 +134,17 @@ impl Worker {
         let players = usize::from(config.players_per_match);
         let max_clients = (config.matches as usize * players).min(usize::from(u16::MAX)) as u16;
         let start = time::now();
+        let defaults = WorldConfig::default();
         let world = WorldConfig {
             players: config.players_per_match,
             tick_hz: config.tick_hz,
             rules: config.rules,
-            ..WorldConfig::default()
+            history: HistoryConfig {
+                pose_every: config.pose_every,
+                max_rewind: config.max_rewind,
+                ..defaults.history
+            },
+            ..defaults
         };
         let mut matches = (0..config.matches)
             .map(|i| Match::new(MatchId(i + 1), world, start))
@@ -484,6 +491,9 @@ impl Worker {
             ticks,
             wake_late_ms: self.measure.wake_late.percentiles(),
             matches_finished: self.matches_finished,
+            shots_fired: self.matches.iter().map(|m| m.shots_fired).sum(),
+            shots_rewind_clamped: self.matches.iter().map(|m| m.shots_clamped).sum(),
+            max_rewind_ms: self.config.max_rewind.as_secs_f64() * 1e3,
             results_failed: self.results_failed,
             projected_games_per_core: frames
                 .mean_ms()

@@ -91,6 +91,7 @@ fn garbage_is_counted_and_dropped_while_a_client_plays_on() {
                 ClientMsg::Input {
                     seq,
                     view_tick: 0,
+                    view_frac: 0,
                     cmd: &[0; 7],
                 }
                 .encode(&mut payload);

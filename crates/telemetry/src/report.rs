@@ -247,6 +247,16 @@ pub struct ServerReport {
     /// Results that could not be written or synced.
     #[serde(default)]
     pub results_failed: u64,
+    /// Shots fired over the whole run.
+    #[serde(default)]
+    pub shots_fired: u64,
+    /// Of them, shots whose shooter's view was older than the max rewind, tested at the
+    /// oldest tick held instead (lag compensation clamped).
+    #[serde(default)]
+    pub shots_rewind_clamped: u64,
+    /// The max rewind of lag compensation, milliseconds.
+    #[serde(default)]
+    pub max_rewind_ms: f64,
     /// Share of one core the server process used in the window.
     pub cpu_util: Option<f64>,
     /// Datagram counters over the whole run.
@@ -293,9 +303,15 @@ pub struct Hitreg {
     pub bot_miss_server_hit: u64,
     /// Both saw a hit, on different players.
     pub other_victim: u64,
-    /// Of `bot_hit_server_miss`: the bot's victim was already dead at the server when it
-    /// fired (killed by someone else meanwhile; no lag compensation revives the dead).
+    /// Of the server's hits: the victim, alive as the shooter saw it, had been killed by
+    /// someone else before the shot arrived, so the hit did no damage (no lag compensation
+    /// revives the dead).
     pub victim_dead_at_fire: u64,
+    /// How far behind the newest snapshot the bots showed the world, milliseconds: where
+    /// their shots were tested.
+    pub interp_delay_ms: f64,
+    /// The server's posing interval, ticks (poses lerped in between).
+    pub pose_every: u8,
 }
 
 /// The full bench report (`tickforge bench --json PATH`).

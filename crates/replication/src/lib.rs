@@ -1,17 +1,44 @@
 //! Replication: what each client is sent of a match, and the reader that rebuilds it.
 //!
-//! What it does: quantizes the world once per tick into a snapshot body that every
-//! connection shares ([`SnapshotWriter`]), decodes it on the client ([`SnapshotReader`]),
-//! and encodes player commands ([`cmd`]).
+//! What it does:
+//! - [`Replicator`], server side, one per match: the game pushes entity states as they
+//!   change; every tick each connection gets a snapshot of the entities relevant to it
+//!   (a spatial grid with hysteresis, and the game's fog-of-war row), highest priority
+//!   first (distance, view direction, loss), within a packet budget and a per-second
+//!   rate, each entity delta-encoded against the newest state that client acknowledged.
+//!   Encodings are shared between connections that acked the same tick.
+//! - [`Replica`], client side: decodes snapshots in any order into a per-entity history
+//!   and a newest-wins view.
+//! - The field table in `delta` drives encoding, decoding and measuring: one place says
+//!   what an entity costs on the wire.
+//! - [`SnapshotWriter`] / [`SnapshotReader`]: the full-state format (every player every
+//!   tick), kept as the baseline that delta replication is measured against; and [`cmd`],
+//!   the player command format.
 //!
-//! What it does not do: sockets, timing, or deciding when to send.
+//! What it does not do: sockets, timing, acks (the transport reports them with
+//! [`Replicator::on_ack`]), reliable events, or deciding when to send. A tick is a number.
 //!
-//! In order of importance: a decoder never panics on hostile bytes; the world is quantized
-//! once per tick, not once per connection; no allocation per tick once buffers are warm.
+//! In order of importance: a decoder never panics on hostile bytes and refuses a bad
+//! snapshot whole; a client never decodes against a state other than the one the server
+//! encoded against; the work of a tick follows the relevant entities, not all entities
+//! times all connections, and each changed entity is quantized once per tick; no
+//! allocation per tick once buffers are warm; then bytes on the wire.
 
 pub mod cmd;
+mod conn;
+mod delta;
+mod priority;
+mod reader;
+mod relevancy;
 mod snapshot;
+mod state;
+mod writer;
 
+pub use conn::LOSS_ACK_GAP;
+pub use priority::{PriorityConfig, Viewer};
+pub use reader::{ReadError, ReadInfo, Replica, ReplicaConfig, ReplicaStats};
 pub use snapshot::{
     EntityView, SnapshotError, SnapshotReader, SnapshotWriter, ENTITY_BYTES, HEADER_BYTES,
 };
+pub use state::{flags, EntityState, NetId, MAX_ENTITIES};
+pub use writer::{ConfigError, ReplicationConfig, ReplicationStats, Replicator, WriteInfo};

@@ -1,0 +1,530 @@
+//! The client side: rebuilds the replicated world from snapshot bodies.
+//!
+//! Every state decoded is kept per entity and tick for `history_ticks`, whatever order
+//! snapshots arrive in, because the server may encode against any tick the client acked.
+//! The view is newest-wins per entity: a record changes an entity's view only if its
+//! snapshot is newer than the last one that changed that entity, so a late snapshot never
+//! moves anything back in time, yet still fills in what it alone carries.
+//!
+//! A snapshot is decoded whole into scratch storage before anything is committed: one that
+//! fails changes nothing.
+
+use crate::delta::{
+    decode_fields, split_head, Base, Cursor, FieldError, HEAD_BITS, KIND_DELTA_BACK,
+    KIND_DELTA_DEFAULT, KIND_FULL, KIND_GONE,
+};
+use crate::state::{EntityState, NetId, QState, MAX_ENTITIES};
+use crate::writer::ReplicationConfig;
+
+/// Tunables of a [`Replica`]; they must agree with the server's [`ReplicationConfig`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicaConfig {
+    /// Entity ids are `0..max_entities`, at most [`MAX_ENTITIES`]; the server's value.
+    pub max_entities: usize,
+    /// Ticks of decoded states kept per entity. At least the server's `ring_ticks`, plus
+    /// the ticks a snapshot may arrive late by.
+    pub history_ticks: u32,
+    /// The server's tick rate, ticks per second: deltas predict positions with it.
+    pub tick_hz: u32,
+}
+
+impl ReplicaConfig {
+    /// The reader matching a server configured with `server`: twice its ring of history,
+    /// so a snapshot reordered by up to a ring still finds its baselines.
+    pub fn matching(server: &ReplicationConfig) -> ReplicaConfig {
+        ReplicaConfig {
+            max_entities: server.max_entities,
+            history_ticks: 2 * server.ring_ticks,
+            tick_hz: server.tick_hz,
+        }
+    }
+}
+
+impl Default for ReplicaConfig {
+    fn default() -> Self {
+        ReplicaConfig::matching(&ReplicationConfig::default())
+    }
+}
+
+/// A snapshot body that was refused; the replica is unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    /// Shorter than its records say.
+    #[error("snapshot truncated")]
+    Truncated,
+    /// Bytes left over after the last record.
+    #[error("snapshot has trailing bytes")]
+    TrailingBytes,
+    /// A varint longer than its field allows.
+    #[error("snapshot varint overlong")]
+    Overlong,
+    /// More records than entities.
+    #[error("snapshot has too many records")]
+    TooManyRecords,
+    /// An entity id at or past `max_entities`.
+    #[error("snapshot entity id out of range")]
+    IdOutOfRange,
+    /// A record head with unknown mask bits, or a gone record with fields.
+    #[error("snapshot record head invalid")]
+    BadHead,
+    /// A delta whose baseline distance is 0 or reaches before tick 0.
+    #[error("snapshot baseline distance invalid")]
+    BadBack,
+    /// A delta against a state this replica does not hold (evicted, or never decoded).
+    #[error("snapshot baseline not held")]
+    MissingBaseline,
+}
+
+impl From<FieldError> for ReadError {
+    fn from(e: FieldError) -> Self {
+        match e {
+            FieldError::Truncated => ReadError::Truncated,
+            FieldError::Overlong => ReadError::Overlong,
+        }
+    }
+}
+
+/// What one [`Replica::read`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadInfo {
+    /// The snapshot's tick.
+    pub tick: u32,
+    /// Entity states it carried.
+    pub states: u16,
+    /// Gone records it carried.
+    pub gone: u16,
+    /// Older than the newest snapshot read: its states were stored as baselines, and
+    /// changed the view only of entities nothing newer had changed.
+    pub stale: bool,
+    /// Already read: nothing was done.
+    pub duplicate: bool,
+}
+
+/// Counters since the replica was made or reset.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplicaStats {
+    /// Snapshots decoded and committed.
+    pub snapshots: u64,
+    /// Of which older than the newest already read.
+    pub stale: u64,
+    /// Snapshots read again, and ignored.
+    pub duplicates: u64,
+    /// Snapshots dropped because a baseline was not held.
+    pub missing_baseline: u64,
+    /// Snapshots dropped as malformed.
+    pub malformed: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Stored {
+    tick: u32,
+    filled: bool,
+    q: QState,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Shown {
+    present: bool,
+    updated: bool,
+    tick: u32,
+    state: EntityState,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Decoded {
+    id: u16,
+    gone: bool,
+    q: QState,
+}
+
+/// A client's copy of the replicated world, rebuilt from snapshot bodies. Performs no I/O;
+/// allocates only in [`Replica::new`].
+pub struct Replica {
+    config: ReplicaConfig,
+    history: Vec<Stored>,
+    view: Vec<Shown>,
+    seen: Vec<Option<u32>>,
+    newest: Option<u32>,
+    scratch: Vec<Decoded>,
+    stats: ReplicaStats,
+}
+
+impl Replica {
+    /// An empty replica. Memory: about `max_entities × history_ticks × 48` bytes.
+    ///
+    /// # Panics
+    /// If `max_entities` is not 1..=[`MAX_ENTITIES`] or `history_ticks` or `tick_hz` is 0.
+    pub fn new(config: ReplicaConfig) -> Replica {
+        assert!(
+            (1..=MAX_ENTITIES).contains(&config.max_entities)
+                && config.history_ticks > 0
+                && config.tick_hz > 0,
+            "replica config: max_entities 1..=1024, history_ticks and tick_hz at least 1"
+        );
+        let empty = Stored {
+            tick: 0,
+            filled: false,
+            q: QState::ZERO,
+        };
+        Replica {
+            config,
+            history: vec![empty; config.max_entities * config.history_ticks as usize],
+            view: vec![Shown::default(); config.max_entities],
+            seen: vec![None; config.history_ticks as usize],
+            newest: None,
+            scratch: Vec::with_capacity(config.max_entities),
+            stats: ReplicaStats::default(),
+        }
+    }
+
+    /// Forgets everything, as for a new connection (the server's `connect`).
+    pub fn reset(&mut self) {
+        self.history.iter_mut().for_each(|s| s.filled = false);
+        self.view.fill(Shown::default());
+        self.seen.fill(None);
+        self.newest = None;
+        self.stats = ReplicaStats::default();
+    }
+
+    /// Decodes one snapshot body and applies it. On error nothing changes and the error
+    /// is counted; a duplicate is `Ok` with [`ReadInfo::duplicate`] set.
+    pub fn read(&mut self, body: &[u8]) -> Result<ReadInfo, ReadError> {
+        match self.decode(body) {
+            Ok(info) => Ok(info),
+            Err(e) => {
+                if e == ReadError::MissingBaseline {
+                    self.stats.missing_baseline += 1;
+                } else {
+                    self.stats.malformed += 1;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn slot(&self, id: usize, tick: u32) -> usize {
+        let h = self.config.history_ticks;
+        id * h as usize + (tick % h) as usize
+    }
+
+    fn decode(&mut self, body: &[u8]) -> Result<ReadInfo, ReadError> {
+        let mut r = Cursor::new(body);
+        let tick = r.u32_le()?;
+        let default_back = u32::from(r.u8()?);
+        let count = r.varint(16)? as usize;
+        if count > self.config.max_entities {
+            return Err(ReadError::TooManyRecords);
+        }
+        if count > r.remaining() {
+            return Err(ReadError::Truncated);
+        }
+        let seen_at = (tick % self.config.history_ticks) as usize;
+        if self.seen[seen_at] == Some(tick) {
+            self.stats.duplicates += 1;
+            return Ok(ReadInfo {
+                tick,
+                duplicate: true,
+                ..ReadInfo::default()
+            });
+        }
+
+        self.scratch.clear();
+        let mut next_id = 0usize;
+        let mut info = ReadInfo {
+            tick,
+            ..ReadInfo::default()
+        };
+        for _ in 0..count {
+            let (kind, id_follows, mask) =
+                split_head(r.varint(HEAD_BITS)?).ok_or(ReadError::BadHead)?;
+            let gap = if id_follows {
+                r.varint(16)? as usize
+            } else {
+                0
+            };
+            let id = next_id + gap;
+            if id >= self.config.max_entities {
+                return Err(ReadError::IdOutOfRange);
+            }
+            next_id = id + 1;
+            let q = match kind {
+                KIND_GONE if mask != 0 => return Err(ReadError::BadHead),
+                KIND_GONE => {
+                    info.gone += 1;
+                    self.scratch.push(Decoded {
+                        id: id as u16,
+                        gone: true,
+                        q: QState::ZERO,
+                    });
+                    continue;
+                }
+                KIND_FULL => decode_fields(Base::Zero, mask, &mut r)?,
+                KIND_DELTA_DEFAULT | KIND_DELTA_BACK => {
+                    let back = if kind == KIND_DELTA_BACK {
+                        u32::from(r.u8()?)
+                    } else {
+                        default_back
+                    };
+                    let base_tick = tick
+                        .checked_sub(back)
+                        .filter(|_| back != 0)
+                        .ok_or(ReadError::BadBack)?;
+                    let s = self.history[self.slot(id, base_tick)];
+                    if !(s.filled && s.tick == base_tick) {
+                        return Err(ReadError::MissingBaseline);
+                    }
+                    let base = Base::Delta {
+                        state: &s.q,
+                        back,
+                        tick_hz: self.config.tick_hz,
+                    };
+                    decode_fields(base, mask, &mut r)?
+                }
+                _ => unreachable!("a two-bit kind"),
+            };
+            info.states += 1;
+            self.scratch.push(Decoded {
+                id: id as u16,
+                gone: false,
+                q,
+            });
+        }
+        if r.remaining() != 0 {
+            return Err(ReadError::TrailingBytes);
+        }
+
+        // Commit.
+        for i in 0..self.scratch.len() {
+            let d = self.scratch[i];
+            let id = usize::from(d.id);
+            if !d.gone {
+                let at = self.slot(id, tick);
+                let s = &mut self.history[at];
+                // A slot holding a newer tick keeps it: that one is likelier a baseline.
+                if !s.filled || s.tick <= tick {
+                    *s = Stored {
+                        tick,
+                        filled: true,
+                        q: d.q,
+                    };
+                }
+            }
+            let v = &mut self.view[id];
+            if !v.updated || tick > v.tick {
+                v.updated = true;
+                v.tick = tick;
+                v.present = !d.gone;
+                if !d.gone {
+                    v.state = d.q.to_state();
+                }
+            }
+        }
+        self.seen[seen_at] = Some(tick);
+        info.stale = self.newest.is_some_and(|n| n > tick);
+        self.newest = Some(self.newest.map_or(tick, |n| n.max(tick)));
+        self.stats.snapshots += 1;
+        self.stats.stale += u64::from(info.stale);
+        Ok(info)
+    }
+
+    /// The entities in view and their states, lowest id first.
+    pub fn entities(&self) -> impl Iterator<Item = (NetId, EntityState)> + '_ {
+        self.view
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.present)
+            .map(|(i, v)| (NetId(i as u16), v.state))
+    }
+
+    /// Entity `id`'s state, if in view.
+    pub fn entity(&self, id: NetId) -> Option<EntityState> {
+        self.view
+            .get(id.index())
+            .filter(|v| v.present)
+            .map(|v| v.state)
+    }
+
+    /// The tick of entity `id`'s last update (state or gone record), if any.
+    pub fn entity_tick(&self, id: NetId) -> Option<u32> {
+        self.view
+            .get(id.index())
+            .filter(|v| v.updated)
+            .map(|v| v.tick)
+    }
+
+    /// The newest snapshot tick read.
+    pub fn newest_tick(&self) -> Option<u32> {
+        self.newest
+    }
+
+    /// Counters since [`Replica::new`] or [`Replica::reset`].
+    pub fn stats(&self) -> ReplicaStats {
+        self.stats
+    }
+
+    /// The configuration this replica was made with.
+    pub fn config(&self) -> &ReplicaConfig {
+        &self.config
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::priority::Viewer;
+    use crate::writer::Replicator;
+    use proptest::prelude::*;
+    use tickforge_game::Vec3;
+
+    fn config() -> ReplicationConfig {
+        ReplicationConfig {
+            max_entities: 8,
+            max_connections: 1,
+            ..ReplicationConfig::default()
+        }
+    }
+
+    fn state(t: u32) -> EntityState {
+        EntityState {
+            position: Vec3::new(t as f32 * 0.07, 1.0, 0.0),
+            velocity: Vec3::new(9.0, 0.0, 0.0),
+            yaw: (t * 300) as u16,
+            ..EntityState::default()
+        }
+    }
+
+    /// Snapshot bodies of ticks `0..n` for entities 0 and 3; `(t, a)` in `acks` acks tick
+    /// `a` before tick `t` is written.
+    fn bodies(n: u32, acks: &[(u32, u32)]) -> Vec<Vec<u8>> {
+        let mut r = Replicator::new(config());
+        r.connect(0, None);
+        (0..n)
+            .map(|t| {
+                r.begin_tick(t);
+                r.set_entity(NetId(0), &state(t));
+                r.set_entity(NetId(3), &state(t + 100));
+                for &(_, a) in acks.iter().filter(|&&(at, _)| at == t) {
+                    r.on_ack(0, a);
+                }
+                let mut body = Vec::new();
+                r.write(0, &Viewer::default(), None, 1400, &mut body);
+                body
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_late_snapshot_is_stored_as_a_baseline_without_moving_the_view_back() {
+        // 2 is encoded against 0 (1 not yet acked), 3 against 1.
+        let b = bodies(4, &[(1, 0), (3, 1)]);
+        let mut replica = Replica::new(ReplicaConfig::matching(&config()));
+        replica.read(&b[0]).unwrap();
+        replica.read(&b[2]).unwrap();
+        let late = replica.read(&b[1]).unwrap();
+        assert!(late.stale && !late.duplicate);
+        assert_eq!(
+            replica.entity(NetId(0)),
+            Some(state(2).quantized()),
+            "newest wins"
+        );
+        assert_eq!(replica.newest_tick(), Some(2));
+        replica.read(&b[3]).unwrap();
+        assert_eq!(replica.entity(NetId(3)), Some(state(103).quantized()));
+        assert!(replica.read(&b[3]).unwrap().duplicate);
+        let s = replica.stats();
+        assert_eq!((s.snapshots, s.stale, s.duplicates), (4, 1, 1));
+    }
+
+    #[test]
+    fn a_missing_baseline_drops_the_snapshot_whole() {
+        let b = bodies(2, &[(1, 0)]);
+        let mut replica = Replica::new(ReplicaConfig::matching(&config()));
+        assert_eq!(replica.read(&b[1]), Err(ReadError::MissingBaseline));
+        assert_eq!(replica.entities().count(), 0);
+        assert_eq!(replica.newest_tick(), None);
+        assert_eq!(replica.stats().missing_baseline, 1);
+        replica.read(&b[0]).unwrap();
+        replica.read(&b[1]).unwrap();
+        assert_eq!(replica.entities().count(), 2);
+    }
+
+    #[test]
+    fn hostile_records_are_refused_with_their_reason() {
+        let mut replica = Replica::new(ReplicaConfig::matching(&config()));
+        let head = |tick: u32, back: u8, count: u8| {
+            let mut v = tick.to_le_bytes().to_vec();
+            v.extend([back, count]);
+            v
+        };
+        let cases: [(Vec<u8>, ReadError); 10] = [
+            (vec![1, 0, 0], ReadError::Truncated),
+            (
+                [head(5, 0, 9), vec![3; 9]].concat(),
+                ReadError::TooManyRecords,
+            ),
+            ([head(5, 0, 2), vec![3]].concat(), ReadError::Truncated),
+            ([head(5, 0, 0), vec![0]].concat(), ReadError::TrailingBytes),
+            // Gone (head 7) for id 0, then gone with an id gap (15) of 7: id 8 of 8.
+            (
+                [head(5, 0, 2), vec![7, 15, 7]].concat(),
+                ReadError::IdOutOfRange,
+            ),
+            // Gone with a mask bit; a common head with mask bit 8, past the table.
+            (
+                [head(5, 0, 1), vec![7 | 1 << 4]].concat(),
+                ReadError::BadHead,
+            ),
+            (
+                [head(5, 0, 1), vec![0x80, 0x04]].concat(),
+                ReadError::BadHead,
+            ),
+            (
+                [head(5, 0, 1), vec![0x80, 0x80, 0x01]].concat(),
+                ReadError::Overlong,
+            ),
+            // A delta against the default baseline where there is none; back 6 from tick 5.
+            ([head(5, 0, 1), vec![0]].concat(), ReadError::BadBack),
+            ([head(5, 0, 1), vec![3, 6]].concat(), ReadError::BadBack),
+        ];
+        for (body, want) in cases {
+            assert_eq!(replica.read(&body), Err(want), "{body:?}");
+        }
+        assert_eq!(replica.stats().malformed, 10);
+        assert_eq!(
+            replica.read(&[head(5, 2, 1), vec![0]].concat()),
+            Err(ReadError::MissingBaseline)
+        );
+        assert_eq!(replica.entities().count(), 0);
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_never_panic_and_a_refused_body_changes_nothing(
+            noise in prop::collection::vec(any::<u8>(), 0..200), cut in any::<prop::sample::Index>(),
+            flips in prop::collection::vec((any::<prop::sample::Index>(), 1u8..), 0..4),
+        ) {
+            let b = bodies(3, &[(1, 0), (2, 1)]);
+            let mut replica = Replica::new(ReplicaConfig::matching(&config()));
+            replica.read(&b[0]).unwrap();
+            let view: Vec<_> = replica.entities().collect();
+            if replica.read(&noise).is_err() {
+                prop_assert_eq!(replica.entities().collect::<Vec<_>>(), view.clone());
+            }
+            // A real snapshot, cut short or with bytes flipped.
+            let mut bad = b[1].clone();
+            bad.truncate(cut.index(bad.len() + 1));
+            for (at, x) in &flips {
+                if !bad.is_empty() {
+                    let i = at.index(bad.len());
+                    bad[i] ^= x;
+                }
+            }
+            let mut fresh = Replica::new(ReplicaConfig::matching(&config()));
+            fresh.read(&b[0]).unwrap();
+            if fresh.read(&bad).is_err() {
+                prop_assert_eq!(fresh.entities().collect::<Vec<_>>(), view);
+                prop_assert_eq!(fresh.newest_tick(), Some(0));
+            }
+        }
+    }
+}

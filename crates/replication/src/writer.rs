@@ -1,0 +1,795 @@
+//! The server side: what each connection is sent of the match, every tick.
+//!
+//! The game pushes entity states as they change; each changed entity is quantized once.
+//! For every connection a write finds the relevant entities (grid query plus the
+//! connection's tracked list), adds their priority, and fills the packet from the highest
+//! priority down, each entity delta-encoded against the newest state that client acked.
+//! The bytes of a (entity, baseline) encoding are cached for the tick, so connections that
+//! acked the same tick share one encoding: the usual case at a steady tick rate.
+
+use tickforge_game::Vec3;
+
+use crate::conn::{Conn, Status, NO_BASELINE};
+use crate::delta::{
+    encode_fields, head, put_varint, varint_len, Base, Measure, KIND_DELTA_BACK,
+    KIND_DELTA_DEFAULT, KIND_FULL, KIND_GONE, MAX_BODY_BYTES, MAX_HEADER_BYTES,
+};
+use crate::priority::{PriorityConfig, Viewer, ViewerFrame};
+use crate::relevancy::Grid;
+use crate::state::{EntityState, NetId, QState, MAX_ENTITIES};
+
+/// Tunables of a [`Replicator`]; [`Default`] is a 128-tick, 128-player match.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReplicationConfig {
+    /// Entity ids are `0..max_entities`, at most [`MAX_ENTITIES`].
+    pub max_entities: usize,
+    /// Connection slots are `0..max_connections`.
+    pub max_connections: usize,
+    /// Ticks of past states kept as baselines, 2..=255. An entity whose newest acked
+    /// state is older is sent in full.
+    pub ring_ticks: u32,
+    /// Side of a relevancy grid cell, metres.
+    pub cell_size_m: f32,
+    /// Entities within this distance of a viewer on the ground plane are relevant, metres.
+    pub relevant_radius_m: f32,
+    /// Ticks an entity stays relevant after it leaves the radius.
+    pub hysteresis_ticks: u32,
+    /// Per-connection byte rate, bytes per second, refilled every tick.
+    pub bytes_per_second: u32,
+    /// The rate bucket holds at most this many ticks of refill, so a quiet connection
+    /// cannot save up for a burst longer than this.
+    pub burst_ticks: u32,
+    /// Simulation rate, ticks per second: refills the rate bucket and scales the position
+    /// prediction of deltas (the reader must use the same value).
+    pub tick_hz: u32,
+    /// Priority weights.
+    pub priority: PriorityConfig,
+}
+
+impl Default for ReplicationConfig {
+    fn default() -> Self {
+        ReplicationConfig {
+            // 128 players (the largest match we plan) with as many other entities.
+            max_entities: 256,
+            max_connections: 128,
+            // 0.5 s at 128 Hz: a client further behind than that gets full states.
+            ring_ticks: 64,
+            // 32 m: a few rooms; a query at 150 m visits about 100 cells.
+            cell_size_m: 32.0,
+            // 150 m: beyond a modern shooter's rifle engagement range.
+            relevant_radius_m: 150.0,
+            // 0.5 s at 128 Hz: an entity on the edge does not flicker in and out.
+            hysteresis_ticks: 64,
+            // 1500 bytes a tick at 128 Hz: one full-size datagram per tick (1.5 Mbit/s).
+            bytes_per_second: 192_000,
+            burst_ticks: 4,
+            // 128 Hz: VALORANT's tick; 7.8125 ms.
+            tick_hz: 128,
+            priority: PriorityConfig::default(),
+        }
+    }
+}
+
+/// A configuration the replicator refuses, naming the field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// `max_entities` must be 1..=[`MAX_ENTITIES`].
+    #[error("max_entities must be 1..=1024")]
+    MaxEntities,
+    /// `max_connections` must be at least 1.
+    #[error("max_connections must be at least 1")]
+    MaxConnections,
+    /// `ring_ticks` must be 2..=255: a baseline's distance travels in one byte.
+    #[error("ring_ticks must be 2..=255")]
+    RingTicks,
+    /// `cell_size_m` and `relevant_radius_m` must be finite and positive, with at most 64
+    /// cells across the radius.
+    #[error("cell_size_m and relevant_radius_m must be positive, radius at most 64 cells")]
+    Cells,
+    /// `tick_hz` and `burst_ticks` must be at least 1.
+    #[error("tick_hz and burst_ticks must be at least 1")]
+    Rate,
+}
+
+impl ReplicationConfig {
+    /// Checks every field; [`Replicator::new`] panics on what this refuses.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_entities == 0 || self.max_entities > MAX_ENTITIES {
+            return Err(ConfigError::MaxEntities);
+        }
+        if self.max_connections == 0 {
+            return Err(ConfigError::MaxConnections);
+        }
+        if !(2..=255).contains(&self.ring_ticks) {
+            return Err(ConfigError::RingTicks);
+        }
+        let (c, r) = (self.cell_size_m, self.relevant_radius_m);
+        if !(c.is_finite() && r.is_finite() && c > 0.0 && r > 0.0 && r / c <= 64.0) {
+            return Err(ConfigError::Cells);
+        }
+        if self.tick_hz == 0 || self.burst_ticks == 0 {
+            return Err(ConfigError::Rate);
+        }
+        Ok(())
+    }
+}
+
+/// Counters since [`Replicator::new`]; all cumulative except `max_staleness_ticks`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplicationStats {
+    /// Snapshot bodies written.
+    pub snapshots: u64,
+    /// Bytes of snapshot bodies written.
+    pub bytes: u64,
+    /// Entity records sent as full states.
+    pub full_records: u64,
+    /// Entity records sent as deltas.
+    pub delta_records: u64,
+    /// Gone records sent.
+    pub gone_records: u64,
+    /// Encodings reused from another connection this tick.
+    pub cache_hits: u64,
+    /// Encodings computed.
+    pub cache_misses: u64,
+    /// Entities the grid queries visited (the cells overlapping each viewer's range).
+    pub grid_candidates: u64,
+    /// Times a relevant entity was left out of a snapshot for lack of room.
+    pub deferred: u64,
+    /// Writes bounded by the per-second rate rather than the packet budget.
+    pub rate_limited: u64,
+    /// Packets judged lost from the acks.
+    pub packets_lost: u64,
+    /// Largest number of ticks an entity relevant to some client went unsent, over the
+    /// writes of the current tick.
+    pub max_staleness_ticks: u32,
+    /// The largest `max_staleness_ticks` ever seen.
+    pub worst_staleness_ticks: u32,
+}
+
+impl ReplicationStats {
+    /// Share of encodings reused, 0..=1 (0 before any).
+    pub fn cache_hit_rate(&self) -> f64 {
+        let all = self.cache_hits + self.cache_misses;
+        if all == 0 {
+            0.0
+        } else {
+            self.cache_hits as f64 / all as f64
+        }
+    }
+}
+
+/// What one [`Replicator::write`] put in its snapshot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteInfo {
+    /// Bytes appended to `out`; 0 when nothing was written (the connection is not
+    /// connected, or its budget could not hold a header).
+    pub bytes: usize,
+    /// Entity states sent, full and delta.
+    pub states: u16,
+    /// Of which full states.
+    pub full: u16,
+    /// Gone records sent.
+    pub gone: u16,
+    /// Relevant entities left out for lack of room.
+    pub deferred: u16,
+}
+
+/// Encoding cache ways per entity: distinct baselines one entity is encoded against in a
+/// tick before further ones go uncached. Clients of similar ping ack the same few ticks.
+const CACHE_WAYS: usize = 4;
+/// Cache key of a full state.
+const FULL_KEY: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug)]
+struct Stored {
+    tick: u32,
+    filled: bool,
+    q: QState,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct CacheEntry {
+    generation: u32,
+    key: u32,
+    mask: u16,
+    start: u32,
+    len: u16,
+}
+
+/// One entity's encoding, for a write: where its body is and what its head says.
+#[derive(Clone, Copy, Debug, Default)]
+struct Enc {
+    full: bool,
+    back: u32,
+    mask: u16,
+    in_arena: bool,
+    start: u32,
+    len: u16,
+}
+
+/// Entity states, their past, and this tick's encodings.
+struct Entities {
+    ring_ticks: u32,
+    tick_hz: u32,
+    exists: Vec<bool>,
+    position: Vec<Vec3>,
+    current: Vec<QState>,
+    ring: Vec<Stored>,
+    cache: Vec<CacheEntry>,
+    arena: Vec<u8>,
+    /// Encodings that found no room in the arena or no free way, for one write.
+    overflow: Vec<u8>,
+    generation: u32,
+}
+
+impl Entities {
+    fn stored(&self, e: usize, tick: u32) -> Option<&QState> {
+        let s = &self.ring[e * self.ring_ticks as usize + (tick % self.ring_ticks) as usize];
+        (s.filled && s.tick == tick).then_some(&s.q)
+    }
+
+    /// The state every connection is sent for `e` this tick: the current one, frozen at
+    /// the first write of the tick so that all connections see the same.
+    fn state_now(&mut self, e: usize, now: u32) -> QState {
+        let at = e * self.ring_ticks as usize + (now % self.ring_ticks) as usize;
+        let s = &mut self.ring[at];
+        if !(s.filled && s.tick == now) {
+            *s = Stored {
+                tick: now,
+                filled: true,
+                q: self.current[e],
+            };
+        }
+        s.q
+    }
+
+    /// Whether `baseline` can be encoded against at `now`.
+    fn usable(&self, e: usize, baseline: u32, now: u32) -> bool {
+        baseline != NO_BASELINE
+            && baseline < now
+            && now - baseline < self.ring_ticks
+            && self.stored(e, baseline).is_some()
+    }
+
+    /// The encoding of `e` against `baseline` (or in full), from the cache when another
+    /// connection needed the same one this tick.
+    fn encoding(
+        &mut self,
+        e: usize,
+        baseline: Option<u32>,
+        now: u32,
+        stats: &mut ReplicationStats,
+    ) -> Enc {
+        let cur = self.state_now(e, now);
+        let key = baseline.unwrap_or(FULL_KEY);
+        let back = baseline.map_or(0, |b| now - b);
+        let ways = e * CACHE_WAYS..(e + 1) * CACHE_WAYS;
+        let mut free = None;
+        for w in ways {
+            let c = self.cache[w];
+            if c.generation == self.generation {
+                if c.key == key {
+                    stats.cache_hits += 1;
+                    return Enc {
+                        full: baseline.is_none(),
+                        back,
+                        mask: c.mask,
+                        in_arena: true,
+                        start: c.start,
+                        len: c.len,
+                    };
+                }
+            } else if free.is_none() {
+                free = Some(w);
+            }
+        }
+        stats.cache_misses += 1;
+        let base_q;
+        let base = match baseline {
+            None => Base::Zero,
+            Some(b) => {
+                base_q = *self.stored(e, b).expect("checked usable");
+                Base::Delta {
+                    state: &base_q,
+                    back,
+                    tick_hz: self.tick_hz,
+                }
+            }
+        };
+        let in_arena = free.is_some() && self.arena.capacity() - self.arena.len() >= MAX_BODY_BYTES;
+        let buf = if in_arena {
+            &mut self.arena
+        } else {
+            &mut self.overflow
+        };
+        let start = buf.len();
+        let mask = encode_fields(base, &cur, buf);
+        let len = (buf.len() - start) as u16;
+        debug_assert_eq!(
+            usize::from(len),
+            measure(base, &cur),
+            "measured size equals written size"
+        );
+        if let (true, Some(w)) = (in_arena, free) {
+            self.cache[w] = CacheEntry {
+                generation: self.generation,
+                key,
+                mask,
+                start: start as u32,
+                len,
+            };
+        }
+        Enc {
+            full: baseline.is_none(),
+            back,
+            mask,
+            in_arena,
+            start: start as u32,
+            len,
+        }
+    }
+
+    fn body(&self, enc: &Enc) -> &[u8] {
+        let buf = if enc.in_arena {
+            &self.arena
+        } else {
+            &self.overflow
+        };
+        &buf[enc.start as usize..enc.start as usize + usize::from(enc.len)]
+    }
+}
+
+/// Per-write working storage, shared by every connection's write.
+struct Scratch {
+    /// Relevant entities of this write: (priority, id, size upper bound).
+    candidates: Vec<(f32, u16, u16)>,
+    gone: Vec<u16>,
+    enc: Vec<Enc>,
+    sel_states: Vec<u64>,
+    sel_gone: Vec<u64>,
+}
+
+/// Server-side replication of one match: relevancy, priority, byte budgets, the ring of
+/// past states, delta encoding. Performs no I/O and reads no clock.
+///
+/// Each tick, in order: [`Replicator::begin_tick`]; [`Replicator::set_entity`] for every
+/// entity whose state changed (and [`Replicator::remove_entity`] for those that left);
+/// [`Replicator::on_ack`] for the snapshots the transport learned were delivered; then
+/// [`Replicator::write`] once per connection. Everything is allocated by
+/// [`Replicator::new`]: a warm tick allocates nothing.
+pub struct Replicator {
+    config: ReplicationConfig,
+    tick: u32,
+    entities: Entities,
+    grid: Grid,
+    conns: Vec<Conn>,
+    scratch: Scratch,
+    stats: ReplicationStats,
+}
+
+impl Replicator {
+    /// A replicator with every table sized by `config`.
+    ///
+    /// Memory: about `max_entities × (ring_ticks × 48 + max_connections × 28)` bytes plus
+    /// `max_connections × ring_ticks × max_entities / 4`.
+    ///
+    /// # Panics
+    /// If `config` fails [`ReplicationConfig::validate`].
+    pub fn new(config: ReplicationConfig) -> Replicator {
+        if let Err(e) = config.validate() {
+            panic!("replication config: {e}");
+        }
+        let n = config.max_entities;
+        let words = n.div_ceil(64);
+        let empty = Stored {
+            tick: 0,
+            filled: false,
+            q: QState::ZERO,
+        };
+        Replicator {
+            config,
+            tick: 0,
+            entities: Entities {
+                ring_ticks: config.ring_ticks,
+                tick_hz: config.tick_hz,
+                exists: vec![false; n],
+                position: vec![Vec3::default(); n],
+                current: vec![QState::ZERO; n],
+                ring: vec![empty; n * config.ring_ticks as usize],
+                cache: vec![CacheEntry::default(); n * CACHE_WAYS],
+                // Two encodings per entity at their widest; typical ones are a tenth of that.
+                arena: Vec::with_capacity(2 * n * MAX_BODY_BYTES),
+                overflow: Vec::with_capacity(n * MAX_BODY_BYTES),
+                generation: 1,
+            },
+            grid: Grid::new(n, config.cell_size_m),
+            conns: (0..config.max_connections)
+                .map(|_| Conn::new(n, config.ring_ticks))
+                .collect(),
+            scratch: Scratch {
+                candidates: Vec::with_capacity(n),
+                gone: Vec::with_capacity(n),
+                enc: vec![Enc::default(); n],
+                sel_states: vec![0; words],
+                sel_gone: vec![0; words],
+            },
+            stats: ReplicationStats::default(),
+        }
+    }
+
+    /// The configuration this replicator was made with.
+    pub fn config(&self) -> &ReplicationConfig {
+        &self.config
+    }
+
+    /// The current tick.
+    pub fn tick(&self) -> u32 {
+        self.tick
+    }
+
+    /// Starts tick `tick`: call once per tick before any other call of the tick. Ticks
+    /// count up from 0 per match (u32: 388 days at 128 Hz); a new match is a new
+    /// replicator.
+    pub fn begin_tick(&mut self, tick: u32) {
+        debug_assert!(tick >= self.tick, "ticks go forward");
+        self.tick = tick;
+        self.entities.arena.clear();
+        self.entities.generation = self.entities.generation.wrapping_add(1).max(1);
+        self.stats.max_staleness_ticks = 0;
+    }
+
+    /// Pushes the state of entity `id`, quantized once here. Call when the state changed,
+    /// and the first time; calling with an unchanged state costs little. A state set after
+    /// this tick's first write takes effect next tick.
+    ///
+    /// # Panics
+    /// If `id` is not below `max_entities`.
+    pub fn set_entity(&mut self, id: NetId, state: &EntityState) {
+        let e = id.index();
+        let ents = &mut self.entities;
+        ents.exists[e] = true;
+        ents.position[e] = state.position;
+        ents.current[e] = QState::from_state(state);
+        self.grid.place(e, state.position.x, state.position.y);
+    }
+
+    /// Removes entity `id` from the match: connections that have it get a gone record.
+    /// Its id may be given to a new entity afterwards.
+    ///
+    /// # Panics
+    /// If `id` is not below `max_entities`.
+    pub fn remove_entity(&mut self, id: NetId) {
+        self.entities.exists[id.index()] = false;
+        self.grid.remove(id.index());
+    }
+
+    /// Starts connection slot `conn` afresh, with `own` its player's entity (always
+    /// relevant, fog or not). Everything it is sent starts from full states. Call for a
+    /// new client, and for a client that must be resynchronised (its reader reset).
+    ///
+    /// # Panics
+    /// If `conn` is not below `max_connections`.
+    pub fn connect(&mut self, conn: usize, own: Option<NetId>) {
+        self.conns[conn].reset(own, true);
+    }
+
+    /// Frees connection slot `conn`: nothing is written for it until the next connect.
+    ///
+    /// # Panics
+    /// If `conn` is not below `max_connections`.
+    pub fn disconnect(&mut self, conn: usize) {
+        self.conns[conn].reset(None, false);
+    }
+
+    /// The snapshot written for `tick` reached connection `conn`'s client (as the
+    /// transport learned it from the client's acks). Ticks older than the ring, never
+    /// written, or already acked are ignored.
+    ///
+    /// # Panics
+    /// If `conn` is not below `max_connections`.
+    pub fn on_ack(&mut self, conn: usize, tick: u32) {
+        let c = &mut self.conns[conn];
+        if c.active {
+            self.stats.packets_lost +=
+                u64::from(c.on_ack(tick, self.tick, self.config.priority.lost_bump));
+        }
+    }
+
+    /// Appends connection `conn`'s snapshot for this tick to `out` and returns what it
+    /// holds. Call once per connection per tick, after the tick's `set_entity` calls.
+    ///
+    /// `viewer` is where the connection's player sees from; `visible` its fog-of-war row
+    /// (bit `i % 64` of word `i / 64` set when entity `i` may be sent; `None`: all may);
+    /// `budget_bytes` the room in this tick's packet after the caller's reliable events.
+    /// The body never exceeds `budget_bytes`, nor what the per-second rate allows.
+    ///
+    /// # Panics
+    /// If `conn` is not below `max_connections`.
+    pub fn write(
+        &mut self,
+        conn: usize,
+        viewer: &Viewer,
+        visible: Option<&[u64]>,
+        budget_bytes: usize,
+        out: &mut Vec<u8>,
+    ) -> WriteInfo {
+        let now = self.tick;
+        let cfg = self.config;
+        let Replicator {
+            entities,
+            grid,
+            conns,
+            scratch,
+            stats,
+            ..
+        } = self;
+        let c = &mut conns[conn];
+        if !c.active {
+            return WriteInfo::default();
+        }
+        let per_tick = f64::from(cfg.bytes_per_second) / f64::from(cfg.tick_hz);
+        let allowed = c
+            .bucket
+            .refill(now, per_tick, per_tick * f64::from(cfg.burst_ticks));
+        let limit = budget_bytes.min(allowed);
+        let is_visible = |e: usize| {
+            visible.is_none_or(|row| row.get(e / 64).is_some_and(|w| w >> (e % 64) & 1 != 0))
+        };
+        let frame = ViewerFrame::new(viewer, cfg.relevant_radius_m);
+        let radius2 = cfg.relevant_radius_m * cfg.relevant_radius_m;
+        let until = now.saturating_add(cfg.hysteresis_ticks);
+
+        // In range: the cells around the viewer, then the viewer's own entity.
+        let enter = |c: &mut Conn, e: usize| {
+            let pe = &mut c.ents[e];
+            if !pe.in_list {
+                pe.in_list = true;
+                c.tracked.push(e as u16);
+            }
+            if pe.status != Status::Relevant {
+                // Staleness counts from when the entity became relevant.
+                pe.last_sent = now;
+                pe.status = Status::Relevant;
+                pe.priority += cfg.priority.enter_bump;
+            }
+        };
+        let mut visited = 0u64;
+        grid.query(
+            viewer.position.x,
+            viewer.position.y,
+            cfg.relevant_radius_m,
+            |e| {
+                visited += 1;
+                if entities.exists[e]
+                    && frame.distance2(&entities.position[e]) <= radius2
+                    && is_visible(e)
+                {
+                    c.ents[e].in_range_until = until;
+                    enter(c, e);
+                }
+            },
+        );
+        stats.grid_candidates += visited;
+        let own = c
+            .own
+            .map(NetId::index)
+            .filter(|&e| e < cfg.max_entities && entities.exists[e]);
+        if let Some(e) = own {
+            enter(c, e);
+        }
+
+        // Relevance, priority and staleness over the tracked list.
+        scratch.candidates.clear();
+        scratch.gone.clear();
+        let mut i = 0;
+        while i < c.tracked.len() {
+            let e = usize::from(c.tracked[i]);
+            let pe = &mut c.ents[e];
+            let relevant = entities.exists[e]
+                && (own == Some(e) || (is_visible(e) && now <= pe.in_range_until));
+            match (pe.status, relevant) {
+                (Status::Relevant, false) | (Status::Gone, false) => {
+                    pe.status = if pe.known {
+                        Status::Gone
+                    } else {
+                        Status::Absent
+                    };
+                }
+                (Status::Gone, true) => {
+                    pe.last_sent = now;
+                    pe.status = Status::Relevant;
+                    pe.priority += cfg.priority.enter_bump;
+                }
+                _ => {}
+            }
+            match pe.status {
+                Status::Relevant => {
+                    pe.priority += if own == Some(e) {
+                        cfg.priority.own
+                    } else {
+                        frame.weight(&cfg.priority, &entities.position[e])
+                    };
+                    scratch.candidates.push((pe.priority, e as u16, 0));
+                }
+                Status::Gone => scratch.gone.push(e as u16),
+                Status::Absent => {}
+            }
+            if pe.status == Status::Absent {
+                pe.in_list = false;
+                c.tracked.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+
+        let rate_bound = allowed < budget_bytes;
+        if limit < MAX_HEADER_BYTES {
+            stats.rate_limited += u64::from(rate_bound);
+            note_staleness(stats, c, &scratch.candidates, now);
+            return WriteInfo::default();
+        }
+
+        // Encodings, and an upper bound of each record's size (its id counted in full).
+        let default_back = c
+            .newest_acked
+            .filter(|&a| a < now && now - a < cfg.ring_ticks)
+            .map_or(0, |a| now - a);
+        let mut room = limit - MAX_HEADER_BYTES;
+        let mut total = 0usize;
+        for cand in &mut scratch.candidates {
+            let e = usize::from(cand.1);
+            let pe = &mut c.ents[e];
+            let baseline = if entities.usable(e, pe.baseline, now) {
+                Some(pe.baseline)
+            } else {
+                pe.baseline = NO_BASELINE;
+                None
+            };
+            let enc = entities.encoding(e, baseline, now, stats);
+            scratch.enc[e] = enc;
+            let kind = record_kind(&enc, default_back);
+            let size = varint_len(head(kind, true, enc.mask))
+                + varint_len(e as u64)
+                + usize::from(kind == KIND_DELTA_BACK)
+                + usize::from(enc.len);
+            cand.2 = size as u16;
+            total += size;
+        }
+
+        // Gone records first: they are small and must get through. Then states by priority
+        // when not all fit.
+        scratch.sel_states.fill(0);
+        scratch.sel_gone.fill(0);
+        let mut count = 0usize;
+        let mut info = WriteInfo::default();
+        for &e in &scratch.gone {
+            let size = varint_len(head(KIND_GONE, true, 0)) + varint_len(u64::from(e));
+            if size <= room {
+                room -= size;
+                set_bit(&mut scratch.sel_gone, usize::from(e));
+                count += 1;
+                info.gone += 1;
+            }
+        }
+        if total > room {
+            scratch
+                .candidates
+                .sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
+        }
+        for &(_, e, size) in &scratch.candidates {
+            let size = usize::from(size);
+            if size <= room {
+                room -= size;
+                set_bit(&mut scratch.sel_states, usize::from(e));
+                count += 1;
+            } else {
+                info.deferred += 1;
+            }
+        }
+        stats.rate_limited += u64::from(rate_bound && info.deferred > 0);
+
+        // The body, ids in increasing order.
+        let start = out.len();
+        out.extend_from_slice(&now.to_le_bytes());
+        out.push(default_back as u8);
+        put_varint(out, count as u64);
+        let mut prev: Option<usize> = None;
+        for w in 0..scratch.sel_states.len() {
+            let (states, gone) = (scratch.sel_states[w], scratch.sel_gone[w]);
+            for b in crate::conn::BitIter(states | gone) {
+                let e = w * 64 + b;
+                let gap = e - prev.map_or(0, |p| p + 1);
+                prev = Some(e);
+                let pe = &mut c.ents[e];
+                if gone >> b & 1 != 0 {
+                    put_varint(out, head(KIND_GONE, gap != 0, 0));
+                    if gap != 0 {
+                        put_varint(out, gap as u64);
+                    }
+                    continue;
+                }
+                let enc = scratch.enc[e];
+                let kind = record_kind(&enc, default_back);
+                put_varint(out, head(kind, gap != 0, enc.mask));
+                if gap != 0 {
+                    put_varint(out, gap as u64);
+                }
+                if kind == KIND_DELTA_BACK {
+                    out.push(enc.back as u8);
+                }
+                out.extend_from_slice(entities.body(&enc));
+                pe.priority = 0.0;
+                pe.last_sent = now;
+                pe.known = true;
+                info.states += 1;
+                info.full += u16::from(enc.full);
+            }
+        }
+        entities.overflow.clear();
+        info.bytes = out.len() - start;
+        debug_assert!(
+            info.bytes <= limit,
+            "{} bytes written, {limit} allowed",
+            info.bytes
+        );
+        c.record_packet(now, &scratch.sel_states, &scratch.sel_gone);
+        c.bucket.spend(info.bytes);
+        note_staleness(stats, c, &scratch.candidates, now);
+
+        stats.snapshots += 1;
+        stats.bytes += info.bytes as u64;
+        stats.full_records += u64::from(info.full);
+        stats.delta_records += u64::from(info.states - info.full);
+        stats.gone_records += u64::from(info.gone);
+        stats.deferred += u64::from(info.deferred);
+        info
+    }
+
+    /// Counters since [`Replicator::new`].
+    pub fn stats(&self) -> ReplicationStats {
+        self.stats
+    }
+
+    /// Whether entity `id` is currently relevant to connection `conn` (tests, debugging).
+    ///
+    /// # Panics
+    /// If `conn` or `id` is out of range.
+    pub fn is_relevant(&self, conn: usize, id: NetId) -> bool {
+        self.conns[conn].ents[id.index()].status == Status::Relevant
+    }
+}
+
+fn measure(base: Base<'_>, cur: &QState) -> usize {
+    let mut m = Measure::default();
+    encode_fields(base, cur, &mut m);
+    m.0
+}
+
+fn record_kind(enc: &Enc, default_back: u32) -> u32 {
+    if enc.full {
+        KIND_FULL
+    } else if enc.back == default_back {
+        KIND_DELTA_DEFAULT
+    } else {
+        KIND_DELTA_BACK
+    }
+}
+
+fn set_bit(row: &mut [u64], i: usize) {
+    row[i / 64] |= 1 << (i % 64);
+}
+
+fn note_staleness(
+    stats: &mut ReplicationStats,
+    c: &Conn,
+    candidates: &[(f32, u16, u16)],
+    now: u32,
+) {
+    let worst = candidates
+        .iter()
+        .map(|&(_, e, _)| now.saturating_sub(c.ents[usize::from(e)].last_sent))
+        .max()
+        .unwrap_or(0);
+    stats.max_staleness_ticks = stats.max_staleness_ticks.max(worst);
+    stats.worst_staleness_ticks = stats.worst_staleness_ticks.max(worst);
+}

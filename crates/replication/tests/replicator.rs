@@ -1,0 +1,430 @@
+//! The server side through its public API, read back with a [`Replica`]: sharing of
+//! encodings, relevancy (grid, hysteresis, fog, own entity), budgets and starvation,
+//! full states and gone records.
+
+mod common;
+
+use common::{assert_view, config_small, running, viewer_of};
+use tickforge_game::Vec3;
+use tickforge_replication::{
+    EntityState, NetId, Replica, ReplicaConfig, ReplicationConfig, Replicator, Viewer, WriteInfo,
+};
+
+const ORIGIN: Vec3 = Vec3::new(0.0, 0.0, 0.0);
+
+fn at(x: f32, y: f32) -> EntityState {
+    EntityState {
+        position: Vec3::new(x, y, 0.0),
+        ..EntityState::default()
+    }
+}
+
+/// Writes connection `c`'s snapshot, reads it into `replica`, and acks it.
+fn exchange(
+    r: &mut Replicator,
+    c: usize,
+    viewer: &Viewer,
+    visible: Option<&[u64]>,
+    replica: &mut Replica,
+) -> WriteInfo {
+    let mut body = Vec::new();
+    let info = r.write(c, viewer, visible, 1400, &mut body);
+    let read = replica
+        .read(&body)
+        .expect("a snapshot the server wrote reads");
+    assert_eq!((read.states, read.gone), (info.states, info.gone));
+    r.on_ack(c, r.tick());
+    info
+}
+
+#[test]
+fn connections_with_the_same_baseline_share_byte_identical_encodings() {
+    let mut r = Replicator::new(config_small());
+    let n = 10u16;
+    let viewer = Viewer::default();
+    for c in 0..3 {
+        r.connect(c, None);
+    }
+    let mut bodies = [Vec::new(), Vec::new(), Vec::new()];
+    for t in 0..20u32 {
+        r.begin_tick(t);
+        for i in 0..n {
+            r.set_entity(NetId(i), &running(usize::from(i), t, ORIGIN, 20.0));
+        }
+        let before = r.stats();
+        for (c, body) in bodies.iter_mut().enumerate() {
+            body.clear();
+            r.write(c, &viewer, None, 1400, body);
+        }
+        let after = r.stats();
+        assert_eq!(bodies[0], bodies[1], "tick {t}: same acks, same bytes");
+        let misses = after.cache_misses - before.cache_misses;
+        let hits = after.cache_hits - before.cache_hits;
+        // Connection 2 acked tick 4k: from 4k + 2 on the others acked newer ticks.
+        if t >= 2 && t % 4 != 1 {
+            assert_ne!(bodies[0], bodies[2], "tick {t}");
+            assert_eq!((misses, hits), (2 * u64::from(n), u64::from(n)), "tick {t}");
+        } else {
+            assert_eq!((misses, hits), (u64::from(n), 2 * u64::from(n)), "tick {t}");
+        }
+        r.on_ack(0, t);
+        r.on_ack(1, t);
+        if t % 4 == 0 {
+            r.on_ack(2, t);
+        }
+    }
+    let s = r.stats();
+    assert_eq!(s.full_records, 3 * u64::from(n), "full states on join only");
+    // 2 of 3 connections always share; the third 1 tick in 4.
+    assert!(s.cache_hit_rate() > 0.4, "{s:?}");
+}
+
+#[test]
+fn an_entity_leaving_range_stays_for_the_hysteresis_then_is_gone_until_acked() {
+    let config = ReplicationConfig {
+        relevant_radius_m: 50.0,
+        hysteresis_ticks: 10,
+        ..config_small()
+    };
+    let mut r = Replicator::new(config);
+    let mut replica = Replica::new(ReplicaConfig::matching(&config));
+    r.connect(0, None);
+    let viewer = Viewer::default();
+    for t in 0..5 {
+        r.begin_tick(t);
+        r.set_entity(NetId(1), &at(10.0, 0.0));
+        exchange(&mut r, 0, &viewer, None, &mut replica);
+    }
+    // In range last at tick 4: relevant through tick 14.
+    for t in 5..=14 {
+        r.begin_tick(t);
+        let s = at(80.0 + t as f32, 0.0);
+        r.set_entity(NetId(1), &s);
+        exchange(&mut r, 0, &viewer, None, &mut replica);
+        assert!(r.is_relevant(0, NetId(1)), "tick {t}");
+        assert_view(
+            &replica,
+            &[(NetId(1), s)],
+            "still sent while within the hysteresis",
+        );
+    }
+    let mut body = Vec::new();
+    for t in 15..=17 {
+        r.begin_tick(t);
+        body.clear();
+        let info = r.write(0, &viewer, None, 1400, &mut body);
+        assert_eq!(
+            (info.states, info.gone),
+            (0, 1),
+            "tick {t}: gone until a gone is acked"
+        );
+        replica.read(&body).unwrap();
+        assert!(replica.entity(NetId(1)).is_none());
+    }
+    r.on_ack(0, 16);
+    r.begin_tick(18);
+    body.clear();
+    let info = r.write(0, &viewer, None, 1400, &mut body);
+    assert_eq!((info.states, info.gone), (0, 0));
+    assert!(!r.is_relevant(0, NetId(1)));
+}
+
+#[test]
+fn fog_hides_an_entity_with_a_gone_record_and_never_its_state_after() {
+    let config = config_small();
+    let mut r = Replicator::new(config);
+    let mut replica = Replica::new(ReplicaConfig::matching(&config));
+    r.connect(0, None);
+    let viewer = Viewer::default();
+    let all = [u64::MAX];
+    let hidden = [!(1u64 << 2)];
+    for t in 0..40 {
+        r.begin_tick(t);
+        for i in 0..4 {
+            r.set_entity(NetId(i), &running(usize::from(i), t, ORIGIN, 10.0));
+        }
+        let row: &[u64] = if t < 5 { &all } else { &hidden };
+        let info = exchange(&mut r, 0, &viewer, Some(row), &mut replica);
+        if t == 5 {
+            assert_eq!((info.states, info.gone), (3, 1));
+        }
+        if t >= 5 {
+            assert!(replica.entity(NetId(2)).is_none(), "tick {t}");
+            assert_eq!(
+                replica.entity_tick(NetId(2)),
+                Some(5),
+                "no record of 2 after its acked gone"
+            );
+            assert_eq!(replica.entities().count(), 3);
+        }
+    }
+    // A row too short to hold a bit hides the entity too.
+    r.begin_tick(40);
+    let mut body = Vec::new();
+    let info = r.write(0, &viewer, Some(&[]), 1400, &mut body);
+    assert_eq!((info.states, info.gone), (0, 3));
+}
+
+#[test]
+fn the_grid_never_considers_far_entities() {
+    let config = ReplicationConfig {
+        max_entities: 1024,
+        max_connections: 2,
+        ..ReplicationConfig::default()
+    };
+    let mut r = Replicator::new(config);
+    r.connect(0, None);
+    r.begin_tick(0);
+    for i in 0..20u16 {
+        r.set_entity(NetId(i), &at(f32::from(i) * 4.0, -30.0));
+    }
+    for i in 20..1024u16 {
+        r.set_entity(
+            NetId(i),
+            &at(5_000.0 + f32::from(i) * 3.0, f32::from(i % 7) * 500.0),
+        );
+    }
+    let mut body = Vec::new();
+    let info = r.write(0, &Viewer::default(), None, 1400, &mut body);
+    assert_eq!(info.states, 20);
+    assert_eq!(
+        r.stats().grid_candidates,
+        20,
+        "only the cells around the viewer"
+    );
+    assert!(!r.is_relevant(0, NetId(500)));
+}
+
+#[test]
+fn the_own_entity_is_relevant_out_of_range_and_through_fog() {
+    let config = config_small();
+    let mut r = Replicator::new(config);
+    let mut replica = Replica::new(ReplicaConfig::matching(&config));
+    r.connect(0, Some(NetId(7)));
+    for t in 0..3 {
+        r.begin_tick(t);
+        let own = at(1_000.0, 1_000.0);
+        r.set_entity(NetId(7), &own);
+        r.set_entity(NetId(8), &at(1_001.0, 1_000.0));
+        // The viewer is elsewhere (a spectator camera, say) and its own bit is clear.
+        exchange(&mut r, 0, &Viewer::default(), Some(&[0]), &mut replica);
+        assert_view(&replica, &[(NetId(7), own)], "own entity only");
+    }
+}
+
+#[test]
+fn full_states_on_join_when_the_baseline_leaves_the_ring_and_after_reconnect() {
+    let config = ReplicationConfig {
+        ring_ticks: 8,
+        ..config_small()
+    };
+    let mut r = Replicator::new(config);
+    let mut replica = Replica::new(ReplicaConfig::matching(&config));
+    r.connect(0, None);
+    let viewer = Viewer::default();
+    let mut body = Vec::new();
+    let mut fulls = Vec::new();
+    for t in 0..12 {
+        r.begin_tick(t);
+        r.set_entity(NetId(0), &running(0, t, ORIGIN, 5.0));
+        body.clear();
+        let info = r.write(0, &viewer, None, 1400, &mut body);
+        replica.read(&body).unwrap();
+        fulls.push(info.full);
+        if t == 0 {
+            r.on_ack(0, 0);
+        }
+    }
+    // Acked at 0; deltas against it until it is 8 ticks old.
+    assert_eq!(fulls, [1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1]);
+    r.connect(0, None);
+    replica.reset();
+    r.begin_tick(12);
+    body.clear();
+    assert_eq!(r.write(0, &viewer, None, 1400, &mut body).full, 1);
+    replica.read(&body).unwrap();
+    assert_view(
+        &replica,
+        &[(NetId(0), running(0, 11, ORIGIN, 5.0))],
+        "after reconnect",
+    );
+}
+
+#[test]
+fn a_removed_entity_is_gone_and_its_id_reusable() {
+    let config = config_small();
+    let mut r = Replicator::new(config);
+    let mut replica = Replica::new(ReplicaConfig::matching(&config));
+    r.connect(0, None);
+    let viewer = Viewer::default();
+    for t in 0..4 {
+        r.begin_tick(t);
+        r.set_entity(NetId(3), &running(3, t, ORIGIN, 5.0));
+        exchange(&mut r, 0, &viewer, None, &mut replica);
+    }
+    r.begin_tick(4);
+    r.remove_entity(NetId(3));
+    assert_eq!(exchange(&mut r, 0, &viewer, None, &mut replica).gone, 1);
+    assert!(replica.entity(NetId(3)).is_none());
+    r.begin_tick(5);
+    let newcomer = at(-3.0, 2.0);
+    r.set_entity(NetId(3), &newcomer);
+    exchange(&mut r, 0, &viewer, None, &mut replica);
+    assert_view(&replica, &[(NetId(3), newcomer)], "the id's new entity");
+}
+
+#[test]
+fn a_state_set_after_the_first_write_waits_for_the_next_tick() {
+    let config = config_small();
+    let mut r = Replicator::new(config);
+    let mut replicas = [
+        Replica::new(ReplicaConfig::matching(&config)),
+        Replica::new(ReplicaConfig::matching(&config)),
+    ];
+    r.connect(0, None);
+    r.connect(1, None);
+    let viewer = Viewer::default();
+    let (a, b) = (at(1.0, 1.0), at(2.0, 2.0));
+    r.begin_tick(0);
+    r.set_entity(NetId(0), &a);
+    exchange(&mut r, 0, &viewer, None, &mut replicas[0]);
+    r.set_entity(NetId(0), &b);
+    exchange(&mut r, 1, &viewer, None, &mut replicas[1]);
+    assert_view(
+        &replicas[1],
+        &[(NetId(0), a)],
+        "this tick's state is the first write's",
+    );
+    r.begin_tick(1);
+    for (c, replica) in replicas.iter_mut().enumerate() {
+        exchange(&mut r, c, &viewer, None, replica);
+        assert_view(replica, &[(NetId(0), b)], "next tick");
+    }
+}
+
+#[test]
+fn with_room_for_a_third_every_entity_still_goes_out_every_few_ticks() {
+    let config = config_small();
+    let mut r = Replicator::new(config);
+    let mut replica = Replica::new(ReplicaConfig::matching(&config));
+    r.connect(0, Some(NetId(0)));
+    let n = 30u16;
+    let mut body = Vec::new();
+    let states =
+        |t: u32| (0..n).map(move |i| running(usize::from(i), t, ORIGIN, 5.0 + f32::from(i) * 4.0));
+    // A sixth of what every entity costs in full: about a third of them fit in a packet
+    // once deltas are against the older baselines a tight budget leads to (asserted below).
+    let mut everything = 0;
+    for t in 0..8 {
+        r.begin_tick(t);
+        for (i, s) in states(t).enumerate() {
+            r.set_entity(NetId(i as u16), &s);
+        }
+        body.clear();
+        let info = r.write(
+            0,
+            &viewer_of(&states(t).next().unwrap()),
+            None,
+            1400,
+            &mut body,
+        );
+        if t == 0 {
+            assert_eq!(info.full, n);
+            everything = info.bytes;
+        }
+        replica.read(&body).unwrap();
+        r.on_ack(0, t);
+    }
+    let budget = everything / 6;
+    let mut last_seen = vec![7u32; usize::from(n)];
+    let mut worst_gap = 0;
+    let mut sent = 0u64;
+    let mut bound = 0u32;
+    let mut gaps = vec![0u32; usize::from(n)];
+    let mut acks = std::collections::VecDeque::new();
+    for t in 8..400 {
+        r.begin_tick(t);
+        for (i, s) in states(t).enumerate() {
+            r.set_entity(NetId(i as u16), &s);
+        }
+        while acks.front().is_some_and(|&(due, _)| due <= t) {
+            r.on_ack(0, acks.pop_front().unwrap().1);
+        }
+        body.clear();
+        let info = r.write(
+            0,
+            &viewer_of(&states(t).next().unwrap()),
+            None,
+            budget,
+            &mut body,
+        );
+        assert!(info.bytes <= budget);
+        bound += u32::from(info.deferred > 0);
+        sent += u64::from(info.states);
+        replica.read(&body).unwrap();
+        acks.push_back((t + 3, t));
+        for (i, seen) in last_seen.iter_mut().enumerate() {
+            if replica.entity_tick(NetId(i as u16)) == Some(t) {
+                worst_gap = worst_gap.max(t - *seen);
+                gaps[i] = gaps[i].max(t - *seen);
+                *seen = t;
+            }
+        }
+    }
+    let s = r.stats();
+    let per_tick = sent as f64 / 392.0;
+    assert!(
+        (8.0..=14.0).contains(&per_tick),
+        "{per_tick:.1} of {n} sent per tick"
+    );
+    assert!(bound > 350, "the budget binds: {bound} ticks of 392");
+    assert!(
+        worst_gap <= 10,
+        "an entity went {worst_gap} ticks unsent: {gaps:?}"
+    );
+    assert!(s.worst_staleness_ticks <= 10, "{s:?}");
+    assert!(
+        s.worst_staleness_ticks + 1 >= worst_gap,
+        "staleness stat {} vs gap {worst_gap}",
+        s.worst_staleness_ticks
+    );
+    assert!(last_seen.iter().all(|&t| t + 10 >= 399), "{last_seen:?}");
+}
+
+#[test]
+fn the_rate_bucket_holds_each_second_to_bytes_per_second() {
+    let bytes_per_second = 12_800;
+    let config = ReplicationConfig {
+        bytes_per_second,
+        burst_ticks: 4,
+        ..config_small()
+    };
+    let mut r = Replicator::new(config);
+    r.connect(0, None);
+    let mut per_tick = Vec::new();
+    let mut body = Vec::new();
+    for t in 0..512 {
+        r.begin_tick(t);
+        for i in 0..30u16 {
+            r.set_entity(NetId(i), &running(usize::from(i), t, ORIGIN, 30.0));
+        }
+        body.clear();
+        per_tick.push(r.write(0, &Viewer::default(), None, 1400, &mut body).bytes);
+        if t % 2 == 0 {
+            r.on_ack(0, t);
+        }
+    }
+    let burst = 4 * bytes_per_second as usize / 128;
+    for (start, second) in per_tick.windows(128).enumerate() {
+        let sent: usize = second.iter().sum();
+        assert!(
+            sent <= bytes_per_second as usize + burst,
+            "ticks {start}..: {sent} bytes"
+        );
+        assert!(
+            sent * 10 >= bytes_per_second as usize * 9,
+            "ticks {start}..: only {sent} bytes"
+        );
+    }
+    assert!(r.stats().rate_limited > 400);
+}

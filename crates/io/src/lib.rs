@@ -1,7 +1,8 @@
 //! Everything tickforge asks of the operating system, in one crate.
 //!
 //! What it does: UDP sockets ([`udp`]), the monotonic clock and precise sleeping
-//! ([`time`]), pinning threads to cores and reading CPU time ([`cpu`]).
+//! ([`time`]), pinning threads to cores and reading CPU time ([`cpu`]), the NUMA
+//! topology and match placement ([`numa`]).
 //!
 //! What it does not do: protocol or game logic. The pure crates take time as a parameter
 //! and bytes as slices; this crate supplies both.
@@ -11,6 +12,7 @@
 
 pub mod cpu;
 pub mod entropy;
+pub mod numa;
 pub mod stamped;
 pub mod time;
 pub mod udp;

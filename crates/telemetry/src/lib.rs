@@ -2,8 +2,8 @@
 //!
 //! What it does: exclusive-time scopes over the ten categories of the VALORANT article
 //! ([`Category`]) and the four phases of the Iris article ([`Phase`]), aggregation of frame
-//! records into histograms ([`FrameStats`]), and the report types every bench writes
-//! ([`report`]).
+//! records into histograms ([`FrameStats`]), the report types every bench writes
+//! ([`report`]), and the metrics a live server exposes to Prometheus ([`prometheus`]).
 //!
 //! What it does not do: read the OS clock or do any I/O. The clock is a plain function
 //! handed in by the caller (`tickforge-io` provides the real one; tests pass a fake one), so
@@ -13,6 +13,7 @@
 //! (the categories add up to the frame by construction); a scope costs two clock reads and
 //! no allocation; the numbers are plain data a report can carry.
 
+pub mod prometheus;
 pub mod report;
 mod scopes;
 mod stats;

@@ -1,0 +1,217 @@
+//! The only things the admin thread and a worker share: a command channel and a status
+//! slot. The worker never waits on either: it takes commands with `try_recv` and publishes
+//! its status with `try_lock`, skipping a publish when the admin happens to be reading.
+
+use std::net::SocketAddr;
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError, TryLockError};
+
+use serde::Serialize;
+use tickforge_proto::MatchId;
+use tickforge_telemetry::prometheus::MetricsSnapshot;
+
+use super::MatchSpec;
+
+/// What the admin thread asks of a worker.
+#[derive(Debug)]
+pub enum AdminCommand {
+    /// Create a match; answer with [`CreateMatch::answer`].
+    CreateMatch(CreateMatch),
+}
+
+/// A request to create match `match_id` from `spec`. The admin thread chose the id (unique
+/// in the process) and mints the players' tokens once the worker has accepted.
+#[derive(Debug)]
+pub struct CreateMatch {
+    /// The id the new match must have; its tokens will name it.
+    pub match_id: MatchId,
+    /// What the matchmaker asked for.
+    pub spec: MatchSpec,
+    pub(super) reply: SyncSender<Result<(), CreateError>>,
+}
+
+impl CreateMatch {
+    /// Answers the request without blocking: `Ok(())` once the match exists and accepts
+    /// connections, or why not. Returns `false` when the admin thread stopped waiting (it
+    /// timed out, so the matchmaker got a 503 and no tokens): the worker should remove the
+    /// match it just created.
+    pub fn answer(self, result: Result<(), CreateError>) -> bool {
+        // Capacity 1 and one answer per request: `try_send` never finds the channel full.
+        !matches!(
+            self.reply.try_send(result),
+            Err(TrySendError::Disconnected(_))
+        )
+    }
+}
+
+/// Why a worker refused a match; the text is sent back to the matchmaker.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CreateError {
+    /// The worker holds as many matches as it can run on time (HTTP 503).
+    #[error("no room for another match: {reason}")]
+    Full {
+        /// What ran out, for the operator (`"60 of 60 matches"`).
+        reason: String,
+    },
+    /// The worker is draining and takes no new matches (HTTP 503).
+    #[error("draining: no new matches")]
+    Draining,
+    /// The worker cannot host this spec, for example another tick rate (HTTP 422).
+    #[error("cannot host this match: {reason}")]
+    Unsupported {
+        /// What the worker cannot do.
+        reason: String,
+    },
+}
+
+/// Where a match is in its life, as `/matches` shows it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MatchState {
+    /// Created; waiting for its players.
+    #[default]
+    Waiting,
+    /// Being played.
+    Running,
+    /// Over; its results are written and it is about to be removed.
+    Finished,
+}
+
+/// One match as a worker last published it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatchStatus {
+    /// The match.
+    pub id: MatchId,
+    /// Players connected now.
+    pub players_connected: u32,
+    /// The match's current tick.
+    pub tick: u32,
+    /// Where the match is in its life.
+    pub state: MatchState,
+}
+
+/// What a worker publishes about once a second: its matches and its metrics.
+#[derive(Clone, Debug, Default)]
+pub struct WorkerStatus {
+    /// Every match the worker hosts.
+    pub matches: Vec<MatchStatus>,
+    /// The worker's running totals (see [`MetricsSnapshot`]).
+    pub metrics: MetricsSnapshot,
+}
+
+/// The admin thread's end of one worker's link. Hand it to [`super::AdminServer::start`].
+#[derive(Debug)]
+pub struct AdminHandle {
+    pub(super) commands: Sender<AdminCommand>,
+    pub(super) status: Arc<Mutex<WorkerStatus>>,
+    /// Where players reach this worker's matches; the tokens name it.
+    pub(super) public_addr: SocketAddr,
+}
+
+/// A worker's end of its link to the admin thread. Lives with the worker thread.
+#[derive(Debug)]
+pub struct WorkerLink {
+    pub(super) commands: Receiver<AdminCommand>,
+    status: Arc<Mutex<WorkerStatus>>,
+}
+
+/// Makes the link between the admin thread and one worker whose matches players reach at
+/// `public_addr` (the worker's own port, or the shared one when workers share a port).
+pub fn worker_link(public_addr: SocketAddr) -> (AdminHandle, WorkerLink) {
+    let (tx, rx) = mpsc::channel();
+    let status = Arc::new(Mutex::new(WorkerStatus::default()));
+    (
+        AdminHandle {
+            commands: tx,
+            status: Arc::clone(&status),
+            public_addr,
+        },
+        WorkerLink {
+            commands: rx,
+            status,
+        },
+    )
+}
+
+impl WorkerLink {
+    /// The next command, if one is waiting; never blocks. Call once per wake-up, outside
+    /// any match's frame, until it returns `None`.
+    pub fn poll_command(&self) -> Option<AdminCommand> {
+        // Empty, or the admin thread has stopped: either way there is nothing to do.
+        self.commands.try_recv().ok()
+    }
+
+    /// Lets `fill` update the published status in place, unless the admin thread is reading
+    /// it right now: then nothing happens and this returns `false` (publish again next
+    /// second). Call about once a second, off the tick.
+    ///
+    /// `fill` sees last second's status, so `matches.clear()` and pushing again reuses
+    /// the vector's memory: after the first publishes this does not allocate.
+    pub fn publish(&self, fill: impl FnOnce(&mut WorkerStatus)) -> bool {
+        let mut status = match self.status.try_lock() {
+            Ok(guard) => guard,
+            // The admin thread panicked while reading; the data is still whole.
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return false,
+        };
+        fill(&mut status);
+        true
+    }
+}
+
+impl AdminHandle {
+    /// Copies what the worker last published (admin thread only).
+    pub(super) fn with_status<T>(&self, read: impl FnOnce(&WorkerStatus) -> T) -> T {
+        let status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
+        read(&status)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn publish_never_waits_for_the_lock() {
+        let (admin, link) = worker_link("127.0.0.1:1".parse().unwrap());
+        assert!(link.publish(|s| s.metrics.ticks = 1));
+        let held = admin.status.lock().unwrap();
+        assert!(!link.publish(|s| s.metrics.ticks = 2));
+        drop(held);
+        assert!(link.publish(|s| s.metrics.ticks = 3));
+        assert_eq!(admin.with_status(|s| s.metrics.ticks), 3);
+    }
+
+    #[test]
+    fn commands_are_polled_and_answers_never_block() {
+        let (admin, link) = worker_link("127.0.0.1:1".parse().unwrap());
+        assert!(link.poll_command().is_none());
+        let (reply, answers) = mpsc::sync_channel(1);
+        admin
+            .commands
+            .send(AdminCommand::CreateMatch(CreateMatch {
+                match_id: MatchId(3),
+                spec: MatchSpec::default(),
+                reply,
+            }))
+            .unwrap();
+        let Some(AdminCommand::CreateMatch(req)) = link.poll_command() else {
+            panic!("a command was sent");
+        };
+        assert_eq!(req.match_id, MatchId(3));
+        assert!(req.answer(Ok(())));
+        assert_eq!(answers.try_recv(), Ok(Ok(())));
+
+        // The admin gave up waiting: the worker learns it from the answer.
+        let (reply, answers) = mpsc::sync_channel(1);
+        drop(answers);
+        let req = CreateMatch {
+            match_id: MatchId(4),
+            spec: MatchSpec::default(),
+            reply,
+        };
+        assert!(!req.answer(Err(CreateError::Draining)));
+        drop(admin);
+        assert!(link.poll_command().is_none());
+    }
+}

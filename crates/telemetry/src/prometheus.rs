@@ -1,0 +1,524 @@
+//! Metrics for Prometheus: a plain-data snapshot a worker fills, and its text rendering.
+//!
+//! A worker keeps one [`MetricsSnapshot`] as its running totals: [`MetricsSnapshot::record_frame`]
+//! after each match frame, `+=` on the counters as datagrams come and go. The snapshot is
+//! `Copy` and fixed-size, so none of this allocates, and publishing it about once a second
+//! is a copy. Whoever serves `/metrics` sums the workers' copies with
+//! [`MetricsSnapshot::merge`] and calls [`render`].
+//!
+//! Rendering uses the `prometheus-client` crate, through a collector that hands its
+//! encoder our precomputed bucket counts (no sample is observed twice). That crate writes
+//! the OpenMetrics 1.0 text format, the successor of Prometheus's text format 0.0.4 that
+//! Prometheus negotiates by the [`CONTENT_TYPE`] header; it differs from 0.0.4 in three
+//! visible ways: a counter's `# TYPE` line names the family without its `_total` suffix,
+//! the text ends with `# EOF`, and histogram `_sum` and `_count` come before the buckets.
+//!
+//! Families:
+//!
+//! | name | type | labels |
+//! |---|---|---|
+//! | `tickforge_match_frame_seconds` | histogram | — |
+//! | `tickforge_frame_seconds` | histogram | `category` (one of [`Category::name`]) |
+//! | `tickforge_ticks_total`, `tickforge_late_ticks_total`, `tickforge_skipped_ticks_total`, `tickforge_hitches_total` | counter | — |
+//! | `tickforge_bytes_total`, `tickforge_packets_total` | counter | `direction` (`in`, `out`) |
+//! | `tickforge_players_connected`, `tickforge_matches` | gauge | — |
+
+use std::borrow::Cow;
+use std::fmt;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+use crate::{Category, FrameRecord};
+
+/// The `Content-Type` of the text [`render`] writes.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Upper bounds of the frame-time buckets, in nanoseconds, ascending; a last `+Inf` bucket
+/// follows. They bracket the 117 µs budget of a match frame at 60 games per core and reach
+/// one (7.8125 ms) and two ticks at 128 Hz, where a frame is a hitch.
+pub const FRAME_BUCKET_BOUNDS_NS: [u64; 12] = [
+    5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000, 5_000_000,
+    7_812_500, 15_625_000,
+];
+
+/// Number of buckets including the last, unbounded one.
+pub const FRAME_BUCKETS: usize = FRAME_BUCKET_BOUNDS_NS.len() + 1;
+
+/// A histogram of durations over [`FRAME_BUCKET_BOUNDS_NS`]: per-bucket counts (not
+/// cumulative) and the exact sum. Recording is a search of twelve bounds; it never allocates.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FrameBuckets {
+    counts: [u64; FRAME_BUCKETS],
+    sum_ns: u64,
+}
+
+impl FrameBuckets {
+    /// Counts one duration of `ns` nanoseconds in the first bucket whose bound is `>= ns`.
+    pub fn record_ns(&mut self, ns: u64) {
+        let i = FRAME_BUCKET_BOUNDS_NS.partition_point(|&bound| bound < ns);
+        self.counts[i] += 1;
+        self.sum_ns = self.sum_ns.saturating_add(ns);
+    }
+
+    /// Values per bucket (not cumulative); the last is above every bound.
+    pub fn counts(&self) -> &[u64; FRAME_BUCKETS] {
+        &self.counts
+    }
+
+    /// Number of values recorded.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// Sum of the values recorded, in nanoseconds (saturating).
+    pub fn sum_ns(&self) -> u64 {
+        self.sum_ns
+    }
+
+    /// Adds every value of `other`.
+    pub fn merge(&mut self, other: &FrameBuckets) {
+        for (a, b) in self.counts.iter_mut().zip(other.counts) {
+            *a += b;
+        }
+        self.sum_ns = self.sum_ns.saturating_add(other.sum_ns);
+    }
+}
+
+/// What one worker (or a whole host, after [`MetricsSnapshot::merge`]) exposes to
+/// Prometheus. Counters and histograms run from the worker's start; gauges are the
+/// present value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MetricsSnapshot {
+    /// CPU time of each match frame (one match's tick).
+    pub match_frame: FrameBuckets,
+    /// Exclusive time per category in each match frame that entered the category,
+    /// indexed by [`Category::index`].
+    pub categories: [FrameBuckets; Category::COUNT],
+    /// Match ticks run.
+    pub ticks: u64,
+    /// Ticks that started more than 1 ms after their deadline.
+    pub late_ticks: u64,
+    /// Ticks skipped because the worker fell a whole tick behind.
+    pub skipped_ticks: u64,
+    /// Hitches: ticks more than one tick late, or frames over twice their budget.
+    pub hitches: u64,
+    /// UDP payload bytes received.
+    pub bytes_in: u64,
+    /// UDP payload bytes sent.
+    pub bytes_out: u64,
+    /// Datagrams received.
+    pub packets_in: u64,
+    /// Datagrams sent.
+    pub packets_out: u64,
+    /// Players connected now.
+    pub players_connected: u64,
+    /// Matches hosted now.
+    pub matches: u64,
+}
+
+impl MetricsSnapshot {
+    /// Counts one match frame: one tick, its cost, and each category it entered. Call
+    /// once per match tick with the record [`crate::Scopes::end_frame`] returned.
+    pub fn record_frame(&mut self, frame: &FrameRecord) {
+        self.ticks += 1;
+        self.match_frame.record_ns(frame.total_ns);
+        for c in Category::ALL {
+            if frame.entered & (1 << c.index()) != 0 {
+                self.categories[c.index()].record_ns(frame.category_ns[c.index()]);
+            }
+        }
+    }
+
+    /// Adds `other` into this snapshot: counters, histograms and gauges all add, which
+    /// turns per-worker snapshots into the host's.
+    pub fn merge(&mut self, other: &MetricsSnapshot) {
+        self.match_frame.merge(&other.match_frame);
+        for (a, b) in self.categories.iter_mut().zip(&other.categories) {
+            a.merge(b);
+        }
+        self.ticks += other.ticks;
+        self.late_ticks += other.late_ticks;
+        self.skipped_ticks += other.skipped_ticks;
+        self.hitches += other.hitches;
+        self.bytes_in += other.bytes_in;
+        self.bytes_out += other.bytes_out;
+        self.packets_in += other.packets_in;
+        self.packets_out += other.packets_out;
+        self.players_connected += other.players_connected;
+        self.matches += other.matches;
+    }
+}
+
+/// A label name that Prometheus would reject.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LabelError {
+    /// Not `[a-zA-Z_][a-zA-Z0-9_]*`, or starting with the reserved `__`.
+    #[error("`{0}` is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with __)")]
+    BadName(String),
+}
+
+/// Appends `snapshot` to `out` as OpenMetrics text, ending with `# EOF`. Call when
+/// `/metrics` is scraped, never in a frame: it allocates.
+pub fn render(snapshot: &MetricsSnapshot, out: &mut String) {
+    // No labels, so no label name to reject.
+    let _ = render_with_labels(snapshot, &[], out);
+}
+
+/// Like [`render`], with `labels` (for example the host's name) added to every sample.
+/// Label values may hold any text; they are escaped.
+pub fn render_with_labels(
+    snapshot: &MetricsSnapshot,
+    labels: &[(&str, &str)],
+    out: &mut String,
+) -> Result<(), LabelError> {
+    for (name, _) in labels {
+        if !is_label_name(name) {
+            return Err(LabelError::BadName((*name).to_string()));
+        }
+    }
+    let mut registry = Registry::with_labels(
+        labels
+            .iter()
+            .map(|(k, v)| (Cow::Owned(k.to_string()), Cow::Owned(v.to_string()))),
+    );
+    registry.register_collector(Box::new(SnapshotCollector(*snapshot)));
+    // Writing to a String cannot fail, and the collector fails only when its writer does.
+    let _ = prometheus_client::encoding::text::encode(out, &registry);
+    Ok(())
+}
+
+fn is_label_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    let first_ok = matches!(bytes.next(), Some(b'a'..=b'z' | b'A'..=b'Z' | b'_'));
+    first_ok && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_') && !name.starts_with("__")
+}
+
+/// Hands a snapshot's numbers to the encoder on each scrape.
+#[derive(Debug)]
+struct SnapshotCollector(MetricsSnapshot);
+
+impl Collector for SnapshotCollector {
+    fn encode(&self, mut enc: DescriptorEncoder<'_>) -> fmt::Result {
+        let s = &self.0;
+        {
+            let mut m = enc.encode_descriptor(
+                "tickforge_match_frame_seconds",
+                "CPU time of one match tick, its share of the batched socket calls included.",
+                None,
+                MetricType::Histogram,
+            )?;
+            histogram(&mut m, &s.match_frame)?;
+        }
+        {
+            let mut m = enc.encode_descriptor(
+                "tickforge_frame_seconds",
+                "Exclusive time per telemetry category in each match tick that entered it.",
+                None,
+                MetricType::Histogram,
+            )?;
+            for c in Category::ALL {
+                let labels = [("category", c.name())];
+                histogram(&mut m.encode_family(&labels)?, &s.categories[c.index()])?;
+            }
+        }
+        // Counter family names leave out `_total`: the encoder appends it to each sample.
+        counter(&mut enc, "tickforge_ticks", "Match ticks run.", s.ticks)?;
+        counter(
+            &mut enc,
+            "tickforge_late_ticks",
+            "Ticks that started more than 1 ms after their deadline.",
+            s.late_ticks,
+        )?;
+        counter(
+            &mut enc,
+            "tickforge_skipped_ticks",
+            "Ticks skipped because a worker fell a whole tick behind.",
+            s.skipped_ticks,
+        )?;
+        counter(
+            &mut enc,
+            "tickforge_hitches",
+            "Ticks more than one tick late, or frames over twice their budget.",
+            s.hitches,
+        )?;
+        directed(
+            &mut enc,
+            "tickforge_bytes",
+            "UDP payload bytes received (in) and sent (out).",
+            s.bytes_in,
+            s.bytes_out,
+        )?;
+        directed(
+            &mut enc,
+            "tickforge_packets",
+            "Datagrams received (in) and sent (out).",
+            s.packets_in,
+            s.packets_out,
+        )?;
+        gauge(
+            &mut enc,
+            "tickforge_players_connected",
+            "Players connected now.",
+            s.players_connected,
+        )?;
+        gauge(
+            &mut enc,
+            "tickforge_matches",
+            "Matches hosted now.",
+            s.matches,
+        )
+    }
+}
+
+type MetricEncoder<'a> = prometheus_client::encoding::MetricEncoder<'a>;
+
+fn histogram(m: &mut MetricEncoder<'_>, h: &FrameBuckets) -> fmt::Result {
+    // The encoder takes per-bucket counts and writes them cumulatively.
+    let mut buckets = [(f64::INFINITY, 0u64); FRAME_BUCKETS];
+    for (i, (bound, count)) in buckets.iter_mut().enumerate() {
+        if let Some(ns) = FRAME_BUCKET_BOUNDS_NS.get(i) {
+            *bound = *ns as f64 / 1e9;
+        }
+        *count = h.counts[i];
+    }
+    m.encode_histogram::<NoLabelSet>(h.sum_ns as f64 / 1e9, h.count(), &buckets, None)
+}
+
+fn counter(enc: &mut DescriptorEncoder<'_>, name: &str, help: &str, v: u64) -> fmt::Result {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    m.encode_counter::<NoLabelSet, _, u64>(&v, None)
+}
+
+fn directed(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    inbound: u64,
+    outbound: u64,
+) -> fmt::Result {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (direction, v) in [("in", inbound), ("out", outbound)] {
+        let labels = [("direction", direction)];
+        m.encode_family(&labels)?
+            .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
+    }
+    Ok(())
+}
+
+fn gauge(enc: &mut DescriptorEncoder<'_>, name: &str, help: &str, v: u64) -> fmt::Result {
+    enc.encode_descriptor(name, help, None, MetricType::Gauge)?
+        .encode_gauge(&v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Phase;
+
+    fn sample() -> MetricsSnapshot {
+        let mut s = MetricsSnapshot::default();
+        for us in [3u64, 40, 90, 120, 20_000] {
+            let mut r = FrameRecord::default();
+            r.add(Category::Network, Phase::Receive, us * 1000 / 2);
+            r.add(Category::Movement, Phase::Simulate, us * 1000 / 2);
+            s.record_frame(&r);
+        }
+        s.late_ticks = 2;
+        s.hitches = 1;
+        s.bytes_in = 1200;
+        s.bytes_out = 34_000;
+        s.packets_in = 10;
+        s.packets_out = 20;
+        s.players_connected = 9;
+        s.matches = 1;
+        s
+    }
+
+    /// One sample line: name, labels as written, value.
+    fn parse_sample(line: &str) -> (&str, &str, &str) {
+        let (head, value) = line.rsplit_once(' ').expect("a sample has a value");
+        match head.split_once('{') {
+            Some((name, rest)) => (name, rest.strip_suffix('}').expect("labels close"), value),
+            None => (head, "", value),
+        }
+    }
+
+    #[test]
+    fn buckets_hold_values_at_their_bound() {
+        let mut b = FrameBuckets::default();
+        b.record_ns(5_000); // le 5 µs
+        b.record_ns(5_001); // le 10 µs
+        b.record_ns(u64::MAX); // +Inf
+        assert_eq!(b.counts()[0], 1);
+        assert_eq!(b.counts()[1], 1);
+        assert_eq!(b.counts()[FRAME_BUCKETS - 1], 1);
+        assert_eq!(b.count(), 3);
+        assert_eq!(b.sum_ns(), u64::MAX);
+    }
+
+    #[test]
+    fn every_family_has_help_and_type_lines() {
+        let mut out = String::new();
+        render(&sample(), &mut out);
+        for (family, kind) in [
+            ("tickforge_match_frame_seconds", "histogram"),
+            ("tickforge_frame_seconds", "histogram"),
+            ("tickforge_ticks", "counter"),
+            ("tickforge_late_ticks", "counter"),
+            ("tickforge_skipped_ticks", "counter"),
+            ("tickforge_hitches", "counter"),
+            ("tickforge_bytes", "counter"),
+            ("tickforge_packets", "counter"),
+            ("tickforge_players_connected", "gauge"),
+            ("tickforge_matches", "gauge"),
+        ] {
+            assert!(
+                out.contains(&format!("# HELP {family} ")),
+                "{family}\n{out}"
+            );
+            assert!(
+                out.contains(&format!("# TYPE {family} {kind}\n")),
+                "{family}\n{out}"
+            );
+        }
+        assert!(out.contains("\ntickforge_ticks_total 5\n"), "{out}");
+        assert!(
+            out.contains("\ntickforge_bytes_total{direction=\"out\"} 34000\n"),
+            "{out}"
+        );
+        assert!(out.contains("\ntickforge_players_connected 9\n"), "{out}");
+        assert!(out.ends_with("# EOF\n"), "{out}");
+    }
+
+    /// `a="x",b="y"` as pairs, escapes kept as written.
+    fn parse_labels(labels: &str) -> Vec<(String, String)> {
+        let mut pairs = Vec::new();
+        let mut rest = labels;
+        while let Some((name, after)) = rest.split_once("=\"") {
+            let mut end = 0;
+            let bytes = after.as_bytes();
+            while bytes[end] != b'"' {
+                end += if bytes[end] == b'\\' { 2 } else { 1 };
+            }
+            pairs.push((name.to_string(), after[..end].to_string()));
+            rest = after[end + 1..].trim_start_matches(',');
+        }
+        pairs
+    }
+
+    #[test]
+    fn buckets_are_cumulative_and_inf_equals_count() {
+        let mut out = String::new();
+        render_with_labels(&sample(), &[("host", "h")], &mut out).unwrap();
+        // Per histogram series (family, labels without `le`): `(le, value)` in order.
+        type Series = (String, Vec<(String, String)>, Vec<(String, u64)>);
+        let mut series: Vec<Series> = Vec::new();
+        let mut counts = Vec::new();
+        for line in out.lines().filter(|l| !l.starts_with('#')) {
+            let (name, labels, value) = parse_sample(line);
+            let mut labels = parse_labels(labels);
+            if let Some(family) = name.strip_suffix("_bucket") {
+                let at = labels.iter().position(|(k, _)| k == "le").expect("le");
+                let (_, le) = labels.remove(at);
+                let v = value.parse().unwrap();
+                match series
+                    .iter_mut()
+                    .find(|(f, l, _)| f == family && *l == labels)
+                {
+                    Some((_, _, buckets)) => buckets.push((le, v)),
+                    None => series.push((family.to_string(), labels, vec![(le, v)])),
+                }
+            } else if let Some(family) = name.strip_suffix("_count") {
+                counts.push((family.to_string(), labels, value.parse::<u64>().unwrap()));
+            }
+        }
+        assert_eq!(series.len(), 1 + Category::COUNT);
+        for (family, labels, buckets) in &series {
+            assert_eq!(buckets.len(), FRAME_BUCKETS, "{family} {labels:?}");
+            assert!(
+                buckets.windows(2).all(|w| w[0].1 <= w[1].1),
+                "not cumulative: {buckets:?}"
+            );
+            let bounds: Vec<f64> = buckets[..FRAME_BUCKETS - 1]
+                .iter()
+                .map(|(le, _)| le.parse().unwrap())
+                .collect();
+            assert!(bounds.windows(2).all(|w| w[0] < w[1]), "{bounds:?}");
+            let (le, inf) = buckets.last().unwrap();
+            assert_eq!(le, "+Inf");
+            let count = counts
+                .iter()
+                .find(|(f, l, _)| f == family && l == labels)
+                .expect("a _count for every histogram");
+            assert_eq!(*inf, count.2, "{family} {labels:?}");
+        }
+        assert!(out.contains("tickforge_frame_seconds_count{host=\"h\",category=\"network\"} 5\n"));
+        // Never entered: a zero histogram, still present so rates work from the start.
+        assert!(out.contains("tickforge_frame_seconds_count{host=\"h\",category=\"fow\"} 0\n"));
+        assert!(
+            out.contains("tickforge_match_frame_seconds_bucket{host=\"h\",le=\"0.000005\"} 1\n")
+        );
+        assert!(out.contains("tickforge_match_frame_seconds_bucket{host=\"h\",le=\"0.0001\"} 3\n"));
+    }
+
+    #[test]
+    fn every_line_parses() {
+        let mut out = String::new();
+        render_with_labels(&sample(), &[("host", "gs-7")], &mut out).unwrap();
+        for line in out.lines() {
+            if let Some(meta) = line.strip_prefix("# ") {
+                let word = meta.split(' ').next().unwrap();
+                assert!(matches!(word, "HELP" | "TYPE" | "EOF"), "{line}");
+                continue;
+            }
+            let (name, labels, value) = parse_sample(line);
+            assert!(name.starts_with("tickforge_"), "{line}");
+            assert!(
+                name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'),
+                "{line}"
+            );
+            assert!(labels.starts_with("host=\"gs-7\""), "{line}");
+            assert!(value.parse::<f64>().is_ok(), "{line}");
+        }
+    }
+
+    #[test]
+    fn label_values_are_escaped_and_names_checked() {
+        let mut out = String::new();
+        render_with_labels(
+            &MetricsSnapshot::default(),
+            &[("host", "a\\b\"c\nd")],
+            &mut out,
+        )
+        .unwrap();
+        assert!(
+            out.contains("tickforge_matches{host=\"a\\\\b\\\"c\\nd\"} 0\n"),
+            "{out}"
+        );
+        assert!(
+            !out.lines().any(|l| l == "d\"} 0"),
+            "a raw newline split a sample"
+        );
+        for bad in ["", "1x", "a-b", "__x"] {
+            let mut out = String::new();
+            let err = render_with_labels(&MetricsSnapshot::default(), &[(bad, "v")], &mut out);
+            assert_eq!(err, Err(LabelError::BadName(bad.to_string())));
+            assert!(out.is_empty());
+        }
+    }
+
+    #[test]
+    fn merge_adds_workers() {
+        let mut host = MetricsSnapshot::default();
+        host.merge(&sample());
+        host.merge(&sample());
+        assert_eq!(host.ticks, 10);
+        assert_eq!(host.match_frame.count(), 10);
+        assert_eq!(host.categories[Category::Network.index()].count(), 10);
+        assert_eq!(host.players_connected, 18);
+        assert_eq!(host.bytes_out, 68_000);
+    }
+}

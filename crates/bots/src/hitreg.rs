@@ -111,6 +111,13 @@ impl ViewDelay {
     };
 }
 
+/// A snapshot waiting in the jitter buffer: its tick and how the server posed it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Buffered {
+    tick: Tick,
+    posing: Option<Posing>,
+}
+
 /// Ticks of snapshots the jitter buffer holds: a power of two, a quarter second at 128 Hz.
 const JITTER_RING: u32 = 32;
 
@@ -128,10 +135,10 @@ pub struct ClientView {
     scopes: Scopes,
     delay: ViewDelay,
     /// Snapshots not yet committed: the tick held in each slot of the ring (by
-    /// `tick % JITTER_RING`) and how the server posed it, and its rows of `(state, alive)`
-    /// by player.
-    buffered: Box<[Option<(Tick, Posing)>]>,
-    rows: Vec<(PlayerState, bool)>,
+    /// `tick % JITTER_RING`) and how the server posed it (`None`: it did not say), and its
+    /// rows of `(state, alive)` by player, `None` where the snapshot said nothing.
+    buffered: Box<[Option<Buffered>]>,
+    rows: Vec<Option<(PlayerState, bool)>>,
     /// The last row committed, held for a tick whose snapshot never came, and its posing.
     last_row: Vec<(PlayerState, bool)>,
     last_posing: Posing,
@@ -172,7 +179,7 @@ impl ClientView {
             scopes: Scopes::new(std::time::Instant::now),
             delay,
             buffered: vec![None; JITTER_RING as usize].into_boxed_slice(),
-            rows: vec![(PlayerState::default(), true); JITTER_RING as usize * n],
+            rows: vec![None; JITTER_RING as usize * n],
             last_row: vec![(PlayerState::default(), true); n],
             last_posing: Posing::Animated,
             newest: None,
@@ -209,16 +216,18 @@ impl ClientView {
         }
     }
 
-    /// Takes the snapshot of `tick`, posed as `posing` on the server: `(slot, state, alive)`
-    /// triples (slots not given keep their last state). Commits to the history every tick that is now
+    /// Takes the snapshot of `tick`, posed as `posing` on the server (`None`: unsaid, as
+    /// before): `(slot, Some((state, alive)))` for each player it carried, `(slot, None)` for
+    /// one it says is gone from view (hidden, so not a target); slots not given keep their
+    /// last state. Commits to the history every tick that is now
     /// `commit_lag_ticks` behind the newest; a snapshot for a tick already committed is
     /// counted late and dropped; a match that started over (a tick far behind) or a long
     /// silence starts the view over.
     pub fn record(
         &mut self,
         tick: Tick,
-        posing: Posing,
-        states: impl IntoIterator<Item = (u8, PlayerState, bool)>,
+        posing: Option<Posing>,
+        states: impl IntoIterator<Item = (u8, Option<(PlayerState, bool)>)>,
     ) {
         if let Some(newest) = self.newest {
             let ahead = tick.0.wrapping_sub(newest.0) as i32;
@@ -236,20 +245,25 @@ impl ClientView {
         let n = self.states.len();
         let at = (tick.0 % JITTER_RING) as usize;
         let row = &mut self.rows[at * n..(at + 1) * n];
-        // Start from the last row committed: slots a snapshot leaves out keep their state.
-        row.copy_from_slice(&self.last_row);
+        row.fill(None);
         let newer = self
             .newest
             .is_none_or(|t| tick.0.wrapping_sub(t.0) as i32 > 0);
-        for (slot, state, alive) in states {
-            if let Some(r) = row.get_mut(usize::from(slot)) {
-                *r = (state, alive);
-                if newer {
-                    self.states[usize::from(slot)] = state;
-                }
+        for (slot, record) in states {
+            let i = usize::from(slot);
+            let Some(r) = row.get_mut(i) else {
+                continue;
+            };
+            *r = Some(match record {
+                Some(seen) => seen,
+                // Gone from view: where it was last seen, not a target.
+                None => (self.states[i], false),
+            });
+            if let (true, Some((state, _))) = (newer, record) {
+                self.states[i] = state;
             }
         }
-        self.buffered[at] = Some((tick, posing));
+        self.buffered[at] = Some(Buffered { tick, posing });
         if newer {
             self.newest = Some(tick);
         }
@@ -272,7 +286,9 @@ impl ClientView {
         let mut next = match self.committed {
             Some(c) => c.next(),
             // The first commit waits for its own snapshot.
-            None if self.buffered[(upto.0 % JITTER_RING) as usize].map(|b| b.0) == Some(upto) => {
+            None if self.buffered[(upto.0 % JITTER_RING) as usize].map(|b| b.tick)
+                == Some(upto) =>
+            {
                 upto
             }
             None => return,
@@ -280,11 +296,15 @@ impl ClientView {
         let n = self.states.len();
         while upto.0.wrapping_sub(next.0) as i32 >= 0 {
             let at = (next.0 % JITTER_RING) as usize;
-            if let Some((tick, posing)) = self.buffered[at].filter(|b| b.0 == next) {
-                debug_assert_eq!(tick, next);
-                self.last_row
-                    .copy_from_slice(&self.rows[at * n..(at + 1) * n]);
-                self.last_posing = posing;
+            if let Some(Buffered { posing, .. }) = self.buffered[at].filter(|b| b.tick == next) {
+                let row = &self.rows[at * n..(at + 1) * n];
+                // Slots the snapshot said nothing of keep their last state.
+                for (last, seen) in self.last_row.iter_mut().zip(row) {
+                    if let Some(seen) = seen {
+                        *last = *seen;
+                    }
+                }
+                self.last_posing = posing.unwrap_or(self.last_posing);
                 self.buffered[at] = None;
             } else {
                 // Never came: the last states held, so the gaits keep running.
@@ -493,11 +513,11 @@ mod tests {
             if t < total {
                 client.record(
                     Tick(t),
-                    Posing::Animated,
+                    Some(Posing::Animated),
                     states
                         .iter()
                         .enumerate()
-                        .map(|(i, s)| (i as u8, client_state(s), true)),
+                        .map(|(i, s)| (i as u8, Some((client_state(s), true)))),
                 );
                 let cmd = aim(t);
                 let view = client.view_time().unwrap_or(ViewTime::at(Tick(0)));
@@ -549,12 +569,12 @@ mod tests {
     }
 
     /// A row of two players, the second at `x`.
-    fn row(x: f32) -> [(u8, PlayerState, bool); 2] {
+    fn row(x: f32) -> [(u8, Option<(PlayerState, bool)>); 2] {
         let at = |x| PlayerState {
             origin: Vec3::new(x, 0.0, 0.0),
             ..Default::default()
         };
-        [(0, at(0.0), true), (1, at(x), true)]
+        [(0, Some((at(0.0), true))), (1, Some((at(x), true)))]
     }
 
     #[test]
@@ -563,7 +583,7 @@ mod tests {
         let mut v = ClientView::new(map, 2, 128, FOUR, INTERPOLATING);
         // The target stands at x = tick - 1000. Tick 1012 arrives after 1013; 1014 never does.
         for t in [1010, 1011, 1013, 1012, 1015, 1016, 1017, 1018] {
-            v.record(Tick(t), Posing::Animated, row((t - 1000) as f32));
+            v.record(Tick(t), Some(Posing::Animated), row((t - 1000) as f32));
         }
         assert_eq!(v.newest(), Some(Tick(1018)));
         assert_eq!((v.late, v.filled), (0, 1), "1012 in time, 1014 filled");
@@ -591,10 +611,10 @@ mod tests {
         assert_eq!(x_at(&v, half(1012)), 12.5);
         assert_eq!(x_at(&v, half(1014)), 14.0);
         // A snapshot for a committed tick is late.
-        v.record(Tick(1014), Posing::Animated, row(14.0));
+        v.record(Tick(1014), Some(Posing::Animated), row(14.0));
         assert_eq!(v.late, 1);
         // A match that starts over starts the view over.
-        v.record(Tick(0), Posing::Animated, row(0.0));
+        v.record(Tick(0), Some(Posing::Animated), row(0.0));
         assert_eq!(v.newest(), Some(Tick(0)));
     }
 

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use tickforge_game::history::Posing;
 use tickforge_game::{buttons, BuiltinMap, Map, Tick, UserCmd, ViewTime};
 use tickforge_io::stamped;
 use tickforge_io::udp::{SocketOptions, UdpSocket};
@@ -32,11 +33,11 @@ use tickforge_proto::netcode::{Client, ClientEvent, PrivateKey};
 use tickforge_proto::reliable::Endpoint;
 use tickforge_proto::user_data::{UserData, ANY};
 use tickforge_proto::{MatchId, MAX_PACKET_BYTES};
-use tickforge_replication::{cmd, SnapshotReader};
+use tickforge_replication::{cmd, flags, Replica, ReplicaConfig};
 use tickforge_telemetry::report::{BotsReport, Clients, Hitreg, ResponseTimeMs, ServerDelayMs};
 use tickforge_telemetry::DurationHistogram;
 
-use behaviour::{Aimer, Rng, Wander};
+use behaviour::{Aimer, Rng, Role, Runner, Wander};
 use hitreg::{verdict_of, ClientView, HitregCounts};
 
 /// How the bots run.
@@ -66,6 +67,9 @@ pub struct BotsConfig {
     /// The map the matches are played on: aimers trace their line of sight and judge their
     /// shots on it.
     pub map: BuiltinMap,
+    /// Which behaviour each bot gets: [`behaviour::BotMix::for_map`] gives the mix each map
+    /// is made for.
+    pub behaviour: behaviour::BotMix,
     /// Round trip the network conditioner adds: each datagram, either way, is held for
     /// half of it.
     pub rtt: Duration,
@@ -95,6 +99,7 @@ impl Default for BotsConfig {
             protocol_id: 0x7469_636b_666f_7267,
             private_key: PrivateKey([0; 32]),
             map: BuiltinMap::Arena,
+            behaviour: behaviour::BotMix::Arena,
             rtt: Duration::ZERO,
             jitter: Duration::ZERO,
             interp_delay: DEFAULT_INTERP_DELAY,
@@ -120,6 +125,17 @@ impl BotsConfig {
             commit_lag_ticks: ticks(self.jitter_buffer).round() as u32,
         }
     }
+}
+
+/// The client half of the server's replication settings: a match's players at its tick
+/// rate, with the default ring of baselines.
+fn replica_config(config: &BotsConfig) -> ReplicaConfig {
+    let server = tickforge_replication::ReplicationConfig {
+        max_entities: config.bots_per_match.clamp(1, 1024) as usize,
+        tick_hz: config.tick_hz,
+        ..Default::default()
+    };
+    ReplicaConfig::matching(&server)
 }
 
 /// Once a second while running: what the bots see so far.
@@ -161,6 +177,11 @@ struct BotMetrics {
     events: u64,
     /// Packets the link refused as broken.
     link_errors: u64,
+    /// Snapshots the replica refused.
+    bad_snapshots: u64,
+    /// Datagrams received and sent in the window.
+    packets_down: u64,
+    packets_up: u64,
     /// The bot's shot verdicts against the server's.
     hitreg: HitregCounts,
 }
@@ -169,6 +190,7 @@ struct BotMetrics {
 enum Behaviour {
     Wander(Wander),
     Aim(Aimer),
+    Run(Runner),
 }
 
 /// A datagram the network conditioner holds until `at`.
@@ -259,7 +281,10 @@ struct Bot {
     seq: u32,
     sent_at: [(u32, Option<Instant>); SENT_RING],
     input_ack: u32,
-    reader: SnapshotReader,
+    /// The match as the server's snapshots rebuild it.
+    replica: Replica,
+    /// Players in the match.
+    players: u8,
     /// Tick of the newest snapshot read.
     newest_tick: u32,
     /// How this bot shows the world.
@@ -308,13 +333,12 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
                 socket,
                 transport: Client::new(token, start),
                 link: Endpoint::new(msg::link_config(), start),
-                // Every other bot aims; the rest wander about and are its targets.
                 behaviour: {
                     let seed = config.seed.wrapping_mul(1_000_003).wrapping_add(i);
-                    if i % 2 == 1 {
-                        Behaviour::Aim(Aimer::new(seed))
-                    } else {
-                        Behaviour::Wander(Wander::new(seed))
+                    match config.behaviour.role(i) {
+                        Role::Wander => Behaviour::Wander(Wander::new(seed)),
+                        Role::Aim => Behaviour::Aim(Aimer::new(seed)),
+                        Role::Run => Behaviour::Run(Runner::new(seed)),
                     }
                 },
                 slot: None,
@@ -326,7 +350,8 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
                 seq: 0,
                 sent_at: [(0, None); SENT_RING],
                 input_ack: 0,
-                reader: SnapshotReader::with_capacity(config.bots_per_match as usize),
+                replica: Replica::new(replica_config(config)),
+                players: config.bots_per_match.min(u32::from(u8::MAX)) as u8,
                 newest_tick: 0,
                 delay: config.view_delay(),
                 pose_every: config.pose_every,
@@ -486,6 +511,13 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
             min_response_rate_hz: rates.iter().copied().reduce(f64::min),
             reliable_events: bots.iter().map(|b| b.metrics.events).sum(),
             link_errors: bots.iter().map(|b| b.metrics.link_errors).sum(),
+            down_packets_per_s: Some(
+                bots.iter().map(|b| b.metrics.packets_down).sum::<u64>() as f64 / n / window_s,
+            ),
+            up_packets_per_s: Some(
+                bots.iter().map(|b| b.metrics.packets_up).sum::<u64>() as f64 / n / window_s,
+            ),
+            bad_snapshots: bots.iter().map(|b| b.metrics.bad_snapshots).sum(),
         },
         cpu_util,
         saturated,
@@ -605,6 +637,7 @@ impl Bot {
         let in_window = now >= window_start && now < window_end;
         if in_window {
             self.metrics.bytes_down += len as u64;
+            self.metrics.packets_down += 1;
         }
         let Some(ClientEvent::Payload(p)) =
             self.transport
@@ -633,6 +666,8 @@ impl Bot {
                     // The deaths a late joiner is told of come before its first snapshot.
                     None => self.early_alive.push((slot, alive)),
                 },
+                // The kill feed and the round's phase: nothing for a bot to act on.
+                Event::Kill { .. } | Event::Round { .. } => {}
                 Event::ShotResult {
                     seq,
                     victim,
@@ -666,15 +701,19 @@ impl Bot {
             return;
         };
         self.snapshots_total += 1;
-        if self.reader.read(body).is_err() {
+        // A match that starts over counts its ticks from 0 again: old baselines mean nothing.
+        if self.newest_tick > tick && self.newest_tick - tick > 1024 {
+            self.replica.reset();
+        }
+        if self.replica.read(body).is_err() {
+            self.metrics.bad_snapshots += 1;
             return;
         }
-        let entities = self.reader.entities();
-        if matches!(self.behaviour, Behaviour::Aim(_)) {
+        if matches!(self.behaviour, Behaviour::Aim(_) | Behaviour::Run(_)) {
             let view = self.view.get_or_insert_with(|| {
                 let mut view = ClientView::new(
                     self.map.clone(),
-                    entities.len().min(usize::from(u8::MAX)) as u8,
+                    self.players,
                     self.tick_hz,
                     self.pose_every,
                     self.delay,
@@ -684,11 +723,22 @@ impl Bot {
                 }
                 view
             });
-            view.record(
-                Tick(tick),
-                self.reader.posing(),
-                entities.iter().map(|e| (e.slot, e.state, e.alive)),
-            );
+            // Every entity carries the tick's posing; a snapshot with none leaves it unsaid.
+            let posing = self.replica.last_read().find_map(|(_, s)| s).map(|s| {
+                if s.flags & flags::POSED != 0 {
+                    Posing::Animated
+                } else {
+                    Posing::Idle
+                }
+            });
+            let records = self.replica.last_read().filter_map(|(id, s)| {
+                let slot = u8::try_from(id.0).ok()?;
+                Some((
+                    slot,
+                    s.map(|s| (s.to_player(), s.flags & flags::ALIVE != 0)),
+                ))
+            });
+            view.record(Tick(tick), posing, records);
         }
         // Snapshots can arrive out of order; a match that starts over counts from 0.
         if tick > self.newest_tick || self.newest_tick - tick > 1024 {
@@ -719,7 +769,7 @@ impl Bot {
     fn next_cmd(&mut self, tick_hz: u32) -> UserCmd {
         match &mut self.behaviour {
             Behaviour::Wander(w) => w.next_cmd(tick_hz),
-            Behaviour::Aim(a) => {
+            Behaviour::Aim(_) | Behaviour::Run(_) => {
                 let sight = match (self.slot, self.view.as_ref()) {
                     (Some(me), Some(view)) => view.sight(me).map(|mut s| {
                         // Still on the snapshot and no move since the input it reflects:
@@ -729,7 +779,17 @@ impl Bot {
                     }),
                     _ => None,
                 };
-                let c = a.next_cmd(tick_hz, sight);
+                let c = match &mut self.behaviour {
+                    Behaviour::Run(r) => {
+                        let own = self
+                            .slot
+                            .zip(self.view.as_ref())
+                            .and_then(|(me, view)| view.states().get(usize::from(me)));
+                        r.next_cmd(tick_hz, own, sight)
+                    }
+                    Behaviour::Aim(a) => a.next_cmd(tick_hz, sight),
+                    Behaviour::Wander(w) => w.next_cmd(tick_hz),
+                };
                 if c.forward != 0 || c.side != 0 || c.buttons & buttons::JUMP != 0 {
                     self.last_move_seq = self.seq + 1;
                 }
@@ -799,6 +859,7 @@ impl Bot {
         };
         if sent && in_window {
             self.metrics.bytes_up += bytes.len() as u64;
+            self.metrics.packets_up += 1;
         }
     }
 

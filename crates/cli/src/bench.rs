@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
+use tickforge_bots::behaviour::BotMix;
+use tickforge_game::BuiltinMap;
 use tickforge_telemetry::report::{BotsReport, GamesPerCore, Host, Report, ServerReport};
 use tickforge_telemetry::{budget_ms, TARGET_GAMES_PER_CORE};
 
@@ -21,6 +23,10 @@ pub enum Scenario {
     Smoke,
     /// M matches × 10 bots on one worker core (set M with --matches; default 10).
     ManyMatches,
+    /// The Iris stress test: 1 match × 100 bots on flat2km, spawned on an 800 m circle, run
+    /// to the centre (about 100 s) and fight there; 110 s measured after 2 s of warm-up
+    /// (shorten with --duration-s).
+    Crowd,
 }
 
 impl Scenario {
@@ -28,6 +34,33 @@ impl Scenario {
         match self {
             Scenario::Smoke => "smoke",
             Scenario::ManyMatches => "many-matches",
+            Scenario::Crowd => "crowd",
+        }
+    }
+
+    /// The map the matches are played on.
+    fn map(self) -> BuiltinMap {
+        match self {
+            Scenario::Smoke | Scenario::ManyMatches => BuiltinMap::Arena,
+            Scenario::Crowd => BuiltinMap::Flat2km,
+        }
+    }
+
+    /// What the bots do.
+    fn mix(self) -> BotMix {
+        match self {
+            Scenario::Smoke | Scenario::ManyMatches => BotMix::Arena,
+            Scenario::Crowd => BotMix::Crowd,
+        }
+    }
+
+    /// Seconds of each round's combat phase, where the server's default will not do.
+    fn round_s(self) -> Option<f64> {
+        match self {
+            Scenario::Smoke | Scenario::ManyMatches => None,
+            // The run-in alone takes ~100 s, the server's default round; a round that
+            // timed out would put everyone back on the ring mid-fight.
+            Scenario::Crowd => Some(600.0),
         }
     }
 
@@ -36,6 +69,8 @@ impl Scenario {
         match self {
             Scenario::Smoke => (1, 10, 1.0, 5.0),
             Scenario::ManyMatches => (10, 10, 2.0, 10.0),
+            // 800 m at 8.13 m/s is ~98 s of running, then a fight at the centre.
+            Scenario::Crowd => (1, 100, 2.0, 110.0),
         }
     }
 }
@@ -226,6 +261,8 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
         // A short buy phase, over within the warm-up: the window measures combat, where
         // players move and fire, not players held at their spawns.
         .args(["--buy-s", "0.5"])
+        .args(["--map", args.scenario.map().name()])
+        .args(args.scenario.round_s().map(|s| format!("--round-s={s}")))
         .args(args.pose_every.map(|n| format!("--pose-every={n}")))
         .arg(format!("--max-rewind-ms={}", max_rewind_ms(args)))
         .arg("--results-file")
@@ -262,6 +299,8 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
             "--duration-s",
             &duration_s.to_string(),
         ])
+        .args(["--map", args.scenario.map().name()])
+        .args(["--behaviour", args.scenario.mix().name()])
         .args(["--rtt-ms", &args.rtt_ms.to_string()])
         .args(["--jitter-ms", &args.jitter_ms.to_string()])
         .args(args.interp_ms.map(|ms| format!("--interp-ms={ms}")))
@@ -350,6 +389,7 @@ fn merge(scenario: &str, s: ServerReport, b: BotsReport, warmup_s: f64) -> Repor
         tick_hz: s.tick_hz,
         matches: s.matches,
         players_per_match: s.players_per_match,
+        map: s.map.clone(),
         duration_s: s.duration_s,
         warmup_s,
         budget_ms: budget_ms(s.tick_hz, TARGET_GAMES_PER_CORE),

@@ -6,9 +6,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use tickforge_bots::behaviour::BotMix;
 use tickforge_bots::{BotsConfig, Progress};
+use tickforge_game::BuiltinMap;
 
 use crate::summary;
 
@@ -39,6 +42,15 @@ pub struct BotsArgs {
     /// Seeds the bots' behaviour.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// The built-in map the server plays (the bots trace their sight on it): arena or
+    /// flat2km.
+    #[arg(long, value_name = "NAME", default_value = "arena", value_parser = map_parser())]
+    pub map: BuiltinMap,
+    /// What the bots do: arena (every other bot aims at the enemies it sees, the rest
+    /// wander about) or crowd (every bot runs to the map's centre, then fights)
+    /// [default: the map's, crowd on flat2km and arena on arena].
+    #[arg(long, value_name = "MIX", value_parser = mix_parser())]
+    pub behaviour: Option<BotMix>,
     /// Protocol id [default: 8388345093885489767].
     #[arg(long, value_name = "ID")]
     pub protocol_id: Option<u64>,
@@ -73,6 +85,18 @@ pub struct BotsArgs {
     /// The server's posing interval, ticks (aimers pose their own history alike).
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u8).range(1..=32))]
     pub pose_every: u8,
+}
+
+/// `--map`: one of [`BuiltinMap::ALL`] by name.
+fn map_parser() -> impl TypedValueParser<Value = BuiltinMap> {
+    PossibleValuesParser::new(BuiltinMap::ALL.map(BuiltinMap::name))
+        .map(|name| BuiltinMap::from_name(&name).expect("a possible value"))
+}
+
+/// `--behaviour`: one of [`BotMix::ALL`] by name.
+fn mix_parser() -> impl TypedValueParser<Value = BotMix> {
+    PossibleValuesParser::new(BotMix::ALL.map(BotMix::name))
+        .map(|name| BotMix::from_name(&name).expect("a possible value"))
 }
 
 pub fn run(args: BotsArgs) -> Result<()> {
@@ -124,7 +148,8 @@ pub fn run(args: BotsArgs) -> Result<()> {
         interp_delay: Duration::from_secs_f64(args.interp_ms / 1e3),
         jitter_buffer: Duration::from_secs_f64(args.jitter_buffer_ms / 1e3),
         pose_every: std::num::NonZeroU8::new(args.pose_every).expect("parsed as 1 to 32"),
-        ..BotsConfig::default()
+        map: args.map,
+        behaviour: args.behaviour.unwrap_or(BotMix::for_map(args.map)),
     };
     let total_s = args.warmup_s + args.duration_s;
     let bar = (!args.progress_lines).then(|| {

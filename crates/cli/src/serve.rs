@@ -31,6 +31,10 @@ pub struct ServeArgs {
     /// Ticks per second of every match [default: 128].
     #[arg(long, value_name = "HZ")]
     pub tick_hz: Option<u32>,
+    /// The built-in map every match is played on: arena (5-v-5) or flat2km (2 km square,
+    /// 100 spawns on an 800 m circle, for the crowd) [default: arena].
+    #[arg(long, value_name = "NAME")]
+    pub map: Option<String>,
     /// Microseconds before a deadline the worker stops sleeping and spins [default: 100].
     #[arg(long, value_name = "US")]
     pub spin_us: Option<u64>,
@@ -107,6 +111,7 @@ impl ServeArgs {
             matches: self.matches,
             players_per_match: self.players_per_match,
             tick_hz: self.tick_hz,
+            map: self.map.clone(),
             spin_us: self.spin_us,
             warmup_s: self.warmup_s,
             duration_s: self.duration_s,
@@ -155,9 +160,10 @@ pub fn run(args: ServeArgs) -> Result<()> {
         std::io::stdout().flush().ok();
     }
     eprintln!(
-        "tickforge serve: {} match(es) × {} players at {} Hz on {addr}, core {}",
+        "tickforge serve: {} match(es) × {} players on {} at {} Hz on {addr}, core {}",
         config.matches,
         config.players_per_match,
+        config.map.name(),
         config.tick_hz,
         config
             .core

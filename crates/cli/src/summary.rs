@@ -84,6 +84,16 @@ fn categories_line(out: &mut String, r: &ServerReport) {
         parts.push("n/a".into());
     }
     let _ = writeln!(out, "  categories    {}", parts.join(", "));
+    let p = &r.phases_ms;
+    let us = |v: Option<f64>| v.map_or("n/a".into(), |v| format!("{:.1} µs", v * 1000.0));
+    let _ = writeln!(
+        out,
+        "  phases        receive {}, simulate {}, replicate {}, send {}",
+        us(p.receive),
+        us(p.simulate),
+        us(p.replicate),
+        us(p.send)
+    );
 }
 
 /// What `serve` prints when it stops.
@@ -91,8 +101,8 @@ pub fn server(r: &ServerReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "tickforge serve: {} match(es) × {} at {} Hz, {:.1} s measured",
-        r.matches, r.players_per_match, r.tick_hz, r.duration_s
+        "tickforge serve: {} match(es) × {} on {} at {} Hz, {:.1} s measured",
+        r.matches, r.players_per_match, r.map, r.tick_hz, r.duration_s
     );
     frame_line(&mut out, "match frame", &r.match_frame_ms);
     categories_line(&mut out, r);
@@ -130,8 +140,8 @@ pub fn bench(r: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "tickforge bench {}: {} match(es) × {} bots at {} Hz, {:.1} s measured after {:.1} s warm-up",
-        r.scenario, r.matches, r.players_per_match, r.tick_hz, r.duration_s, r.warmup_s
+        "tickforge bench {}: {} match(es) × {} bots on {} at {} Hz, {:.1} s measured after {:.1} s warm-up",
+        r.scenario, r.matches, r.players_per_match, r.map, r.tick_hz, r.duration_s, r.warmup_s
     );
     frame_line(&mut out, "match frame", &r.match_frame_ms);
     let _ = writeln!(
@@ -181,6 +191,18 @@ pub fn bench(r: &Report) -> String {
     }
     clients_line(&mut out, &r.clients);
     hitreg_line(&mut out, &r.hitreg);
+    let rep = &r.server.replication;
+    let _ = writeln!(
+        out,
+        "  replication   {} B per snapshot against {} B as full states ({}); max staleness {} ticks; {} of encodings shared; {} packets/s down, {} up per client",
+        rep.body_bytes_per_snapshot.map_or("n/a".into(), |b| format!("{b:.1}")),
+        rep.full_state_bytes_per_snapshot.map_or("n/a".into(), |b| format!("{b:.1}")),
+        rep.body_to_full_state.map_or("n/a".into(), |x| format!("{:.1}%", x * 100.0)),
+        rep.max_staleness_ticks,
+        pct(rep.cache_hit_rate),
+        r.clients.down_packets_per_s.map_or("n/a".into(), |p| format!("{p:.0}")),
+        r.clients.up_packets_per_s.map_or("n/a".into(), |p| format!("{p:.0}")),
+    );
     let _ = writeln!(
         out,
         "  lag comp.     max rewind {:.0} ms; {} of {} shots fired rewound past it",

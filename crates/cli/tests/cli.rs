@@ -106,6 +106,49 @@ fn smoke_bench_holds_the_tick_and_its_report_adds_up() {
 }
 
 #[test]
+fn crowd_bench_runs_its_bots_on_flat2km() {
+    // 20 bots for 1 s + 2 s: the plumbing of the crowd scenario, not its figures.
+    let json = scratch("crowd.json");
+    let out = tickforge()
+        .args([
+            "bench",
+            "--scenario",
+            "crowd",
+            "--players",
+            "20",
+            "--warmup-s",
+            "1",
+            "--duration-s",
+            "2",
+            "--quiet",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "bench failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(summary.contains("tickforge bench crowd"), "{summary}");
+    let r: Report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(
+        (
+            r.scenario.as_str(),
+            r.map.as_str(),
+            r.matches,
+            r.players_per_match
+        ),
+        ("crowd", "flat2km", 1, 20)
+    );
+    assert_eq!(r.server.map, "flat2km");
+    assert_eq!(r.clients.connected, 20);
+    assert_eq!(r.clients.link_errors, 0);
+}
+
+#[test]
 fn unknown_flags_are_named() {
     let out = tickforge()
         .args(["serve", "--tickrate", "64"])
@@ -136,6 +179,20 @@ fn bad_config_stops_startup_with_key_and_form() {
         "{err}"
     );
 
+    std::fs::write(&path, "map = \"dust2\"\n").unwrap();
+    let out = tickforge()
+        .args(["serve", "--bind", "127.0.0.1:0", "--config"])
+        .arg(&path)
+        .env("TICKFORGE_PRIVATE_KEY", "00".repeat(32))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`map`: expected a built-in map: \"arena\" or \"flat2km\""),
+        "{err}"
+    );
+
     std::fs::write(&path, "tick_hz = 0\n").unwrap();
     let out = tickforge()
         .args(["serve", "--bind", "127.0.0.1:0", "--config"])
@@ -160,6 +217,7 @@ fn help_documents_every_serve_option_with_its_default() {
         ("--matches", d.matches.to_string()),
         ("--players-per-match", d.players_per_match.to_string()),
         ("--tick-hz", d.tick_hz.to_string()),
+        ("--map", d.map.name().to_string()),
         ("--spin-us", d.spin.as_micros().to_string()),
         ("--protocol-id", d.protocol_id.to_string()),
         (

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use tickforge_telemetry::{Category, Scopes};
 
+use crate::fow::{Fow, FowConfig};
 use crate::history::{History, HistoryConfig, PlayerSample, Posing};
 use crate::hitscan::{self, HitResult, Shot};
 use crate::map::{BuiltinMap, Map, SKIN_M};
@@ -27,6 +28,9 @@ pub struct WorldConfig {
     /// Lag compensation: how far back shots are tested, how often poses are computed.
     /// Its player count and tick rate are taken from `players` and `tick_hz`.
     pub history: HistoryConfig,
+    /// Fog of war: who each client may be told about. Its tick rate and movement are
+    /// taken from `tick_hz` and `movement`.
+    pub fow: FowConfig,
 }
 
 impl Default for WorldConfig {
@@ -38,6 +42,13 @@ impl Default for WorldConfig {
             movement: MovementParams::default(),
             rules: RulesConfig::default(),
             history: HistoryConfig::default(),
+            fow: FowConfig {
+                // Every 4th tick: a third of the cost of every tick; a pair may come into
+                // plain sight up to 3 ticks (23 ms) before its verdict does, inside the
+                // 200 ms lookahead margin of movement (fow.rs has the measurements).
+                trace_every_ticks: std::num::NonZeroU8::new(4).expect("4 is not 0"),
+                ..FowConfig::default()
+            },
         }
     }
 }
@@ -74,6 +85,13 @@ pub struct ShotRecord {
     pub clamped: bool,
 }
 
+/// Sets bit `i` of a bitset.
+fn mark(bits: &mut [u64], i: usize) {
+    if let Some(word) = bits.get_mut(i / 64) {
+        *word |= 1 << (i % 64);
+    }
+}
+
 /// The state of one match: deterministic, stepped by [`World::step`].
 #[derive(Clone, Debug)]
 pub struct World {
@@ -93,6 +111,15 @@ pub struct World {
     seen: Vec<bool>,
     /// The shots of the last step, in order (reused: no allocation).
     shots: Vec<ShotRecord>,
+    /// Fog of war after the last step, and what it is fed (reused: no allocation).
+    fow: Fow,
+    fow_states: Vec<PlayerState>,
+    fow_teams: Vec<Team>,
+    fow_alive: Vec<bool>,
+    /// Players whose replicated state (movement, health, weapon, life, posing) the last
+    /// step wrote: bit `i % 64` of word `i / 64`. Gameplay marks what it writes; nothing
+    /// scans every player's fields to find changes.
+    changed: Vec<u64>,
     dt: f32,
 }
 
@@ -156,6 +183,19 @@ impl World {
             seen: vec![true; usize::from(config.players)],
             // A player fires at most once a tick.
             shots: Vec::with_capacity(usize::from(config.players)),
+            fow: Fow::new(
+                FowConfig {
+                    tick_hz: config.tick_hz,
+                    movement: config.movement,
+                    ..config.fow
+                },
+                usize::from(config.players),
+            ),
+            fow_states: Vec::with_capacity(usize::from(config.players)),
+            fow_teams: roster.clone(),
+            fow_alive: vec![true; usize::from(config.players)],
+            // A new world is news to everyone.
+            changed: vec![u64::MAX; usize::from(config.players).div_ceil(64)],
             config,
             buy_map: Arc::new(map.with_barriers(true)),
             map,
@@ -253,14 +293,16 @@ impl World {
         let mut respawned = false;
         {
             let _g = scopes.scope(Category::Gameplay);
-            // The last step's events were the caller's to read until now.
+            // The last step's events and changes were the caller's to read until now.
             drop(self.rules.drain_events());
             self.shots.clear();
+            self.changed.fill(0);
             for i in 0..self.players.len() {
                 let slot = PlayerSlot(i as u8);
                 if !self.rules.try_fire(slot, &self.players[i].cmd, tick) {
                     continue;
                 }
+                mark(&mut self.changed, i);
                 let p = &mut self.players[i];
                 p.shots += 1;
                 let eye_m = self.config.history.pose.eye_height_m(p.state.stance());
@@ -293,6 +335,9 @@ impl World {
                         HitOutcome::Rejected(_)
                     )
                 });
+                if let (Some(hit), true) = (hit, landed) {
+                    mark(&mut self.changed, usize::from(hit.victim.0));
+                }
                 self.shots.push(ShotRecord {
                     shooter: slot,
                     tick,
@@ -308,6 +353,7 @@ impl World {
                 .any(|e| matches!(e, RulesEvent::RoundStarted { .. }))
             {
                 self.respawn_all();
+                self.changed.fill(u64::MAX);
                 frozen = true;
                 respawned = true;
             }
@@ -319,6 +365,7 @@ impl World {
             let map = if frozen { &*self.buy_map } else { &*self.map };
             let (params, dt) = (&self.config.movement, self.dt);
             for (slot, p) in self.players.iter_mut().enumerate() {
+                let before = p.state;
                 if !over && self.rules.is_alive(PlayerSlot(slot as u8)) {
                     pmove(&mut p.state, &p.cmd, params, map, dt);
                 } else {
@@ -331,6 +378,9 @@ impl World {
                     };
                     pmove(&mut p.state, &held, params, map, dt);
                 }
+                if p.state != before {
+                    mark(&mut self.changed, slot);
+                }
             }
         }
         // In the buy phase no shot can hurt, so nobody is posed (VALORANT's idle pose).
@@ -339,6 +389,10 @@ impl World {
         } else {
             Posing::Animated
         };
+        if posing != self.posing {
+            // Clients pose their own history as the server does: every player says so.
+            self.changed.fill(u64::MAX);
+        }
         self.posing = posing;
         let rules = &self.rules;
         let samples = self.players.iter().enumerate().map(|(i, p)| PlayerSample {
@@ -347,7 +401,44 @@ impl World {
             alive: rules.is_alive(PlayerSlot(i as u8)),
         });
         self.history.record(tick, samples, posing, scopes);
+        // Who each client may be told about after this tick: charged to the fow category.
+        self.fow_states.clear();
+        self.fow_states.extend(self.players.iter().map(|p| p.state));
+        for (i, alive) in self.fow_alive.iter_mut().enumerate() {
+            *alive = self.rules.is_alive(PlayerSlot(i as u8));
+        }
+        self.fow.update(
+            &self.fow_states,
+            &self.fow_teams,
+            &self.fow_alive,
+            &self.map,
+            tick,
+            scopes,
+        );
         self.tick = self.tick.next();
+    }
+
+    /// The fog of war after the last step: [`Fow::row`] says which players a viewer may be
+    /// sent.
+    pub fn fow(&self) -> &Fow {
+        &self.fow
+    }
+
+    /// The players whose replicated state the last step wrote (moved, fired, were hit,
+    /// died, respawned, or changed posing), in slot order; every player after
+    /// [`World::new`]. The replication layer quantizes only these.
+    pub fn changed(&self) -> impl Iterator<Item = PlayerSlot> + '_ {
+        let players = self.players.len();
+        self.changed
+            .iter()
+            .enumerate()
+            .flat_map(|(w, &word)| {
+                (0..64)
+                    .filter(move |b| word & (1 << b) != 0)
+                    .map(move |b| w * 64 + b)
+            })
+            .take_while(move |&i| i < players)
+            .map(|i| PlayerSlot(i as u8))
     }
 
     /// Puts every player back at its team's spawn point, standing still.

@@ -8,6 +8,9 @@
 //!   1 Welcome     match_id u32 | slot u8 | tick_hz u16
 //!   2 ShotResult  seq u32 | tick u32 | victim u8 | part u8 | landed u8   0xff: none
 //!   3 Alive       slot u8 | alive u8                               0 or 1
+//!   4 Kill        killer u8 | victim u8 | part u8
+//!   5 Round       round u8 | phase u8 | attackers u8 | defenders u8   phase: 0 buy,
+//!                                                         1 combat, 2 ended, 3 match over
 //! ```
 //!
 //! `seq` numbers a client's inputs from 1; `input_ack` is the newest input sequence the
@@ -65,6 +68,8 @@ const SNAPSHOT: u8 = 1;
 const WELCOME: u8 = 1;
 const SHOT_RESULT: u8 = 2;
 const ALIVE: u8 = 3;
+const KILL: u8 = 4;
+const ROUND: u8 = 5;
 
 /// [`Event::ShotResult`]'s `victim` and `part` when the shot hit nobody.
 pub const NONE: u8 = 0xff;
@@ -189,6 +194,27 @@ pub enum Event {
         /// Whether it is alive now.
         alive: bool,
     },
+    /// A player killed another: sent to every client (the kill feed).
+    Kill {
+        /// Who fired the killing shot.
+        killer: u8,
+        /// Who died.
+        victim: u8,
+        /// Where the killing shot landed (0 head, 1 body, 2 legs).
+        part: u8,
+    },
+    /// The round's phase changed: sent to every client, and to a client that joins, so it
+    /// knows where the match stands.
+    Round {
+        /// The round, from 1.
+        round: u8,
+        /// 0 buy, 1 combat, 2 ended, 3 match over.
+        phase: u8,
+        /// Rounds the attackers have won.
+        attackers: u8,
+        /// Rounds the defenders have won.
+        defenders: u8,
+    },
 }
 
 impl Event {
@@ -211,6 +237,17 @@ impl Event {
             ALIVE => Event::Alive {
                 slot: r.u8()?,
                 alive: r.u8()? != 0,
+            },
+            KILL => Event::Kill {
+                killer: r.u8()?,
+                victim: r.u8()?,
+                part: r.u8()?,
+            },
+            ROUND => Event::Round {
+                round: r.u8()?,
+                phase: r.u8()?,
+                attackers: r.u8()?,
+                defenders: r.u8()?,
             },
             k => return Err(MsgError::UnknownKind(k)),
         };
@@ -252,6 +289,28 @@ impl Event {
                 w.u8(ALIVE);
                 w.u8(slot);
                 w.u8(u8::from(alive));
+            }
+            Event::Kill {
+                killer,
+                victim,
+                part,
+            } => {
+                w.u8(KILL);
+                w.u8(killer);
+                w.u8(victim);
+                w.u8(part);
+            }
+            Event::Round {
+                round,
+                phase,
+                attackers,
+                defenders,
+            } => {
+                w.u8(ROUND);
+                w.u8(round);
+                w.u8(phase);
+                w.u8(attackers);
+                w.u8(defenders);
             }
         }
     }
@@ -338,6 +397,17 @@ mod tests {
                 victim: NONE,
                 part: NONE,
                 landed: false,
+            },
+            Event::Kill {
+                killer: 1,
+                victim: 2,
+                part: 0,
+            },
+            Event::Round {
+                round: 3,
+                phase: 1,
+                attackers: 2,
+                defenders: 0,
             },
             Event::Alive {
                 slot: 2,

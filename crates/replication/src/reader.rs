@@ -192,6 +192,7 @@ impl Replica {
         match self.decode(body) {
             Ok(info) => Ok(info),
             Err(e) => {
+                self.scratch.clear();
                 if e == ReadError::MissingBaseline {
                     self.stats.missing_baseline += 1;
                 } else {
@@ -220,6 +221,7 @@ impl Replica {
         }
         let seen_at = (tick % self.config.history_ticks) as usize;
         if self.seen[seen_at] == Some(tick) {
+            self.scratch.clear();
             self.stats.duplicates += 1;
             return Ok(ReadInfo {
                 tick,
@@ -325,6 +327,16 @@ impl Replica {
         self.stats.snapshots += 1;
         self.stats.stale += u64::from(info.stale);
         Ok(info)
+    }
+
+    /// What the last successful [`Replica::read`] decoded, lowest id first: each entity it
+    /// carried, with its state at that snapshot's tick, or `None` for a gone record. Empty
+    /// after a duplicate or an error. For clients that keep their own per-tick history
+    /// (interpolation, lag-compensation checks) rather than the newest-wins view.
+    pub fn last_read(&self) -> impl Iterator<Item = (NetId, Option<EntityState>)> + '_ {
+        self.scratch
+            .iter()
+            .map(|d| (NetId(d.id), (!d.gone).then(|| d.q.to_state())))
     }
 
     /// The entities in view and their states, lowest id first.

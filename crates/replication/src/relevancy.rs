@@ -17,6 +17,8 @@ pub(crate) struct Grid {
     prev: Vec<u16>,
     cell: Vec<(i32, i32)>,
     placed: Vec<bool>,
+    /// Entities in the grid.
+    count: usize,
 }
 
 impl Grid {
@@ -32,6 +34,7 @@ impl Grid {
             prev: vec![NONE; max_entities],
             cell: vec![(0, 0); max_entities],
             placed: vec![false; max_entities],
+            count: 0,
         }
     }
 
@@ -67,6 +70,7 @@ impl Grid {
         self.heads[b] = e as u16;
         self.cell[e] = c;
         self.placed[e] = true;
+        self.count += 1;
     }
 
     /// Takes entity `e` out of the grid; nothing when it is not in it.
@@ -85,13 +89,25 @@ impl Grid {
             self.prev[usize::from(n)] = p;
         }
         self.placed[e] = false;
+        self.count -= 1;
     }
 
     /// Calls `f` with every entity in a cell that overlaps the square of half-side
-    /// `radius_m` around (`x`, `y`): a superset of those within `radius_m`.
+    /// `radius_m` around (`x`, `y`): a superset of those within `radius_m`. Visits the
+    /// square's cells, or the entities when there are fewer of them than cells (a small
+    /// map inside a wide radius), whichever is less work.
     pub fn query(&self, x: f32, y: f32, radius_m: f32, mut f: impl FnMut(usize)) {
         let (x0, y0) = self.cell_of(x - radius_m, y - radius_m);
         let (x1, y1) = self.cell_of(x + radius_m, y + radius_m);
+        let cells = (i64::from(x1) - i64::from(x0) + 1) * (i64::from(y1) - i64::from(y0) + 1);
+        if cells > self.count as i64 {
+            for (e, &(cx, cy)) in self.cell.iter().enumerate() {
+                if self.placed[e] && (x0..=x1).contains(&cx) && (y0..=y1).contains(&cy) {
+                    f(e);
+                }
+            }
+            return;
+        }
         for cx in x0..=x1 {
             for cy in y0..=y1 {
                 let mut e = self.heads[self.bucket((cx, cy))];

@@ -32,6 +32,9 @@ pub mod flags {
     pub const CROUCHED: u8 = 1 << 1;
     /// Alive: clear for a dead player whose body is still shown.
     pub const ALIVE: u8 = 1 << 2;
+    /// The server posed this tick (combat); clear while the buy phase holds everyone idle.
+    /// Clients that judge their own shots pose their history alike.
+    pub const POSED: u8 = 1 << 3;
 }
 
 /// Everything a client is sent about one entity: a plain value the game fills in.

@@ -147,6 +147,26 @@ pub struct ReplicationStats {
 }
 
 impl ReplicationStats {
+    /// The counters of two runs together (a match that starts over gets a new
+    /// replicator): sums, the larger worst staleness, and `later`'s current staleness.
+    pub fn merged(&self, later: &ReplicationStats) -> ReplicationStats {
+        ReplicationStats {
+            snapshots: self.snapshots + later.snapshots,
+            bytes: self.bytes + later.bytes,
+            full_records: self.full_records + later.full_records,
+            delta_records: self.delta_records + later.delta_records,
+            gone_records: self.gone_records + later.gone_records,
+            cache_hits: self.cache_hits + later.cache_hits,
+            cache_misses: self.cache_misses + later.cache_misses,
+            grid_candidates: self.grid_candidates + later.grid_candidates,
+            deferred: self.deferred + later.deferred,
+            rate_limited: self.rate_limited + later.rate_limited,
+            packets_lost: self.packets_lost + later.packets_lost,
+            max_staleness_ticks: later.max_staleness_ticks,
+            worst_staleness_ticks: self.worst_staleness_ticks.max(later.worst_staleness_ticks),
+        }
+    }
+
     /// Share of encodings reused, 0..=1 (0 before any).
     pub fn cache_hit_rate(&self) -> f64 {
         let all = self.cache_hits + self.cache_misses;

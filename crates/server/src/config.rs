@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use tickforge_game::rules::RulesConfig;
+use tickforge_game::BuiltinMap;
 use tickforge_proto::netcode::PrivateKey;
 
 /// The environment variable that may hold the private key (64 hex digits).
@@ -23,6 +24,8 @@ pub struct ServerConfig {
     pub players_per_match: u8,
     /// Ticks per second of every match.
     pub tick_hz: u32,
+    /// The map every match is played on.
+    pub map: BuiltinMap,
     /// How long before a deadline the worker stops sleeping and spins.
     pub spin: Duration,
     /// Time after start excluded from the figures.
@@ -66,6 +69,7 @@ impl Default for ServerConfig {
             matches: 1,
             players_per_match: 10, // 5-v-5
             tick_hz: 128,          // VALORANT's tick: 7.8125 ms
+            map: BuiltinMap::Arena,
             spin: Duration::from_micros(100),
             warmup: Duration::ZERO,
             duration: None,
@@ -99,6 +103,8 @@ pub struct ConfigFile {
     pub players_per_match: Option<u32>,
     /// `tick_hz = 128`
     pub tick_hz: Option<u32>,
+    /// `map = "arena"`: a built-in map, `arena` (5-v-5) or `flat2km` (the crowd)
+    pub map: Option<String>,
     /// `spin_us = 100`
     pub spin_us: Option<u64>,
     /// `warmup_s = 0.0`
@@ -184,6 +190,7 @@ impl ConfigFile {
             matches: over.matches.or(self.matches),
             players_per_match: over.players_per_match.or(self.players_per_match),
             tick_hz: over.tick_hz.or(self.tick_hz),
+            map: over.map.or(self.map),
             spin_us: over.spin_us.or(self.spin_us),
             warmup_s: over.warmup_s.or(self.warmup_s),
             duration_s: over.duration_s.or(self.duration_s),
@@ -272,6 +279,14 @@ impl ConfigFile {
             "an integer from 1 to 1000",
             |v| (1..=1000).contains(v),
         )?;
+        let map = match self.map {
+            None => d.map,
+            Some(name) => BuiltinMap::from_name(&name).ok_or(ConfigError::Invalid {
+                key: "map",
+                expected: MAP_FORM,
+                got: format!("{name:?}"),
+            })?,
+        };
         let spin_us = check(
             self.spin_us,
             100,
@@ -308,6 +323,7 @@ impl ConfigFile {
             matches,
             players_per_match: players as u8,
             tick_hz,
+            map,
             spin: Duration::from_micros(spin_us),
             warmup: Duration::from_secs_f64(warmup_s),
             duration,
@@ -359,6 +375,10 @@ impl ConfigFile {
         })
     }
 }
+
+/// What `map` takes; `map_form_names_every_builtin_map` keeps it in step with
+/// [`BuiltinMap::ALL`].
+const MAP_FORM: &str = "a built-in map: \"arena\" or \"flat2km\"";
 
 const KEY_FORM: &str = "a file holding the 32-byte private key as 64 hex digits (make one with \
 `tickforge token --generate-key FILE`), or the same digits in TICKFORGE_PRIVATE_KEY";
@@ -496,6 +516,28 @@ mod tests {
         assert!(err.to_string().starts_with("config key `core`"), "{err}");
         let err = parse("matches = \"two\"").unwrap_err();
         assert!(err.contains("matches"), "{err}");
+    }
+
+    #[test]
+    fn the_map_is_a_builtin_named_by_its_file() {
+        assert_eq!(
+            resolve(ConfigFile::default()).unwrap().map,
+            BuiltinMap::Arena
+        );
+        let c = resolve(parse("map = \"flat2km\"").unwrap()).unwrap();
+        assert_eq!(c.map, BuiltinMap::Flat2km);
+        let err = resolve(parse("map = \"dust2\"").unwrap()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "config key `map`: expected a built-in map: \"arena\" or \"flat2km\", got \"dust2\""
+        );
+    }
+
+    #[test]
+    fn map_form_names_every_builtin_map() {
+        for map in BuiltinMap::ALL {
+            assert!(MAP_FORM.contains(&format!("\"{}\"", map.name())), "{map:?}");
+        }
     }
 
     #[test]

@@ -2,15 +2,19 @@
 
 use std::time::{Duration, Instant};
 
+use tickforge_game::history::Posing;
 use tickforge_game::replay::Recorder;
+use tickforge_game::rules::{Phase as RoundPhase, RulesEvent};
 use tickforge_game::{PlayerSlot, Tick, UserCmd, ViewTime, World, WorldConfig};
 use tickforge_io::udp::SendBatch;
 use tickforge_proto::msg::{self, ClientMsg, Event, ServerMsg};
 use tickforge_proto::netcode::Server as Transport;
 use tickforge_proto::reliable::{Endpoint, ReliableError};
 use tickforge_proto::{ClientIndex, MatchId};
-use tickforge_replication::cmd;
-use tickforge_replication::SnapshotWriter;
+use tickforge_replication::{
+    cmd, flags, EntityState, NetId, ReplicationConfig, Replicator, Viewer, ENTITY_BYTES,
+    HEADER_BYTES,
+};
 use tickforge_telemetry::{Category, FrameRecord, Phase, Scopes};
 
 /// Packets a client may send beyond one a tick before it counts as flooding: two seconds'
@@ -60,7 +64,10 @@ pub struct Match {
     id: MatchId,
     world: World,
     seats: Vec<Seat>,
-    snapshot: SnapshotWriter,
+    /// What each client is sent: relevancy, priority, budgets and deltas.
+    replicator: Replicator,
+    /// One snapshot body, before it becomes a message.
+    body: Vec<u8>,
     /// Encoded packets of this tick, one per connected seat, before sealing.
     payloads: Vec<u8>,
     /// One snapshot message, before the reliability layer packs it.
@@ -88,6 +95,57 @@ pub struct Match {
     /// Shots fired, and of them those whose view was older than the max rewind.
     pub(crate) shots_fired: u64,
     pub(crate) shots_clamped: u64,
+    /// Replication counters: snapshots written, their body bytes, and what the same
+    /// snapshots would have cost as full states (every entity they may show, every field).
+    pub(crate) snapshots: u64,
+    pub(crate) body_bytes: u64,
+    pub(crate) full_state_bytes: u64,
+    /// Replication counters of this match's earlier runs (a finished match starts over
+    /// with a new replicator).
+    past_replication: tickforge_replication::ReplicationStats,
+}
+
+/// The replication settings of a match of `world`: one entity and one connection per
+/// player, at its tick rate; `base` gives the rest.
+pub fn replication_config(world: &WorldConfig, base: ReplicationConfig) -> ReplicationConfig {
+    ReplicationConfig {
+        max_entities: usize::from(world.players).max(1),
+        max_connections: usize::from(world.players).max(1),
+        tick_hz: world.tick_hz,
+        ..base
+    }
+}
+
+/// The round's phase and score as an [`Event::Round`].
+fn round_event(world: &World) -> Event {
+    let state = world.rules().round_state();
+    let score = state.score();
+    Event::Round {
+        round: state.round(),
+        phase: match state.phase() {
+            RoundPhase::Buy => 0,
+            RoundPhase::Combat => 1,
+            RoundPhase::RoundEnd => 2,
+            RoundPhase::MatchOver => 3,
+        },
+        attackers: score.attackers,
+        defenders: score.defenders,
+    }
+}
+
+/// What a client is told of `slot`.
+fn entity_state(world: &World, slot: PlayerSlot) -> EntityState {
+    let rules = world.rules();
+    let p = &world.players()[usize::from(slot.0)];
+    let mut bits = 0;
+    if rules.is_alive(slot) {
+        bits |= flags::ALIVE;
+    }
+    if world.posing() == Posing::Animated {
+        bits |= flags::POSED;
+    }
+    let ammo = rules.weapon(slot).map_or(0, |w| w.ammo().min(255) as u8);
+    EntityState::from_player(&p.state, rules.health_hp(slot).min(255) as u8, ammo, bits)
 }
 
 impl Match {
@@ -98,7 +156,8 @@ impl Match {
             id,
             world: World::new(config),
             seats: (0..players).map(|_| Seat::default()).collect(),
-            snapshot: SnapshotWriter::with_capacity(players),
+            replicator: Replicator::new(replication_config(&config, ReplicationConfig::default())),
+            body: Vec::with_capacity(tickforge_proto::MAX_PACKET_BYTES),
             payloads: Vec::with_capacity(players * tickforge_proto::MAX_PACKET_BYTES),
             payload_ends: Vec::with_capacity(players),
             message: Vec::with_capacity(tickforge_proto::MAX_PACKET_BYTES),
@@ -114,6 +173,10 @@ impl Match {
             dropped_events: 0,
             shots_fired: 0,
             shots_clamped: 0,
+            snapshots: 0,
+            body_bytes: 0,
+            full_state_bytes: 0,
+            past_replication: Default::default(),
         }
     }
 
@@ -172,7 +235,13 @@ impl Match {
         // A fresh link's queue is empty: the first message always fits.
         link.send_reliable(&self.message)
             .expect("an empty send queue takes a welcome");
-        // A client starts out thinking everyone alive; tell it who is not.
+        // Where the match stands, then who is dead (a client starts out thinking everyone
+        // alive): what a late joiner needs to make sense of the full state that follows.
+        self.message.clear();
+        round_event(&self.world).encode(&mut self.message);
+        if link.send_reliable(&self.message).is_err() {
+            self.dropped_events += 1;
+        }
         for (slot, _) in self.alive.iter().enumerate().filter(|(_, a)| !**a) {
             self.message.clear();
             Event::Alive {
@@ -184,6 +253,7 @@ impl Match {
                 self.dropped_events += 1;
             }
         }
+        self.replicator.connect(i, Some(NetId(i as u16)));
         self.seats[i] = Seat {
             client: Some(client),
             link: Some(link),
@@ -241,6 +311,7 @@ impl Match {
         let mut acked = None;
         while let Some(tick) = link.poll_acked_tag() {
             acked = Some(acked.map_or(tick, |t: u32| t.max(tick)));
+            self.replicator.on_ack(usize::from(slot.0), tick);
         }
         let seat = &mut self.seats[usize::from(slot.0)];
         if let Some(tick) = acked {
@@ -262,14 +333,25 @@ impl Match {
         let actions = self.recorder.take().map(|r| r.finish(&self.world));
         self.start = self.next_deadline();
         self.world = World::new(*self.world.config());
-        for seat in &mut self.seats {
-            // Snapshot ticks start again from 0: old baselines mean nothing now.
+        // Snapshot ticks start again from 0: old baselines mean nothing now.
+        let config = *self.replicator.config();
+        self.past_replication = self.replication_stats();
+        self.replicator = Replicator::new(config);
+        for (i, seat) in self.seats.iter_mut().enumerate() {
             seat.acked_tick = None;
+            if seat.client.is_some() {
+                self.replicator.connect(i, Some(NetId(i as u16)));
+            }
         }
         if self.record {
             self.recorder = Some(Recorder::new(self.world.config(), RECORDING_BYTES));
         }
         Some((result, actions))
+    }
+
+    /// Replication's counters for this match over all its runs.
+    pub fn replication_stats(&self) -> tickforge_replication::ReplicationStats {
+        self.past_replication.merged(&self.replicator.stats())
     }
 
     /// Newest snapshot tick `slot`'s client acknowledged.
@@ -281,6 +363,7 @@ impl Match {
     pub fn unseat(&mut self, slot: PlayerSlot) {
         if let Some(seat) = self.seats.get_mut(usize::from(slot.0)) {
             *seat = Seat::default();
+            self.replicator.disconnect(usize::from(slot.0));
             self.world.set_cmd(slot, UserCmd::default());
         }
     }
@@ -314,6 +397,34 @@ impl Match {
     /// what the client saw; a death arrives before any verdict it explains). Sent before the
     /// snapshot, so they ride in its packet.
     fn send_events(&mut self) {
+        for i in 0..self.world.events().len() {
+            let event = match self.world.events()[i] {
+                RulesEvent::Kill {
+                    killer,
+                    victim,
+                    part,
+                    ..
+                } => Event::Kill {
+                    killer: killer.0,
+                    victim: victim.0,
+                    part: body_part_code(part),
+                },
+                RulesEvent::RoundStarted { .. }
+                | RulesEvent::CombatStarted { .. }
+                | RulesEvent::RoundEnded { .. }
+                | RulesEvent::MatchEnded { .. } => round_event(&self.world),
+                _ => continue,
+            };
+            self.message.clear();
+            event.encode(&mut self.message);
+            for seat in &mut self.seats {
+                if let Some(link) = seat.link.as_mut() {
+                    if link.send_reliable(&self.message).is_err() {
+                        self.dropped_events += 1;
+                    }
+                }
+            }
+        }
         for slot in 0..self.alive.len() {
             let alive = self.world.rules().is_alive(PlayerSlot(slot as u8));
             if alive == self.alive[slot] {
@@ -401,18 +512,46 @@ impl Match {
         {
             let _r = scopes.scope(Category::Replication);
             let tick = self.world.tick().0.wrapping_sub(1);
-            let body = self.snapshot.write(&self.world);
+            // Push: only what the step wrote is quantized, once for every connection.
+            self.replicator.begin_tick(tick);
+            for slot in self.world.changed() {
+                let state = entity_state(&self.world, slot);
+                self.replicator.set_entity(NetId(u16::from(slot.0)), &state);
+            }
             self.payloads.clear();
             self.payload_ends.clear();
-            for seat in &mut self.seats {
+            for (i, seat) in self.seats.iter_mut().enumerate() {
                 let (Some(client), Some(link)) = (seat.client, seat.link.as_mut()) else {
                     continue;
                 };
+                let slot = PlayerSlot(i as u8);
+                let own = &self.world.players()[i].state;
+                let viewer = Viewer {
+                    position: own.origin,
+                    yaw: own.yaw,
+                };
+                // One packet a tick: the snapshot takes what the reliable events' reserved
+                // share leaves.
+                let budget = link
+                    .max_unreliable_bytes()
+                    .saturating_sub(msg::SNAPSHOT_HEADER_BYTES);
+                self.body.clear();
+                let written = self.replicator.write(
+                    i,
+                    &viewer,
+                    Some(self.world.fow().row(slot)),
+                    budget,
+                    &mut self.body,
+                );
+                self.snapshots += 1;
+                self.body_bytes += self.body.len() as u64;
+                let shown = usize::from(written.states) + usize::from(written.deferred);
+                self.full_state_bytes += (HEADER_BYTES + shown * ENTITY_BYTES) as u64;
                 self.message.clear();
                 ServerMsg::Snapshot {
                     tick,
                     input_ack: seat.applied_seq,
-                    body,
+                    body: &self.body,
                 }
                 .encode(&mut self.message);
                 link.write_packet(now, Some((tick, &self.message)), &mut self.packet);
@@ -453,260 +592,4 @@ pub fn body_part_code(part: tickforge_game::rules::BodyPart) -> u8 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::testing::connected_pair;
-    use tickforge_proto::netcode::ClientEvent;
-    use tickforge_proto::reliable::Endpoint;
-    use tickforge_replication::SnapshotReader;
-
-    #[test]
-    fn deadlines_are_absolute() {
-        let t0 = Instant::now();
-        let m = Match::new(MatchId(1), WorldConfig::default(), t0);
-        assert_eq!(m.period(), Duration::from_nanos(7_812_500));
-        // 60 s of ticks is exactly 60 s: no rounding accumulates.
-        assert_eq!(m.deadline_of(Tick(60 * 128)), t0 + Duration::from_secs(60));
-    }
-
-    #[test]
-    fn a_tick_applies_inputs_and_snapshots_every_seat() {
-        let t0 = Instant::now();
-        let scopes = Scopes::new(Instant::now);
-        let (mut transport, mut client, index, server_addr) = connected_pair(t0);
-        let mut m = Match::new(
-            MatchId(1),
-            WorldConfig {
-                players: 2,
-                ..Default::default()
-            },
-            t0,
-        );
-        let slot = m.seat(t0, index, None).unwrap();
-        let before = m.world().players()[usize::from(slot.0)].state.origin;
-        m.queue_input(
-            slot,
-            1,
-            UserCmd {
-                forward: 127,
-                ..Default::default()
-            },
-            ViewTime::default(),
-        );
-        m.queue_input(slot, 1, UserCmd::default(), ViewTime::default()); // a duplicate is ignored
-
-        let mut out = SendBatch::with_capacity(8, 1300);
-        let mut frame = Vec::new();
-        let (record, queued) = m.run_tick(t0, &scopes, &mut transport, &mut frame, &mut out);
-        assert_eq!(queued, 1);
-        // The client never spoke after connecting: a keep-alive goes before the snapshot.
-        assert_eq!(out.len(), 2);
-        assert_eq!(record.category_sum_ns(), record.total_ns);
-        // The input reached the world: the player runs (inside its spawn room, in the buy
-        // phase).
-        assert_eq!(m.world().players()[usize::from(slot.0)].cmd.forward, 127);
-        assert_ne!(
-            m.world().players()[usize::from(slot.0)].state.origin,
-            before
-        );
-
-        // The client reads a snapshot of tick 0 acknowledging input 1, with both players.
-        let mut datagrams: Vec<Vec<u8>> = (0..out.len()).map(|i| out.get(i).1.to_vec()).collect();
-        let mut seen = None;
-        for d in &mut datagrams {
-            if let Some(ClientEvent::Payload(p)) = client.handle_datagram(t0, server_addr, d) {
-                seen = Some(p.to_vec());
-            }
-        }
-        let payload = seen.expect("a snapshot");
-        let mut link = Endpoint::new(msg::link_config(), t0);
-        let (tag, unreliable) = link.read_packet(t0, &payload).unwrap().expect("a snapshot");
-        let ServerMsg::Snapshot {
-            tick,
-            input_ack,
-            body,
-        } = ServerMsg::decode(unreliable).unwrap();
-        assert_eq!((tag, tick, input_ack), (0, 0, 1));
-        assert_eq!(SnapshotReader::default().read(body).unwrap().len(), 2);
-        // The welcome came with it, reliably.
-        let mut event = Vec::new();
-        assert!(link.poll_reliable(&mut event));
-        assert_eq!(
-            Event::decode(&event),
-            Ok(Event::Welcome {
-                match_id: 1,
-                slot: slot.0,
-                tick_hz: 128
-            })
-        );
-    }
-
-    #[test]
-    fn inputs_arrive_through_the_link_and_its_acks_name_the_baseline() {
-        let t0 = Instant::now();
-        let scopes = Scopes::new(Instant::now);
-        let (mut transport, _client, index, _) = connected_pair(t0);
-        let mut m = Match::new(
-            MatchId(1),
-            WorldConfig {
-                players: 2,
-                ..Default::default()
-            },
-            t0,
-        );
-        let slot = m.seat(t0, index, None).unwrap();
-        let mut out = SendBatch::with_capacity(8, 1300);
-        let mut frame = Vec::new();
-        m.run_tick(t0, &scopes, &mut transport, &mut frame, &mut out);
-        // The client's side of the link reads the tick-0 packet, then sends input 1.
-        let packet = m.payloads.clone();
-        let mut link = Endpoint::new(msg::link_config(), t0);
-        assert!(link.read_packet(t0, &packet).unwrap().is_some());
-        let mut input = Vec::new();
-        ClientMsg::Input {
-            seq: 1,
-            view_tick: 0,
-            view_frac: 0,
-            cmd: &cmd::to_bytes(&UserCmd {
-                forward: 127,
-                ..Default::default()
-            }),
-        }
-        .encode(&mut input);
-        let mut up = Vec::new();
-        link.write_packet(t0, Some((1, &input)), &mut up);
-        m.receive(t0, slot, &up).unwrap();
-        assert_eq!(
-            m.acked_tick(slot),
-            Some(0),
-            "the client's packet acked the tick-0 snapshot"
-        );
-        assert_eq!(m.seats[usize::from(slot.0)].newest_seq, 1);
-        // Garbage on the link is an error the worker disconnects for.
-        assert!(m.receive(t0, slot, &[0xff; 40]).is_err());
-    }
-
-    #[test]
-    fn a_flooding_client_is_refused_and_far_inputs_are_dropped() {
-        let t0 = Instant::now();
-        let mut m = Match::new(
-            MatchId(1),
-            WorldConfig {
-                players: 2,
-                ..Default::default()
-            },
-            t0,
-        );
-        let slot = m.seat(t0, ClientIndex(0), None).unwrap();
-        let mut link = Endpoint::new(msg::link_config(), t0);
-        let mut input = Vec::new();
-        let mut up = Vec::new();
-        let mut send = |m: &mut Match, seq: u32| {
-            input.clear();
-            ClientMsg::Input {
-                seq,
-                view_tick: 0,
-                view_frac: 0,
-                cmd: &cmd::to_bytes(&UserCmd::default()),
-            }
-            .encode(&mut input);
-            link.write_packet(t0, Some((seq, &input)), &mut up);
-            m.receive(t0, slot, &up)
-        };
-        // An input two seconds ahead of the newest is dropped, not applied.
-        send(&mut m, 1).unwrap();
-        send(&mut m, 1 + MAX_INPUT_JUMP + 1).unwrap();
-        assert_eq!(
-            (m.seats[usize::from(slot.0)].newest_seq, m.far_inputs),
-            (1, 1)
-        );
-        // Without a tick in between, the allowance runs out: flooding.
-        let mut result = Ok(());
-        for seq in 2..=FLOOD_ALLOWANCE + 10 {
-            result = send(&mut m, seq);
-            if result.is_err() {
-                break;
-            }
-        }
-        assert!(matches!(result, Err(ReceiveError::Flood)), "{result:?}");
-    }
-
-    #[test]
-    fn each_shot_s_verdict_goes_to_its_shooter_reliably() {
-        let t0 = Instant::now();
-        let scopes = Scopes::new(Instant::now);
-        let (mut transport, _client, index, _) = connected_pair(t0);
-        let mut config = WorldConfig {
-            players: 2,
-            ..Default::default()
-        };
-        config.rules.buy = Duration::from_millis(100);
-        let mut m = Match::new(MatchId(1), config, t0);
-        let slot = m.seat(t0, index, None).unwrap();
-        m.queue_input(
-            slot,
-            7,
-            UserCmd {
-                buttons: tickforge_game::buttons::FIRE,
-                ..Default::default()
-            },
-            ViewTime::default(),
-        );
-        let mut frame = Vec::new();
-        let mut link = Endpoint::new(msg::link_config(), t0);
-        let mut results = Vec::new();
-        let mut event = Vec::new();
-        for _ in 0..40 {
-            let mut out = SendBatch::with_capacity(8, 1300);
-            m.run_tick(t0, &scopes, &mut transport, &mut frame, &mut out);
-            link.read_packet(t0, &m.payloads).unwrap();
-            while link.poll_reliable(&mut event) {
-                if let Ok(e @ Event::ShotResult { .. }) = Event::decode(&event) {
-                    results.push(e);
-                }
-            }
-        }
-        let fired = m.world().players()[usize::from(slot.0)].shots;
-        assert!(fired >= 1, "the rifle fired after the buy phase");
-        assert_eq!(results.len(), fired as usize);
-        // Fired into the spawn room at nobody: misses, under the input's sequence.
-        assert!(results.iter().all(|e| matches!(
-            e,
-            Event::ShotResult {
-                seq: 7,
-                victim: msg::NONE,
-                part: msg::NONE,
-                ..
-            }
-        )));
-    }
-
-    #[test]
-    fn seats_honour_a_preferred_free_slot_and_refuse_when_full() {
-        let t = Instant::now();
-        let mut m = Match::new(
-            MatchId(1),
-            WorldConfig {
-                players: 2,
-                ..Default::default()
-            },
-            Instant::now(),
-        );
-        assert_eq!(
-            m.seat(t, ClientIndex(0), Some(PlayerSlot(1))),
-            Some(PlayerSlot(1))
-        );
-        // Taken: the next free one instead.
-        assert_eq!(
-            m.seat(t, ClientIndex(1), Some(PlayerSlot(1))),
-            Some(PlayerSlot(0))
-        );
-        assert_eq!(m.seat(t, ClientIndex(2), None), None);
-        m.unseat(PlayerSlot(0));
-        assert_eq!(m.connected(), 1);
-        assert_eq!(
-            m.seat(t, ClientIndex(2), Some(PlayerSlot(9))),
-            Some(PlayerSlot(0))
-        );
-    }
-}
+mod tests;

@@ -138,6 +138,7 @@ impl Worker {
         let world = WorldConfig {
             players: config.players_per_match,
             tick_hz: config.tick_hz,
+            map: config.map,
             rules: config.rules,
             history: HistoryConfig {
                 pose_every: config.pose_every,
@@ -446,6 +447,30 @@ impl Worker {
         }
     }
 
+    /// What replication sent, summed over the matches.
+    fn replication_report(&self) -> tickforge_telemetry::report::Replication {
+        let mut r = tickforge_telemetry::report::Replication::default();
+        let (mut body, mut full, mut hits, mut misses) = (0u64, 0u64, 0u64, 0u64);
+        for m in &self.matches {
+            let s = m.replication_stats();
+            r.snapshots += m.snapshots;
+            body += m.body_bytes;
+            full += m.full_state_bytes;
+            hits += s.cache_hits;
+            misses += s.cache_misses;
+            r.max_staleness_ticks = r.max_staleness_ticks.max(s.worst_staleness_ticks);
+            r.full_records += s.full_records;
+            r.delta_records += s.delta_records;
+            r.deferred += s.deferred;
+        }
+        let per = |bytes: u64| (r.snapshots > 0).then(|| bytes as f64 / r.snapshots as f64);
+        r.body_bytes_per_snapshot = per(body);
+        r.full_state_bytes_per_snapshot = per(full);
+        r.body_to_full_state = (full > 0).then(|| body as f64 / full as f64);
+        r.cache_hit_rate = (hits + misses > 0).then(|| hits as f64 / (hits + misses) as f64);
+        r
+    }
+
     fn report(&self, window_start: Instant, window_close: Instant) -> ServerReport {
         let mut ticks = self.measure.ticks;
         // Expected: every tick whose deadline lies in the window, for every match.
@@ -480,6 +505,7 @@ impl Worker {
         dropped.insert("bad_cmd".into(), self.drops.bad_cmd);
         ServerReport {
             tick_hz: self.config.tick_hz,
+            map: self.config.map.name().to_string(),
             matches: self.config.matches,
             players_per_match: u32::from(self.config.players_per_match),
             duration_s: window_s,
@@ -494,6 +520,7 @@ impl Worker {
             shots_fired: self.matches.iter().map(|m| m.shots_fired).sum(),
             shots_rewind_clamped: self.matches.iter().map(|m| m.shots_clamped).sum(),
             max_rewind_ms: self.config.max_rewind.as_secs_f64() * 1e3,
+            replication: self.replication_report(),
             results_failed: self.results_failed,
             projected_games_per_core: frames
                 .mean_ms()

@@ -169,6 +169,16 @@ pub struct Clients {
     pub reliable_events: u64,
     /// Packets the clients' reliability layer refused as broken.
     pub link_errors: u64,
+    /// Datagrams received per client per second in the window.
+    #[serde(default)]
+    pub down_packets_per_s: Option<f64>,
+    /// Datagrams sent per client per second in the window.
+    #[serde(default)]
+    pub up_packets_per_s: Option<f64>,
+    /// Snapshots the clients could not decode (a missing baseline or hostile bytes), over
+    /// the whole run.
+    #[serde(default)]
+    pub bad_snapshots: u64,
 }
 
 /// Datagram counters of the server.
@@ -219,6 +229,9 @@ pub struct Flood {
 pub struct ServerReport {
     /// Tick rate in Hz.
     pub tick_hz: u32,
+    /// The map every match was played on, by name (`arena`, `flat2km`).
+    #[serde(default)]
+    pub map: String,
     /// Matches hosted.
     pub matches: u32,
     /// Player slots per match.
@@ -257,10 +270,37 @@ pub struct ServerReport {
     /// The max rewind of lag compensation, milliseconds.
     #[serde(default)]
     pub max_rewind_ms: f64,
+    /// What replication sent, over the whole run.
+    #[serde(default)]
+    pub replication: Replication,
     /// Share of one core the server process used in the window.
     pub cpu_util: Option<f64>,
     /// Datagram counters over the whole run.
     pub datagrams: Datagrams,
+}
+
+/// What replication sent: snapshot bodies against the same snapshots as full states.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Replication {
+    /// Snapshots written, one per connected client per tick.
+    pub snapshots: u64,
+    /// Mean snapshot body, bytes per client per tick (delta-encoded, relevant entities).
+    pub body_bytes_per_snapshot: Option<f64>,
+    /// The same snapshots as full quantized states (every entity they may show, every
+    /// field: the replication crate's `ENTITY_BYTES` each), bytes per client per tick.
+    pub full_state_bytes_per_snapshot: Option<f64>,
+    /// `body_bytes_per_snapshot / full_state_bytes_per_snapshot`.
+    pub body_to_full_state: Option<f64>,
+    /// The most ticks an entity relevant to a client went unsent, at any tick of the run.
+    pub max_staleness_ticks: u32,
+    /// Share of entity encodings reused from another connection, 0..=1.
+    pub cache_hit_rate: Option<f64>,
+    /// Entity records sent as full states (join, old or lost baselines) and as deltas.
+    pub full_records: u64,
+    /// Entity records sent as deltas.
+    pub delta_records: u64,
+    /// Entities that lost the priority auction for a packet's budget, summed over writes.
+    pub deferred: u64,
 }
 
 /// What `tickforge bots --report` writes: the clients' half of a bench report.
@@ -322,6 +362,9 @@ pub struct Report {
     pub tick_hz: u32,
     pub matches: u32,
     pub players_per_match: u32,
+    /// The map the matches were played on, by name.
+    #[serde(default)]
+    pub map: String,
     pub duration_s: f64,
     pub warmup_s: f64,
     /// Frame budget per match tick at the target games per core.

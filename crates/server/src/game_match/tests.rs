@@ -1,0 +1,465 @@
+//! Tests of one match: seats, inputs, ticks, events and snapshots.
+use super::*;
+use crate::testing::connected_pair;
+use tickforge_proto::netcode::ClientEvent;
+use tickforge_proto::reliable::Endpoint;
+
+#[test]
+fn deadlines_are_absolute() {
+    let t0 = Instant::now();
+    let m = Match::new(MatchId(1), WorldConfig::default(), t0);
+    assert_eq!(m.period(), Duration::from_nanos(7_812_500));
+    // 60 s of ticks is exactly 60 s: no rounding accumulates.
+    assert_eq!(m.deadline_of(Tick(60 * 128)), t0 + Duration::from_secs(60));
+}
+
+#[test]
+fn a_tick_applies_inputs_and_snapshots_every_seat() {
+    let t0 = Instant::now();
+    let scopes = Scopes::new(Instant::now);
+    let (mut transport, mut client, index, server_addr) = connected_pair(t0);
+    let mut m = Match::new(
+        MatchId(1),
+        WorldConfig {
+            players: 2,
+            ..Default::default()
+        },
+        t0,
+    );
+    let slot = m.seat(t0, index, None).unwrap();
+    let before = m.world().players()[usize::from(slot.0)].state.origin;
+    m.queue_input(
+        slot,
+        1,
+        UserCmd {
+            forward: 127,
+            ..Default::default()
+        },
+        ViewTime::default(),
+    );
+    m.queue_input(slot, 1, UserCmd::default(), ViewTime::default()); // a duplicate is ignored
+
+    let mut out = SendBatch::with_capacity(8, 1300);
+    let mut frame = Vec::new();
+    let (record, queued) = m.run_tick(t0, &scopes, &mut transport, &mut frame, &mut out);
+    assert_eq!(queued, 1);
+    // The client never spoke after connecting: a keep-alive goes before the snapshot.
+    assert_eq!(out.len(), 2);
+    assert_eq!(record.category_sum_ns(), record.total_ns);
+    // The input reached the world: the player runs (inside its spawn room, in the buy
+    // phase).
+    assert_eq!(m.world().players()[usize::from(slot.0)].cmd.forward, 127);
+    assert_ne!(
+        m.world().players()[usize::from(slot.0)].state.origin,
+        before
+    );
+
+    // The client reads a snapshot of tick 0 acknowledging input 1, with both players.
+    let mut datagrams: Vec<Vec<u8>> = (0..out.len()).map(|i| out.get(i).1.to_vec()).collect();
+    let mut seen = None;
+    for d in &mut datagrams {
+        if let Some(ClientEvent::Payload(p)) = client.handle_datagram(t0, server_addr, d) {
+            seen = Some(p.to_vec());
+        }
+    }
+    let payload = seen.expect("a snapshot");
+    let mut link = Endpoint::new(msg::link_config(), t0);
+    let (tag, unreliable) = link.read_packet(t0, &payload).unwrap().expect("a snapshot");
+    let ServerMsg::Snapshot {
+        tick,
+        input_ack,
+        body,
+    } = ServerMsg::decode(unreliable).unwrap();
+    assert_eq!((tag, tick, input_ack), (0, 0, 1));
+    // The first snapshot is full: the seat's own player, at the server's state; the
+    // other is sent only if the fog of war lets this seat see it.
+    let mut replica = tickforge_replication::Replica::new(
+        tickforge_replication::ReplicaConfig::matching(m.replicator.config()),
+    );
+    let read = replica.read(body).unwrap();
+    let own = NetId(u16::from(slot.0));
+    assert_eq!(
+        replica.entity(own).map(|e| e.position),
+        Some(entity_state(m.world(), slot).quantized().position)
+    );
+    let other = PlayerSlot(1 - slot.0);
+    let visible = m.world().fow().is_visible(slot, other);
+    assert_eq!(read.states, 1 + u16::from(visible));
+    // The welcome came with it, reliably.
+    let mut event = Vec::new();
+    assert!(link.poll_reliable(&mut event));
+    assert_eq!(
+        Event::decode(&event),
+        Ok(Event::Welcome {
+            match_id: 1,
+            slot: slot.0,
+            tick_hz: 128
+        })
+    );
+}
+
+#[test]
+fn inputs_arrive_through_the_link_and_its_acks_name_the_baseline() {
+    let t0 = Instant::now();
+    let scopes = Scopes::new(Instant::now);
+    let (mut transport, _client, index, _) = connected_pair(t0);
+    let mut m = Match::new(
+        MatchId(1),
+        WorldConfig {
+            players: 2,
+            ..Default::default()
+        },
+        t0,
+    );
+    let slot = m.seat(t0, index, None).unwrap();
+    let mut out = SendBatch::with_capacity(8, 1300);
+    let mut frame = Vec::new();
+    m.run_tick(t0, &scopes, &mut transport, &mut frame, &mut out);
+    // The client's side of the link reads the tick-0 packet, then sends input 1.
+    let packet = m.payloads.clone();
+    let mut link = Endpoint::new(msg::link_config(), t0);
+    assert!(link.read_packet(t0, &packet).unwrap().is_some());
+    let mut input = Vec::new();
+    ClientMsg::Input {
+        seq: 1,
+        view_tick: 0,
+        view_frac: 0,
+        cmd: &cmd::to_bytes(&UserCmd {
+            forward: 127,
+            ..Default::default()
+        }),
+    }
+    .encode(&mut input);
+    let mut up = Vec::new();
+    link.write_packet(t0, Some((1, &input)), &mut up);
+    m.receive(t0, slot, &up).unwrap();
+    assert_eq!(
+        m.acked_tick(slot),
+        Some(0),
+        "the client's packet acked the tick-0 snapshot"
+    );
+    assert_eq!(m.seats[usize::from(slot.0)].newest_seq, 1);
+    // Garbage on the link is an error the worker disconnects for.
+    assert!(m.receive(t0, slot, &[0xff; 40]).is_err());
+}
+
+#[test]
+fn a_flooding_client_is_refused_and_far_inputs_are_dropped() {
+    let t0 = Instant::now();
+    let mut m = Match::new(
+        MatchId(1),
+        WorldConfig {
+            players: 2,
+            ..Default::default()
+        },
+        t0,
+    );
+    let slot = m.seat(t0, ClientIndex(0), None).unwrap();
+    let mut link = Endpoint::new(msg::link_config(), t0);
+    let mut input = Vec::new();
+    let mut up = Vec::new();
+    let mut send = |m: &mut Match, seq: u32| {
+        input.clear();
+        ClientMsg::Input {
+            seq,
+            view_tick: 0,
+            view_frac: 0,
+            cmd: &cmd::to_bytes(&UserCmd::default()),
+        }
+        .encode(&mut input);
+        link.write_packet(t0, Some((seq, &input)), &mut up);
+        m.receive(t0, slot, &up)
+    };
+    // An input two seconds ahead of the newest is dropped, not applied.
+    send(&mut m, 1).unwrap();
+    send(&mut m, 1 + MAX_INPUT_JUMP + 1).unwrap();
+    assert_eq!(
+        (m.seats[usize::from(slot.0)].newest_seq, m.far_inputs),
+        (1, 1)
+    );
+    // Without a tick in between, the allowance runs out: flooding.
+    let mut result = Ok(());
+    for seq in 2..=FLOOD_ALLOWANCE + 10 {
+        result = send(&mut m, seq);
+        if result.is_err() {
+            break;
+        }
+    }
+    assert!(matches!(result, Err(ReceiveError::Flood)), "{result:?}");
+}
+
+#[test]
+fn each_shot_s_verdict_goes_to_its_shooter_reliably() {
+    let t0 = Instant::now();
+    let scopes = Scopes::new(Instant::now);
+    let (mut transport, _client, index, _) = connected_pair(t0);
+    let mut config = WorldConfig {
+        players: 2,
+        ..Default::default()
+    };
+    config.rules.buy = Duration::from_millis(100);
+    let mut m = Match::new(MatchId(1), config, t0);
+    let slot = m.seat(t0, index, None).unwrap();
+    m.queue_input(
+        slot,
+        7,
+        UserCmd {
+            buttons: tickforge_game::buttons::FIRE,
+            ..Default::default()
+        },
+        ViewTime::default(),
+    );
+    let mut frame = Vec::new();
+    let mut link = Endpoint::new(msg::link_config(), t0);
+    let mut results = Vec::new();
+    let mut event = Vec::new();
+    for _ in 0..40 {
+        let mut out = SendBatch::with_capacity(8, 1300);
+        m.run_tick(t0, &scopes, &mut transport, &mut frame, &mut out);
+        link.read_packet(t0, &m.payloads).unwrap();
+        while link.poll_reliable(&mut event) {
+            if let Ok(e @ Event::ShotResult { .. }) = Event::decode(&event) {
+                results.push(e);
+            }
+        }
+    }
+    let fired = m.world().players()[usize::from(slot.0)].shots;
+    assert!(fired >= 1, "the rifle fired after the buy phase");
+    assert_eq!(results.len(), fired as usize);
+    // Fired into the spawn room at nobody: misses, under the input's sequence.
+    assert!(results.iter().all(|e| matches!(
+        e,
+        Event::ShotResult {
+            seq: 7,
+            victim: msg::NONE,
+            part: msg::NONE,
+            ..
+        }
+    )));
+}
+
+#[test]
+fn seats_honour_a_preferred_free_slot_and_refuse_when_full() {
+    let t = Instant::now();
+    let mut m = Match::new(
+        MatchId(1),
+        WorldConfig {
+            players: 2,
+            ..Default::default()
+        },
+        Instant::now(),
+    );
+    assert_eq!(
+        m.seat(t, ClientIndex(0), Some(PlayerSlot(1))),
+        Some(PlayerSlot(1))
+    );
+    // Taken: the next free one instead.
+    assert_eq!(
+        m.seat(t, ClientIndex(1), Some(PlayerSlot(1))),
+        Some(PlayerSlot(0))
+    );
+    assert_eq!(m.seat(t, ClientIndex(2), None), None);
+    m.unseat(PlayerSlot(0));
+    assert_eq!(m.connected(), 1);
+    assert_eq!(
+        m.seat(t, ClientIndex(2), Some(PlayerSlot(9))),
+        Some(PlayerSlot(0))
+    );
+}
+
+/// One client of [`a_match_under_loss_converges_and_loses_no_event`]: its end of the link,
+/// what it rebuilt, and the events every client is sent, in the order received.
+struct LossyClient {
+    addr: std::net::SocketAddr,
+    link: Endpoint,
+    replica: tickforge_replication::Replica,
+    shared_events: Vec<Event>,
+    seq: u32,
+    bad_snapshots: u32,
+}
+
+#[test]
+fn a_match_under_loss_converges_and_loses_no_event() {
+    use std::collections::HashMap;
+    use tickforge_game::rules::RulesConfig;
+    use tickforge_proto::ClientIndex;
+    use tickforge_testkit::{LinkConditions, NetSim, SimRng};
+
+    let t0 = Instant::now();
+    let scopes = Scopes::new(Instant::now);
+    // The transport only seals; the match's packets are taken before sealing.
+    let (mut transport, ..) = connected_pair(t0);
+    let players = 4u8;
+    let mut m = Match::new(
+        MatchId(1),
+        WorldConfig {
+            players,
+            // Short rounds: round events, deaths and respawns within the run.
+            rules: RulesConfig {
+                buy: Duration::from_millis(100),
+                round: Duration::from_millis(1500),
+                round_end: Duration::from_millis(200),
+                ..RulesConfig::default()
+            },
+            ..WorldConfig::default()
+        },
+        t0,
+    );
+    let server: std::net::SocketAddr = "127.0.0.1:40000".parse().unwrap();
+    let replica_config = tickforge_replication::ReplicaConfig::matching(m.replicator.config());
+    let mut clients: Vec<LossyClient> = (0..players)
+        .map(|i| {
+            let slot = m.seat(t0, ClientIndex(u16::from(i)), Some(PlayerSlot(i)));
+            assert_eq!(slot, Some(PlayerSlot(i)));
+            LossyClient {
+                addr: format!("127.0.0.1:{}", 50_000 + u16::from(i))
+                    .parse()
+                    .unwrap(),
+                link: Endpoint::new(msg::link_config(), t0),
+                replica: tickforge_replication::Replica::new(replica_config),
+                shared_events: Vec::new(),
+                seq: 0,
+                bad_snapshots: 0,
+            }
+        })
+        .collect();
+    let lossy = LinkConditions {
+        latency: Duration::from_millis(20),
+        jitter: Duration::from_millis(10),
+        loss_probability: 0.2,
+        duplicate_probability: 0.1,
+        reorder_probability: 0.1,
+        reorder_delay: Duration::from_millis(30),
+    };
+    let clear = LinkConditions::ideal(Duration::from_millis(20));
+    let mut sim = NetSim::new(7, lossy);
+    // Client 0 is the reference: its link never loses anything.
+    sim.set_link(clients[0].addr, server, clear);
+    sim.set_link(server, clients[0].addr, clear);
+    let mut rng = SimRng::new(11);
+    // What the server replicated at each tick, quantized: what a client must end up with.
+    let mut sent: HashMap<u32, Vec<EntityState>> = HashMap::new();
+    let (mut out, mut frame, mut up, mut input) = (
+        SendBatch::with_capacity(8, 1300),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+    );
+    let mut event = Vec::new();
+    let (ticks, clears_at) = (1200u32, 900u32);
+    for t in 0..ticks {
+        let now = t0 + m.period() * t;
+        if t == clears_at {
+            for c in &clients {
+                sim.set_link(c.addr, server, clear);
+                sim.set_link(server, c.addr, clear);
+            }
+        }
+        for d in sim.take_due(now) {
+            if d.to == server {
+                let i = clients.iter().position(|c| c.addr == d.from).unwrap();
+                m.receive(now, PlayerSlot(i as u8), &d.bytes)
+                    .expect("an honest client's packet");
+                continue;
+            }
+            let c = clients.iter_mut().find(|c| c.addr == d.to).unwrap();
+            if let Some((_, body)) = c.link.read_packet(now, &d.bytes).unwrap() {
+                let ServerMsg::Snapshot { body, .. } = ServerMsg::decode(body).unwrap();
+                c.bad_snapshots += u32::from(c.replica.read(body).is_err());
+            }
+            while c.link.poll_reliable(&mut event) {
+                match Event::decode(&event).unwrap() {
+                    Event::Welcome { .. } | Event::ShotResult { .. } => {}
+                    e => c.shared_events.push(e),
+                }
+            }
+        }
+        for c in &mut clients {
+            // Run about and shoot until the network clears, then stand still.
+            let cmd = if t < clears_at {
+                let r = rng.next_u64();
+                UserCmd {
+                    forward: [127, 0, -127][(r % 3) as usize],
+                    side: [127, 0, -127][(r / 3 % 3) as usize],
+                    buttons: if r.is_multiple_of(7) {
+                        tickforge_game::buttons::FIRE
+                    } else {
+                        0
+                    },
+                    yaw: (r >> 16) as u16,
+                    pitch: 0,
+                }
+            } else {
+                UserCmd::default()
+            };
+            c.seq += 1;
+            input.clear();
+            ClientMsg::Input {
+                seq: c.seq,
+                view_tick: t.saturating_sub(8),
+                view_frac: 0,
+                cmd: &cmd::to_bytes(&cmd),
+            }
+            .encode(&mut input);
+            c.link.write_packet(now, Some((c.seq, &input)), &mut up);
+            sim.send(now, c.addr, server, &up);
+        }
+        m.run_tick(now, &scopes, &mut transport, &mut frame, &mut out);
+        // Sealed datagrams are not needed: the match's packets are taken before sealing.
+        out = SendBatch::with_capacity(8, 1300);
+        let states = (0..players)
+            .map(|s| entity_state(m.world(), PlayerSlot(s)).quantized())
+            .collect();
+        sent.insert(t, states);
+        let mut start = 0;
+        for &(client, end) in &m.payload_ends {
+            let to = clients[usize::from(client.0)].addr;
+            sim.send(now, server, to, &m.payloads[start..end]);
+            start = end;
+        }
+    }
+    assert!(
+        sim.stats().lost > 500,
+        "the link was lossy: {:?}",
+        sim.stats()
+    );
+    let last = ticks - 1;
+    for (i, c) in clients.iter().enumerate() {
+        assert_eq!(c.bad_snapshots, 0, "client {i}: every snapshot decoded");
+        let newest = c.replica.newest_tick().expect("snapshots arrived");
+        assert!(
+            last - newest <= 4,
+            "client {i} is current: {newest} of {last}"
+        );
+        for s in 0..players {
+            let id = NetId(u16::from(s));
+            if !m.replicator.is_relevant(i, id) {
+                assert_eq!(c.replica.entity(id), None, "client {i} dropped hidden {s}");
+                continue;
+            }
+            // Within a bounded number of ticks of the newest, at the server's state then.
+            let at = c
+                .replica
+                .entity_tick(id)
+                .expect("a relevant entity was sent");
+            assert!(
+                newest - at <= 8,
+                "client {i}, entity {s}: tick {at} of {newest}"
+            );
+            assert_eq!(c.replica.entity(id), Some(sent[&at][usize::from(s)]));
+        }
+        // Every event every client is sent, once each and in order, as the client whose
+        // link never lost anything got them.
+        assert_eq!(c.shared_events, clients[0].shared_events, "client {i}");
+    }
+    let rounds = clients[0]
+        .shared_events
+        .iter()
+        .filter(|e| matches!(e, Event::Round { phase: 1, .. }))
+        .count();
+    assert!(
+        rounds >= 3,
+        "rounds were played: {:?}",
+        clients[0].shared_events
+    );
+}

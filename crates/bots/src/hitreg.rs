@@ -180,7 +180,8 @@ impl ClientView {
             delay,
             buffered: vec![None; JITTER_RING as usize].into_boxed_slice(),
             rows: vec![None; JITTER_RING as usize * n],
-            last_row: vec![(PlayerState::default(), true); n],
+            // A player never sent is nobody to aim at or hit.
+            last_row: vec![(PlayerState::default(), false); n],
             last_posing: Posing::Animated,
             newest: None,
             committed: None,

@@ -120,10 +120,17 @@ pub struct BenchArgs {
     /// the bots' round trip, jitter and view delay need when that is more].
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u32).range(0..=1000))]
     pub max_rewind_ms: Option<u32>,
+    /// Raise the number of matches step by step (many-matches) until the server no
+    /// longer holds its ticks or the bots saturate, and report each step: the games-per-core
+    /// curve. Each step runs --warmup-s + --duration-s.
+    #[arg(long)]
+    pub sweep: bool,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
 }
+
+mod sweep;
 
 /// Measures the I/O floor of one match tick on the server's core, before the run.
 fn measure_io_floor(
@@ -186,7 +193,11 @@ pub fn run(args: BenchArgs) -> Result<()> {
         bots_core,
     };
     let dir = scratch_dir()?;
-    let result = run_in(&args, &dir, &plan);
+    let result = if args.sweep {
+        sweep::run(&args, &dir, &plan)
+    } else {
+        run_in(&args, &dir, &plan)
+    };
     let _ = std::fs::remove_dir_all(&dir);
     let mut report = result?;
     report.host = Host {
@@ -415,6 +426,7 @@ fn merge(scenario: &str, s: ServerReport, b: BotsReport, warmup_s: f64) -> Repor
         server: s,
         bots: b,
         host: Host::default(),
+        sweep: None,
     }
 }
 

@@ -135,6 +135,25 @@ pub fn bots(r: &BotsReport) -> String {
     out
 }
 
+/// One step of a sweep: matches, frame, ticks on time, utilisation, response time.
+pub fn sweep_step(s: &tickforge_telemetry::report::SweepStep) -> String {
+    let ms = |v: Option<f64>| v.map_or("n/a".into(), |v| format!("{v:.3} ms"));
+    format!(
+        "  {:>3} matches  frame p50 {} p99 {}  on time {}  worker {}  response p50 {}  bots {}{}",
+        s.matches,
+        ms(s.match_frame_ms.map(|p| p.p50)),
+        ms(s.match_frame_ms.map(|p| p.p99)),
+        s.on_time_rate
+            .map_or("n/a".into(), |r| format!("{:.2}%", r * 100.0)),
+        s.worker_util
+            .map_or("n/a".into(), |u| format!("{:.0}%", u * 100.0)),
+        ms(s.response_time_ms.p50),
+        s.bots_cpu_util
+            .map_or("n/a".into(), |u| format!("{:.0}%", u * 100.0)),
+        if s.bots_saturated { " SATURATED" } else { "" },
+    )
+}
+
 /// What `bench` prints when it ends.
 pub fn bench(r: &Report) -> String {
     let mut out = String::new();
@@ -208,6 +227,18 @@ pub fn bench(r: &Report) -> String {
         "  lag comp.     max rewind {:.0} ms; {} of {} shots fired rewound past it",
         r.server.max_rewind_ms, r.server.shots_rewind_clamped, r.server.shots_fired
     );
+    if let Some(sw) = &r.sweep {
+        let _ = writeln!(
+            out,
+            "  sweep         {} games per core measured (limited by {}):",
+            sw.measured_games_per_core
+                .map_or("n/a".into(), |g| g.to_string()),
+            sw.limited_by
+        );
+        for step in &sw.steps {
+            let _ = writeln!(out, "  {}", sweep_step(step));
+        }
+    }
     let _ = writeln!(
         out,
         "  cpu           server {}, bots {}{}",

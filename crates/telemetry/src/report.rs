@@ -397,6 +397,49 @@ pub struct Report {
     pub bots: BotsReport,
     /// Host facts: cores, and which cores server and bots were pinned to.
     pub host: Host,
+    /// The games-per-core curve (`bench --sweep`): one step per match count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<Sweep>,
+}
+
+/// A sweep over match counts on one worker core (VALORANT's chart: frame time against
+/// instance count).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sweep {
+    /// The steps, fewest matches first.
+    pub steps: Vec<SweepStep>,
+    /// Most matches a step held with at least 99.5% of ticks on time, none skipped, and
+    /// the bots not saturated; `None` when even the first step did not.
+    pub measured_games_per_core: Option<u32>,
+    /// What ended the sweep: "server" (ticks late or skipped), "bots" (the bots'
+    /// core saturated first: the server was not the limit), or "steps" (the last step
+    /// still held).
+    pub limited_by: String,
+}
+
+/// One step of a [`Sweep`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SweepStep {
+    /// Matches hosted on the worker core.
+    pub matches: u32,
+    /// CPU cost of one match tick, milliseconds.
+    pub match_frame_ms: Option<Percentiles>,
+    /// Share of the worker's core in use (0..=1).
+    pub worker_util: Option<f64>,
+    /// Share of ticks started within 1 ms of their deadline.
+    pub on_time_rate: Option<f64>,
+    /// Ticks never run.
+    pub skipped: u64,
+    /// Response time at the clients, milliseconds.
+    pub response_time_ms: ResponseTimeMs,
+    /// Share of the bots' core in use, and whether it saturated.
+    pub bots_cpu_util: Option<f64>,
+    /// The bots' core was the bottleneck in this step.
+    pub bots_saturated: bool,
+    /// 0.9 × tick ÷ mean match frame at this step.
+    pub projected_games_per_core: Option<f64>,
+    /// Mean match frame ÷ the I/O floor.
+    pub frame_to_io_floor: Option<f64>,
 }
 
 /// Where the bench ran.

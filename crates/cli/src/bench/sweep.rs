@@ -1,0 +1,123 @@
+//! `bench --sweep`: the games-per-core curve. Runs the scenario at rising match counts on
+//! one worker core, one full bench run per step, and stops at the first step the server
+//! no longer holds (ticks late or skipped) or the bots saturate (then the bots, not the
+//! server, were the limit, and the report says so).
+
+use std::path::Path;
+
+use anyhow::Result;
+use tickforge_telemetry::report::{Report, Sweep, SweepStep};
+
+use super::{run_in, BenchArgs, Plan};
+
+/// Ticks a step must start on time to hold: DESIGN.md's measured games per core.
+const ON_TIME: f64 = 0.995;
+/// Match counts tried, in order; the sweep ends at the first that does not hold.
+const STEPS: [u32; 12] = [1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 100, 120];
+
+/// Runs the steps and returns the report of the last step that held (or the first, when
+/// none did), with the whole curve in [`Report::sweep`].
+pub(super) fn run(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
+    let mut steps = Vec::new();
+    let mut held: Option<Report> = None;
+    let mut first: Option<Report> = None;
+    let mut limited_by = "steps";
+    for &matches in &STEPS {
+        if !args.quiet {
+            eprintln!("sweep: {matches} match(es)…");
+        }
+        let report = run_in(args, dir, &Plan { matches, ..*plan })?;
+        let step = step_of(&report);
+        if !args.quiet {
+            eprintln!("{}", crate::summary::sweep_step(&step));
+        }
+        let holds = step.on_time_rate.is_some_and(|r| r >= ON_TIME) && step.skipped == 0;
+        steps.push(step.clone());
+        if step.bots_saturated {
+            limited_by = "bots";
+            break;
+        }
+        if !holds {
+            limited_by = "server";
+            break;
+        }
+        first.get_or_insert_with(|| report.clone());
+        held = Some(report);
+    }
+    let measured = held.as_ref().map(|r| r.matches);
+    let mut report = match held.or(first) {
+        Some(r) => r,
+        // Not even the first step held: report it as it was.
+        None => run_in(
+            args,
+            dir,
+            &Plan {
+                matches: 1,
+                ..*plan
+            },
+        )?,
+    };
+    report.games_per_core.measured = measured.map(f64::from);
+    report.sweep = Some(Sweep {
+        steps,
+        measured_games_per_core: measured,
+        limited_by: limited_by.to_string(),
+    });
+    Ok(report)
+}
+
+/// The figures of one step.
+fn step_of(r: &Report) -> SweepStep {
+    let t = &r.ticks;
+    SweepStep {
+        matches: r.matches,
+        match_frame_ms: r.match_frame_ms,
+        worker_util: r.server_cpu_util,
+        on_time_rate: (t.expected > 0).then(|| t.on_time as f64 / t.expected as f64),
+        skipped: t.skipped,
+        response_time_ms: r.clients.response_time_ms,
+        bots_cpu_util: r.bots_cpu_util,
+        bots_saturated: r.bots_saturated == Some(true),
+        projected_games_per_core: r.games_per_core.projected,
+        frame_to_io_floor: r.frame_to_io_floor,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickforge_telemetry::report::{Percentiles, Ticks};
+
+    #[test]
+    fn a_step_reads_its_rates_from_the_report() {
+        let mut r = Report {
+            matches: 20,
+            ticks: Ticks {
+                expected: 1000,
+                on_time: 996,
+                late: 4,
+                skipped: 0,
+                hitches: 1,
+            },
+            bots_saturated: Some(false),
+            match_frame_ms: Some(Percentiles {
+                p50: 0.1,
+                p90: 0.12,
+                p99: 0.2,
+                max: 0.5,
+                mean: 0.11,
+            }),
+            ..Report::default()
+        };
+        let s = step_of(&r);
+        assert_eq!(s.matches, 20);
+        assert_eq!(s.on_time_rate, Some(0.996));
+        assert!(!s.bots_saturated);
+        assert!(crate::summary::sweep_step(&s).contains("99.60%"));
+        r.bots_saturated = Some(true);
+        r.ticks.expected = 0;
+        let s = step_of(&r);
+        assert!(s.bots_saturated && s.on_time_rate.is_none());
+        assert!(crate::summary::sweep_step(&s).contains("SATURATED"));
+    }
+}

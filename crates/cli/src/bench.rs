@@ -64,6 +64,17 @@ impl Scenario {
         }
     }
 
+    /// Players' health, where the server's default will not do.
+    fn max_health_hp(self) -> Option<u16> {
+        match self {
+            Scenario::Smoke | Scenario::ManyMatches => None,
+            // 100 times the default: the crowd meets in the centre and keeps fighting, all
+            // in view (the Iris test), instead of wiping out in seconds and running in
+            // again from the ring.
+            Scenario::Crowd => Some(10_000),
+        }
+    }
+
     /// Matches, players per match, warm-up and measured seconds.
     fn defaults(self) -> (u32, u32, f64, f64) {
         match self {
@@ -274,6 +285,7 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
         .args(["--buy-s", "0.5"])
         .args(["--map", args.scenario.map().name()])
         .args(args.scenario.round_s().map(|s| format!("--round-s={s}")))
+        .args(args.scenario.max_health_hp().map(|hp| format!("--max-health-hp={hp}")))
         .args(args.pose_every.map(|n| format!("--pose-every={n}")))
         .arg(format!("--max-rewind-ms={}", max_rewind_ms(args)))
         .arg("--results-file")

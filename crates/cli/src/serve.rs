@@ -74,6 +74,9 @@ pub struct ServeArgs {
     /// Rounds in a match, first to a majority wins [default: 5].
     #[arg(long, value_name = "N")]
     pub rounds: Option<u8>,
+    /// Each player's health at the start of a round, hit points [default: 100].
+    #[arg(long, value_name = "HP")]
+    pub max_health_hp: Option<u16>,
     /// Pose players every Nth tick and lerp between when a shot rewinds; 1 poses every
     /// tick [default: 4].
     #[arg(long, value_name = "N")]
@@ -124,6 +127,7 @@ impl ServeArgs {
             round_s: self.round_s,
             round_end_s: self.round_end_s,
             rounds: self.rounds,
+            max_health_hp: self.max_health_hp,
             pose_every: self.pose_every,
             max_rewind_ms: self.max_rewind_ms,
             results_file: self.results_file.clone(),

@@ -32,8 +32,16 @@ pub struct ServerConfig {
     pub warmup: Duration,
     /// Length of the measured window; `None`: until the server stops.
     pub duration: Option<Duration>,
-    /// Core the worker is pinned to; `None`: not pinned.
-    pub core: Option<usize>,
+    /// The CPUs of the workers, ascending: one worker thread pinned to each. `None`: one
+    /// worker, not pinned.
+    pub cores: Option<Vec<usize>>,
+    /// Most matches one worker hosts, whatever its measured cost allows.
+    pub max_matches_per_worker: u32,
+    /// How long a draining server (SIGTERM, SIGINT) waits for its running matches to
+    /// finish before it exits anyway.
+    pub drain_timeout: Duration,
+    /// Where the admin HTTP server listens; `None`: off.
+    pub admin_bind: Option<SocketAddr>,
     /// The game's protocol id; clients with another are ignored.
     pub protocol_id: u64,
     /// The address clients reach this server at, as connect tokens name it; `None`: the
@@ -73,7 +81,13 @@ impl Default for ServerConfig {
             spin: Duration::from_micros(100),
             warmup: Duration::ZERO,
             duration: None,
-            core: None,
+            cores: None,
+            // Twice the 60 games per core we aim for: the measured cost is the real bound,
+            // this one only stops a burst of creations before their cost shows.
+            max_matches_per_worker: 120,
+            // As Kubernetes' default termination grace period.
+            drain_timeout: Duration::from_secs(30),
+            admin_bind: None,
             protocol_id: DEFAULT_PROTOCOL_ID,
             public_addr: None,
             // A programmatic default gets a fresh random key: nobody else can mint tokens
@@ -111,8 +125,18 @@ pub struct ConfigFile {
     pub warmup_s: Option<f64>,
     /// `duration_s = 60.0`
     pub duration_s: Option<f64>,
-    /// `core = 0`
+    /// `core = 0`: one worker pinned to this CPU (the same as `cores = [0]`)
     pub core: Option<usize>,
+    /// `cores = [0, 1]`: one worker pinned to each CPU
+    pub cores: Option<Vec<usize>>,
+    /// `workers = 2`: that many workers, pinned to the first allowed CPUs
+    pub workers: Option<u32>,
+    /// `max_matches_per_worker = 120`
+    pub max_matches_per_worker: Option<u32>,
+    /// `drain_timeout_s = 30.0`
+    pub drain_timeout_s: Option<f64>,
+    /// `admin_bind = "127.0.0.1:40080"` (off when absent)
+    pub admin_bind: Option<String>,
     /// `protocol_id = 8388345093885489767`
     pub protocol_id: Option<u64>,
     /// `public_addr = "203.0.113.7:40000"`
@@ -129,6 +153,8 @@ pub struct ConfigFile {
     pub round_end_s: Option<f64>,
     /// `rounds = 5`: rounds in a match (first to a majority)
     pub rounds: Option<u8>,
+    /// `max_health_hp = 100`: each player's health at the start of a round
+    pub max_health_hp: Option<u16>,
     /// `pose_every = 4`: pose players every Nth tick, lerp between (1 = every tick)
     pub pose_every: Option<u8>,
     /// `max_rewind_ms = 200`: lag compensation rewinds at most this far (cap 1000)
@@ -195,6 +221,11 @@ impl ConfigFile {
             warmup_s: over.warmup_s.or(self.warmup_s),
             duration_s: over.duration_s.or(self.duration_s),
             core: over.core.or(self.core),
+            cores: over.cores.or(self.cores),
+            workers: over.workers.or(self.workers),
+            max_matches_per_worker: over.max_matches_per_worker.or(self.max_matches_per_worker),
+            drain_timeout_s: over.drain_timeout_s.or(self.drain_timeout_s),
+            admin_bind: over.admin_bind.or(self.admin_bind),
             protocol_id: over.protocol_id.or(self.protocol_id),
             public_addr: over.public_addr.or(self.public_addr),
             key_file: over.key_file.or(self.key_file),
@@ -205,6 +236,7 @@ impl ConfigFile {
             round_s: over.round_s.or(self.round_s),
             round_end_s: over.round_end_s.or(self.round_end_s),
             rounds: over.rounds.or(self.rounds),
+            max_health_hp: over.max_health_hp.or(self.max_health_hp),
             pose_every: over.pose_every.or(self.pose_every),
             max_rewind_ms: over.max_rewind_ms.or(self.max_rewind_ms),
             results_file: over.results_file.or(self.results_file),
@@ -308,16 +340,28 @@ impl ConfigFile {
                 })
             }
         };
-        if let Some(core) = self.core {
-            let allowed = tickforge_io::cpu::allowed_cores();
-            if !allowed.contains(&core) {
-                return Err(ConfigError::Invalid {
-                    key: "core",
-                    expected: "a CPU this process may run on",
-                    got: format!("{core} (allowed: {allowed:?})"),
-                });
+        let cores = resolve_cores(self.core, self.cores, self.workers)?;
+        let max_matches_per_worker = check(
+            self.max_matches_per_worker,
+            d.max_matches_per_worker,
+            "max_matches_per_worker",
+            "an integer from 1 to 4096",
+            |v| (1..=4096).contains(v),
+        )?;
+        let drain_timeout = match self.drain_timeout_s {
+            None => d.drain_timeout,
+            Some(v) if v.is_finite() && (0.0..=86_400.0).contains(&v) => {
+                Duration::from_secs_f64(v)
             }
-        }
+            Some(v) => {
+                return Err(ConfigError::Invalid {
+                    key: "drain_timeout_s",
+                    expected: "seconds from 0 to 86400",
+                    got: v.to_string(),
+                })
+            }
+        };
+        let admin_bind = parse_addr("admin_bind", self.admin_bind)?;
         Ok(ServerConfig {
             bind,
             matches,
@@ -327,7 +371,10 @@ impl ConfigFile {
             spin: Duration::from_micros(spin_us),
             warmup: Duration::from_secs_f64(warmup_s),
             duration,
-            core: self.core,
+            cores,
+            max_matches_per_worker,
+            drain_timeout,
+            admin_bind,
             protocol_id: self.protocol_id.unwrap_or(d.protocol_id),
             public_addr,
             private_key,
@@ -342,6 +389,14 @@ impl ConfigFile {
                         key: "rounds",
                         expected: "an integer from 1 to 255",
                         got: r.to_string(),
+                    })?,
+                },
+                max_health_hp: match self.max_health_hp {
+                    None => d.rules.max_health_hp,
+                    Some(hp) => std::num::NonZeroU16::new(hp).ok_or(ConfigError::Invalid {
+                        key: "max_health_hp",
+                        expected: "an integer from 1 to 65535",
+                        got: hp.to_string(),
                     })?,
                 },
                 ..d.rules
@@ -382,6 +437,56 @@ const MAP_FORM: &str = "a built-in map: \"arena\" or \"flat2km\"";
 
 const KEY_FORM: &str = "a file holding the 32-byte private key as 64 hex digits (make one with \
 `tickforge token --generate-key FILE`), or the same digits in TICKFORGE_PRIVATE_KEY";
+
+/// The workers' CPUs from `core`, `cores` or `workers` (at most one of them): ascending,
+/// each one this process may run on. `None`: one unpinned worker.
+fn resolve_cores(
+    core: Option<usize>,
+    cores: Option<Vec<usize>>,
+    workers: Option<u32>,
+) -> Result<Option<Vec<usize>>, ConfigError> {
+    let allowed = tickforge_io::cpu::allowed_cores();
+    let given = [core.is_some(), cores.is_some(), workers.is_some()];
+    if given.iter().filter(|g| **g).count() > 1 {
+        return Err(ConfigError::Invalid {
+            key: "cores",
+            expected: "only one of core, cores and workers",
+            got: format!("core {core:?}, cores {cores:?}, workers {workers:?}"),
+        });
+    }
+    let (key, mut list) = match (core, cores, workers) {
+        (Some(c), _, _) => ("core", vec![c]),
+        (_, Some(list), _) => ("cores", list),
+        (_, _, Some(n)) => {
+            if n == 0 || n as usize > allowed.len() {
+                return Err(ConfigError::Invalid {
+                    key: "workers",
+                    expected: "an integer from 1 to the number of CPUs this process may run on",
+                    got: format!("{n} (allowed CPUs: {allowed:?})"),
+                });
+            }
+            ("workers", allowed[..n as usize].to_vec())
+        }
+        (None, None, None) => return Ok(None),
+    };
+    list.sort_unstable();
+    list.dedup();
+    if list.is_empty() {
+        return Err(ConfigError::Invalid {
+            key,
+            expected: "a list of CPUs such as 0,1",
+            got: "an empty list".to_string(),
+        });
+    }
+    if let Some(bad) = list.iter().find(|c| !allowed.contains(c)) {
+        return Err(ConfigError::Invalid {
+            key,
+            expected: "CPUs this process may run on",
+            got: format!("{bad} (allowed: {allowed:?})"),
+        });
+    }
+    Ok(Some(list))
+}
 
 fn seconds(
     key: &'static str,

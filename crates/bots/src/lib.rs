@@ -43,8 +43,10 @@ use hitreg::{verdict_of, ClientView, HitregCounts};
 /// How the bots run.
 #[derive(Clone, Debug)]
 pub struct BotsConfig {
-    /// The server's game address.
-    pub server: SocketAddr,
+    /// The server's game addresses, one per worker: match `m` (from 1) is reached at
+    /// `servers[(m - 1) % servers.len()]`, where `tickforge serve` places its startup
+    /// matches on a one-node host. Never empty.
+    pub servers: Vec<SocketAddr>,
     /// Matches to join, ids 1..=matches.
     pub matches: u32,
     /// Bots per match.
@@ -88,7 +90,7 @@ pub struct BotsConfig {
 impl Default for BotsConfig {
     fn default() -> Self {
         BotsConfig {
-            server: SocketAddr::from(([127, 0, 0, 1], 40000)),
+            servers: vec![SocketAddr::from(([127, 0, 0, 1], 40000))],
             matches: 1,
             bots_per_match: 10,
             tick_hz: 128,
@@ -322,7 +324,7 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
                 recv_buffer_bytes: Some(256 << 10),
                 send_buffer_bytes: None,
             };
-            let bind = bot_address(config.server, i);
+            let bind = bot_address(server_of(config, MatchId(m + 1)), i);
             let socket = UdpSocket::bind(bind, options)
                 .with_context(|| format!("binding a bot socket to {bind}"))?;
             socket
@@ -557,14 +559,21 @@ fn bot_address(server: SocketAddr, i: u64) -> SocketAddr {
     }
 }
 
-/// A connect token for one bot in `match_id`, any slot, with a random client id.
+/// The address of the worker hosting `match_id` (see [`BotsConfig::servers`]).
+fn server_of(config: &BotsConfig, match_id: MatchId) -> SocketAddr {
+    let n = config.servers.len().max(1);
+    config.servers[(match_id.0.saturating_sub(1) as usize) % n]
+}
+
+/// A connect token for one bot in `match_id`, any slot, with a random client id, naming
+/// the worker that hosts the match.
 fn mint_token(config: &BotsConfig, match_id: MatchId) -> ConnectToken {
     let params = TokenParams {
         protocol_id: config.protocol_id,
         create_timestamp: entropy::unix_now(),
         expire_seconds: 60,
         timeout_seconds: 5,
-        server_addresses: vec![config.server],
+        server_addresses: vec![server_of(config, match_id)],
     };
     let user_data = UserData {
         match_id,

@@ -285,11 +285,17 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
         .args(["--buy-s", "0.5"])
         .args(["--map", args.scenario.map().name()])
         .args(args.scenario.round_s().map(|s| format!("--round-s={s}")))
-        .args(args.scenario.max_health_hp().map(|hp| format!("--max-health-hp={hp}")))
+        .args(
+            args.scenario
+                .max_health_hp()
+                .map(|hp| format!("--max-health-hp={hp}")),
+        )
         .args(args.pose_every.map(|n| format!("--pose-every={n}")))
         .arg(format!("--max-rewind-ms={}", max_rewind_ms(args)))
         .arg("--results-file")
-        .arg(dir.join("results.log"));
+        .arg(dir.join("results.log"))
+        // The bench stops the server with SIGTERM once its bots are done: no drain.
+        .args(["--drain-timeout-s", "0"]);
     if let Some(c) = server_core {
         server_cmd.args(["--core", &c.to_string()]);
     }
@@ -301,14 +307,20 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
             .context("starting the server")?,
     );
     let mut lines = BufReader::new(server.0.stdout.take().expect("piped stdout")).lines();
-    let addr = match lines.next() {
-        Some(Ok(line)) if line.starts_with("listening ") => line["listening ".len()..].to_string(),
+    let addrs: Vec<String> = match lines.next() {
+        Some(Ok(line)) if line.starts_with("listening ") => line["listening ".len()..]
+            .split_whitespace()
+            .map(str::to_string)
+            .collect(),
         _ => bail!("the server did not start: {}", read_log(&server_log)),
     };
+    let addr = addrs.first().cloned().unwrap_or_default();
 
     let mut bots_cmd = Command::new(&exe);
     bots_cmd
-        .args(["bots", "--server", &addr, "--progress-lines"])
+        .arg("bots")
+        .args(addrs.iter().flat_map(|a| ["--server", a.as_str()]))
+        .arg("--progress-lines")
         .args([
             "--matches",
             &matches.to_string(),

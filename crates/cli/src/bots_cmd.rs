@@ -18,9 +18,14 @@ use crate::summary;
 /// Flags of `bots`.
 #[derive(Args, Debug)]
 pub struct BotsArgs {
-    /// The server's game address.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:40000")]
-    pub server: SocketAddr,
+    /// The server's game address; repeat it once per worker, in the order `serve` prints
+    /// them: match m joins the (m - 1) % N-th.
+    #[arg(
+        long = "server",
+        value_name = "ADDR",
+        default_value = "127.0.0.1:40000"
+    )]
+    pub servers: Vec<SocketAddr>,
     /// Matches to join, ids 1..=N.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub matches: u32,
@@ -131,7 +136,7 @@ pub fn run(args: BotsArgs) -> Result<()> {
     }
     let private_key = crate::token_cmd::load_key(args.key_file.as_deref())?;
     let config = BotsConfig {
-        server: args.server,
+        servers: args.servers,
         matches: args.matches,
         bots_per_match: args.bots_per_match,
         tick_hz: args.tick_hz,

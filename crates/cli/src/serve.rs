@@ -2,13 +2,12 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use tickforge_server::{ConfigFile, Worker};
+use tickforge_server::{ConfigFile, Host, Shutdown, WorkerStatus};
 
 use crate::summary;
 
@@ -44,9 +43,35 @@ pub struct ServeArgs {
     /// Seconds measured after the warm-up [default: until stopped].
     #[arg(long, value_name = "S")]
     pub duration_s: Option<f64>,
-    /// CPU to pin the worker to [default: not pinned].
-    #[arg(long, value_name = "CPU")]
+    /// One worker pinned to this CPU: the same as --cores CPU [default: one worker, not
+    /// pinned].
+    #[arg(long, value_name = "CPU", conflicts_with_all = ["cores", "workers"])]
     pub core: Option<usize>,
+    /// CPUs to run workers on, one pinned worker thread each with its own game socket
+    /// (worker i binds the --bind port + i), e.g. 0,1 [default: one worker, not pinned].
+    #[arg(
+        long,
+        value_name = "CPU,…",
+        value_delimiter = ',',
+        conflicts_with = "workers"
+    )]
+    pub cores: Option<Vec<usize>>,
+    /// Number of workers, pinned to the first CPUs this process may use [default: one
+    /// worker, not pinned].
+    #[arg(long, value_name = "N")]
+    pub workers: Option<u32>,
+    /// Most matches one worker hosts, whatever its measured frame cost allows; POST
+    /// /matches is refused past it [default: 120].
+    #[arg(long, value_name = "N")]
+    pub max_matches_per_worker: Option<u32>,
+    /// Seconds a draining server (after SIGTERM or SIGINT) lets its running matches
+    /// finish before it exits; a second signal exits at once [default: 30].
+    #[arg(long, value_name = "S")]
+    pub drain_timeout_s: Option<f64>,
+    /// Address of the admin HTTP server: /metrics, /healthz, /matches, POST /matches
+    /// [default: off].
+    #[arg(long, value_name = "ADDR")]
+    pub admin_bind: Option<String>,
     /// Protocol id; clients with another are ignored [default: 8388345093885489767].
     #[arg(long, value_name = "ID")]
     pub protocol_id: Option<u64>,
@@ -93,7 +118,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR")]
     pub record_dir: Option<PathBuf>,
     /// With --duration-s: keep serving this many seconds after the window, then exit
-    /// [default: 0]. SIGINT or SIGTERM stops the server at any time.
+    /// [default: 0]. SIGINT or SIGTERM drains the server at any time (see
+    /// --drain-timeout-s).
     #[arg(long, value_name = "S", default_value_t = 0.0)]
     pub linger_s: f64,
     /// Write the report of the measured window to FILE as JSON.
@@ -119,6 +145,11 @@ impl ServeArgs {
             warmup_s: self.warmup_s,
             duration_s: self.duration_s,
             core: self.core,
+            cores: self.cores.clone(),
+            workers: self.workers,
+            max_matches_per_worker: self.max_matches_per_worker,
+            drain_timeout_s: self.drain_timeout_s,
+            admin_bind: self.admin_bind.clone(),
             protocol_id: self.protocol_id,
             public_addr: self.public_addr.clone(),
             key_file: self.key_file.clone(),
@@ -148,46 +179,88 @@ pub fn run(args: ServeArgs) -> Result<()> {
             args.linger_s
         );
     }
-    let stop = Arc::new(AtomicBool::new(false));
+    let shutdown = Shutdown::new();
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&stop))
+        // The first signal drains; a second, once draining, exits at once (status 1).
+        // Registration order is the order the handlers run in.
+        signal_hook::flag::register_conditional_shutdown(signal, 1, shutdown.drain_flag())
+            .context("installing signal handlers")?;
+        signal_hook::flag::register(signal, shutdown.drain_flag())
             .context("installing signal handlers")?;
     }
-    let mut worker = Worker::new(config.clone())?;
-    let addr = worker.local_addr();
-    // The first line on standard output is the bound address (`bench` reads it); with
-    // --json, standard output carries the report alone, so the line goes to stderr.
-    if args.json {
-        eprintln!("listening {addr}");
-    } else {
-        println!("listening {addr}");
-        std::io::stdout().flush().ok();
-    }
-    eprintln!(
-        "tickforge serve: {} match(es) × {} players on {} at {} Hz on {addr}, core {}",
-        config.matches,
-        config.players_per_match,
-        config.map.name(),
-        config.tick_hz,
-        config
-            .core
-            .map_or("unpinned".to_string(), |c| c.to_string()),
-    );
     let quiet = args.quiet;
     let linger = config
         .duration
         .map(|_| Duration::from_secs_f64(args.linger_s));
-    let report = worker.run(&stop, linger, &mut |s| {
-        if !quiet && s.elapsed.as_secs() % 5 == 0 {
+    let status = Arc::new(move |s: &WorkerStatus| {
+        if !quiet && s.elapsed.as_secs().is_multiple_of(5) {
             eprintln!(
-                "  {:>5.0} s  {} connected  {} ticks run  {} late",
+                "  {:>5.0} s  worker {}  {} matches  {} connected  {} ticks run  {} late",
                 s.elapsed.as_secs_f64(),
+                s.worker,
+                s.matches,
                 s.connected,
                 s.ticks_run,
                 s.late
             );
         }
     });
+    let host = Host::start(&config, shutdown, linger, status)?;
+    // The first line on standard output is the workers' addresses (`bench` reads it), then
+    // where each startup match is and the admin address; with --json, standard output
+    // carries the report alone, so these lines go to stderr.
+    let addrs: Vec<String> = host.addrs().iter().map(|a| a.to_string()).collect();
+    let mut lines = vec![format!("listening {}", addrs.join(" "))];
+    let mut placed: Vec<(u32, usize)> = (host.plan().workers.iter().enumerate())
+        .flat_map(|(w, worker)| worker.matches.iter().map(move |m| (m.0, w)))
+        .collect();
+    placed.sort_unstable();
+    for (m, w) in placed {
+        lines.push(format!("placement match={m} worker={w} addr={}", addrs[w]));
+    }
+    if let Some(admin) = host.admin_addr() {
+        lines.push(format!("admin {admin}"));
+    }
+    for line in &lines {
+        if args.json {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    }
+    std::io::stdout().flush().ok();
+    let plan = host.plan();
+    eprintln!(
+        "tickforge serve: {} match(es) × {} players on {} at {} Hz; cores {}; {} NUMA node(s)",
+        config.matches,
+        config.players_per_match,
+        config.map.name(),
+        config.tick_hz,
+        config.cores.as_ref().map_or("unpinned".to_string(), |c| {
+            c.iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        }),
+        plan.nodes,
+    );
+    for (w, worker) in plan.workers.iter().enumerate() {
+        let ids: Vec<String> = worker.matches.iter().map(|m| m.to_string()).collect();
+        eprintln!(
+            "  worker {w} on {} (node {}) at {}: matches {}",
+            worker
+                .core
+                .map_or("any CPU".to_string(), |c| format!("CPU {c}")),
+            worker.node,
+            addrs[w],
+            if ids.is_empty() {
+                "none".to_string()
+            } else {
+                ids.join(",")
+            },
+        );
+    }
+    let report = host.wait()?;
     if let Some(path) = &args.report {
         let json = serde_json::to_string_pretty(&report)?;
         std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;

@@ -219,6 +219,11 @@ fn help_documents_every_serve_option_with_its_default() {
         ("--tick-hz", d.tick_hz.to_string()),
         ("--map", d.map.name().to_string()),
         ("--spin-us", d.spin.as_micros().to_string()),
+        (
+            "--max-matches-per-worker",
+            d.max_matches_per_worker.to_string(),
+        ),
+        ("--drain-timeout-s", d.drain_timeout.as_secs().to_string()),
         ("--protocol-id", d.protocol_id.to_string()),
         (
             "--requests-per-second-per-ip",
@@ -398,4 +403,136 @@ fn a_finished_match_result_survives_a_kill_right_after_the_end() {
         Some(tickforge_game::rules::Team::Defenders),
         "time-out: defenders"
     );
+}
+
+/// Starts `serve` on ephemeral ports with `matches` startup matches and `extra` flags;
+/// returns the child and its first lines: `listening` and one `placement` per match.
+fn serve_child(
+    results: &std::path::Path,
+    matches: usize,
+    extra: &[&str],
+) -> (std::process::Child, Vec<String>) {
+    use std::io::BufRead;
+    let mut child = tickforge()
+        .args(["serve", "--bind", "127.0.0.1:0", "--quiet"])
+        .args(["--matches", &matches.to_string()])
+        .args(extra)
+        .arg("--results-file")
+        .arg(results)
+        .env("TICKFORGE_PRIVATE_KEY", "22".repeat(32))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let lines = stdout
+        .by_ref()
+        .take(1 + matches)
+        .map(Result::unwrap)
+        .collect();
+    // Keep reading, so the summary at exit finds the pipe open.
+    std::thread::spawn(move || stdout.for_each(drop));
+    (child, lines)
+}
+
+/// Waits for `child` to exit, up to `bound`; kills it and panics past that.
+fn exit_within(
+    child: &mut std::process::Child,
+    bound: std::time::Duration,
+) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + bound;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("still running {bound:?} after SIGTERM");
+        }
+        std::thread::yield_now();
+    }
+}
+
+const SHORT_MATCH: [&str; 8] = [
+    "--buy-s",
+    "0.05",
+    "--round-s",
+    "0.3",
+    "--round-end-s",
+    "0.05",
+    "--rounds",
+    "1",
+];
+
+#[test]
+fn workers_print_their_addresses_and_the_round_robin_placement() {
+    if tickforge_io::cpu::allowed_cores().len() < 2 {
+        eprintln!("skipped: fewer than 2 CPUs allowed");
+        return;
+    }
+    let results = scratch("placement-results.log");
+    let (mut child, lines) = serve_child(&results, 3, &["--workers", "2"]);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let addrs: Vec<&str> = lines[0]["listening ".len()..].split(' ').collect();
+    assert_eq!(addrs.len(), 2, "{lines:?}");
+    assert_ne!(addrs[0], addrs[1]);
+    assert_eq!(
+        lines[1..],
+        [
+            format!("placement match=1 worker=0 addr={}", addrs[0]),
+            format!("placement match=2 worker=1 addr={}", addrs[1]),
+            format!("placement match=3 worker=0 addr={}", addrs[0]),
+        ]
+    );
+}
+
+#[test]
+fn sigterm_drains_running_matches_persists_them_and_exits_0() {
+    let results = scratch("drain-results.log");
+    let _ = std::fs::remove_file(&results);
+    let workers: &[&str] = if tickforge_io::cpu::allowed_cores().len() >= 2 {
+        &["--workers", "2"]
+    } else {
+        &[]
+    };
+    let mut extra = SHORT_MATCH.to_vec();
+    extra.extend_from_slice(workers);
+    extra.extend_from_slice(&["--drain-timeout-s", "20"]);
+    let (mut child, lines) = serve_child(&results, 2, &extra);
+    assert!(lines[0].starts_with("listening "), "{lines:?}");
+    // SAFETY: kill with the pid of a child we spawned and have not reaped.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+    // Both one-round matches end on the round timer (~0.4 s) and are not restarted.
+    let status = exit_within(&mut child, std::time::Duration::from_secs(15));
+    assert!(status.success(), "{status}");
+    let text = std::fs::read_to_string(&results).unwrap();
+    assert_eq!(text.lines().count(), 2, "{text}");
+    for line in text.lines() {
+        let result = tickforge_game::rules::MatchResult::decode(line).unwrap();
+        assert_eq!(result.rounds_played, 1);
+    }
+}
+
+#[test]
+fn sigterm_exits_0_at_the_drain_timeout_when_matches_run_on() {
+    let results = scratch("drain-timeout-results.log");
+    let _ = std::fs::remove_file(&results);
+    let (mut child, _) = serve_child(
+        &results,
+        1,
+        &["--round-s", "100", "--drain-timeout-s", "0.3"],
+    );
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+    let status = exit_within(&mut child, std::time::Duration::from_secs(10));
+    assert!(status.success(), "{status}");
+    let text = std::fs::read_to_string(&results).unwrap_or_default();
+    assert!(text.is_empty(), "no match finished: {text}");
 }

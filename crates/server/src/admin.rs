@@ -3,7 +3,7 @@
 //!
 //! | request | answer |
 //! |---|---|
-//! | `GET /metrics` | the workers' metrics summed, as OpenMetrics text (`tickforge_telemetry::prometheus`) |
+//! | `GET /metrics` | the workers' metrics summed, and each match's ticks, late ticks and hitches, as OpenMetrics text (`tickforge_telemetry::prometheus`) |
 //! | `GET /healthz` | 200 `ok` while serving, 503 `draining` while draining |
 //! | `GET /matches` | JSON list: `id`, `worker`, `players_connected`, `tick`, `state` |
 //! | `POST /matches` | JSON body, every field optional: `map`, `players`, `rounds`, `tick_hz` (default: a 10-player match). 201 with `match_id` and one base64 connect token per player; 400 for a bad body, 422 when no worker can host it, 503 when full, draining or a worker does not answer within [`AdminConfig::reply_timeout`] |
@@ -320,11 +320,20 @@ impl Admin {
 
     fn metrics(&self) -> Reply {
         let mut total = MetricsSnapshot::default();
+        let mut matches = Vec::new();
         for w in &self.workers {
-            w.with_status(|s| total.merge(&s.metrics));
+            w.with_status(|s| {
+                total.merge(&s.metrics);
+                matches.extend(s.matches.iter().map(|m| prometheus::MatchTicks {
+                    match_id: m.id.0,
+                    ticks: m.ticks,
+                    late_ticks: m.late_ticks,
+                    hitches: m.hitches,
+                }));
+            });
         }
         let mut body = String::new();
-        prometheus::render(&total, &mut body);
+        prometheus::render_with_matches(&total, &matches, &mut body);
         Reply {
             status: 200,
             content_type: prometheus::CONTENT_TYPE,

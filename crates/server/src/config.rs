@@ -211,6 +211,14 @@ impl ConfigFile {
 
     /// Keys set in `over` replace those here.
     pub fn overlay(self, over: ConfigFile) -> ConfigFile {
+        // `core`, `cores` and `workers` say one thing three ways: any of them in `over`
+        // replaces all three here.
+        let workers_given = over.core.is_some() || over.cores.is_some() || over.workers.is_some();
+        let (core, cores, workers) = if workers_given {
+            (over.core, over.cores, over.workers)
+        } else {
+            (self.core, self.cores, self.workers)
+        };
         ConfigFile {
             bind: over.bind.or(self.bind),
             matches: over.matches.or(self.matches),
@@ -220,9 +228,9 @@ impl ConfigFile {
             spin_us: over.spin_us.or(self.spin_us),
             warmup_s: over.warmup_s.or(self.warmup_s),
             duration_s: over.duration_s.or(self.duration_s),
-            core: over.core.or(self.core),
-            cores: over.cores.or(self.cores),
-            workers: over.workers.or(self.workers),
+            core,
+            cores,
+            workers,
             max_matches_per_worker: over.max_matches_per_worker.or(self.max_matches_per_worker),
             drain_timeout_s: over.drain_timeout_s.or(self.drain_timeout_s),
             admin_bind: over.admin_bind.or(self.admin_bind),
@@ -350,9 +358,7 @@ impl ConfigFile {
         )?;
         let drain_timeout = match self.drain_timeout_s {
             None => d.drain_timeout,
-            Some(v) if v.is_finite() && (0.0..=86_400.0).contains(&v) => {
-                Duration::from_secs_f64(v)
-            }
+            Some(v) if v.is_finite() && (0.0..=86_400.0).contains(&v) => Duration::from_secs_f64(v),
             Some(v) => {
                 return Err(ConfigError::Invalid {
                     key: "drain_timeout_s",
@@ -621,6 +627,49 @@ mod tests {
         assert!(err.to_string().starts_with("config key `core`"), "{err}");
         let err = parse("matches = \"two\"").unwrap_err();
         assert!(err.contains("matches"), "{err}");
+    }
+
+    #[test]
+    fn core_cores_and_workers_are_one_setting() {
+        let allowed = tickforge_io::cpu::allowed_cores();
+        let c = resolve(parse("core = 0").unwrap().overlay(ConfigFile {
+            cores: Some(vec![allowed[0]]),
+            ..Default::default()
+        }))
+        .unwrap();
+        assert_eq!(
+            c.cores,
+            Some(vec![allowed[0]]),
+            "the flag replaces the file's core"
+        );
+        let c = resolve(parse("workers = 1").unwrap()).unwrap();
+        assert_eq!(c.cores, Some(vec![allowed[0]]), "the first allowed CPU");
+        let err = resolve(parse("workers = 1\ncore = 0").unwrap()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("expected only one of core, cores and workers"),
+            "{err}"
+        );
+        let err = resolve(parse("workers = 100000").unwrap()).unwrap_err();
+        assert!(err.to_string().starts_with("config key `workers`"), "{err}");
+        let err = resolve(parse("cores = [100000]").unwrap()).unwrap_err();
+        assert!(err.to_string().starts_with("config key `cores`"), "{err}");
+        let err = resolve(parse("drain_timeout_s = -1.0").unwrap()).unwrap_err();
+        assert!(
+            err.to_string().starts_with("config key `drain_timeout_s`"),
+            "{err}"
+        );
+        let err = resolve(parse("max_matches_per_worker = 0").unwrap()).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("config key `max_matches_per_worker`"),
+            "{err}"
+        );
+        let err = resolve(parse("admin_bind = \"x\"").unwrap()).unwrap_err();
+        assert!(
+            err.to_string().starts_with("config key `admin_bind`"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -1,10 +1,11 @@
-//! The match host: a worker thread that owns a socket and its matches, and runs their
-//! frames on time.
+//! The match host: worker threads, one per core, each owning a socket and its matches and
+//! running their frames on time.
 //!
-//! What it does: reads the configuration ([`config`]), runs the frame ([`Worker`]) that
-//! receives, ticks every due match ([`Match`]) and sends, and measures all of it into a
-//! [`tickforge_telemetry::report::ServerReport`]; serves operators and the matchmaker over
-//! HTTP ([`admin`]).
+//! What it does: reads the configuration ([`config`]), places matches over pinned workers
+//! and drains on request ([`host`]), runs the frame ([`Worker`]) that receives, ticks every
+//! due match ([`Match`]) and sends, admits new matches against the measured frame cost,
+//! and measures all of it into a [`tickforge_telemetry::report::ServerReport`]; serves
+//! operators and the matchmaker over HTTP ([`admin`]).
 //!
 //! What it does not do: game rules (the `game` crate), protocol state (`proto`), or
 //! syscalls of its own (`io`).
@@ -12,6 +13,7 @@
 pub mod admin;
 pub mod config;
 mod game_match;
+pub mod host;
 pub mod io_floor;
 mod worker;
 
@@ -20,4 +22,8 @@ mod testing;
 
 pub use config::{ConfigError, ConfigFile, ServerConfig};
 pub use game_match::Match;
-pub use worker::{Worker, WorkerError, WorkerStatus};
+pub use host::{Host, HostError, Plan, WorkerPlan};
+pub use worker::{
+    bind_game_socket, matches_that_fit, remaining_capacity, MatchCounters, Shutdown, Worker,
+    WorkerError, WorkerFigures, WorkerSetup, WorkerStatus, ADMISSION_BUDGET_SHARE,
+};

@@ -2,7 +2,6 @@
 
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use tickforge_io::udp::{wait_readable, SocketOptions, UdpSocket};
@@ -12,7 +11,7 @@ use tickforge_proto::netcode::{Client, ClientEvent};
 use tickforge_proto::reliable::Endpoint;
 use tickforge_proto::user_data::{UserData, ANY};
 use tickforge_proto::MatchId;
-use tickforge_server::{ServerConfig, Worker};
+use tickforge_server::{ServerConfig, Shutdown, Worker};
 
 const GARBAGE: u64 = 2000;
 
@@ -28,10 +27,14 @@ fn garbage_is_counted_and_dropped_while_a_client_plays_on() {
     let protocol_id = config.protocol_id;
     let mut worker = Worker::new(config).unwrap();
     let server = worker.local_addr();
-    let stop = AtomicBool::new(false);
+    let shutdown = Shutdown::new();
 
     std::thread::scope(|scope| {
-        let handle = scope.spawn(|| worker.run(&stop, Some(Duration::ZERO), &mut |_| {}));
+        let handle = scope.spawn(|| {
+            worker
+                .run(&shutdown, Some(Duration::ZERO), &mut |_| {})
+                .report()
+        });
 
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let attacker = UdpSocket::bind(any, SocketOptions::default()).unwrap();

@@ -22,6 +22,7 @@
 //! | `tickforge_ticks_total`, `tickforge_late_ticks_total`, `tickforge_skipped_ticks_total`, `tickforge_hitches_total` | counter | — |
 //! | `tickforge_bytes_total`, `tickforge_packets_total` | counter | `direction` (`in`, `out`) |
 //! | `tickforge_players_connected`, `tickforge_matches` | gauge | — |
+//! | `tickforge_match_ticks_total`, `tickforge_match_late_ticks_total`, `tickforge_match_hitches_total` | counter | `match` (the match id; only with [`render_with_matches`]) |
 
 use std::borrow::Cow;
 use std::fmt;
@@ -152,6 +153,20 @@ impl MetricsSnapshot {
     }
 }
 
+/// One match's tick counters since it was created, for the per-match families of
+/// [`render_with_matches`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MatchTicks {
+    /// The match id (the `match` label).
+    pub match_id: u32,
+    /// Ticks run.
+    pub ticks: u64,
+    /// Ticks that started more than 1 ms after their deadline.
+    pub late_ticks: u64,
+    /// Ticks more than one tick late, or frames over twice their budget.
+    pub hitches: u64,
+}
+
 /// A label name that Prometheus would reject.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LabelError {
@@ -163,8 +178,16 @@ pub enum LabelError {
 /// Appends `snapshot` to `out` as OpenMetrics text, ending with `# EOF`. Call when
 /// `/metrics` is scraped, never in a frame: it allocates.
 pub fn render(snapshot: &MetricsSnapshot, out: &mut String) {
-    // No labels, so no label name to reject.
-    let _ = render_with_labels(snapshot, &[], out);
+    render_with_matches(snapshot, &[], out);
+}
+
+/// Like [`render`], with one series per match in each of the per-match families (late
+/// ticks and hitches by match). Call when `/metrics` is scraped, never in a frame.
+pub fn render_with_matches(snapshot: &MetricsSnapshot, matches: &[MatchTicks], out: &mut String) {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(SnapshotCollector(*snapshot, matches.to_vec())));
+    // Writing to a String cannot fail, and the collector fails only when its writer does.
+    let _ = prometheus_client::encoding::text::encode(out, &registry);
 }
 
 /// Like [`render`], with `labels` (for example the host's name) added to every sample.
@@ -184,7 +207,7 @@ pub fn render_with_labels(
             .iter()
             .map(|(k, v)| (Cow::Owned(k.to_string()), Cow::Owned(v.to_string()))),
     );
-    registry.register_collector(Box::new(SnapshotCollector(*snapshot)));
+    registry.register_collector(Box::new(SnapshotCollector(*snapshot, Vec::new())));
     // Writing to a String cannot fail, and the collector fails only when its writer does.
     let _ = prometheus_client::encoding::text::encode(out, &registry);
     Ok(())
@@ -196,9 +219,9 @@ fn is_label_name(name: &str) -> bool {
     first_ok && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_') && !name.starts_with("__")
 }
 
-/// Hands a snapshot's numbers to the encoder on each scrape.
+/// Hands a snapshot's numbers, and each match's, to the encoder on each scrape.
 #[derive(Debug)]
-struct SnapshotCollector(MetricsSnapshot);
+struct SnapshotCollector(MetricsSnapshot, Vec<MatchTicks>);
 
 impl Collector for SnapshotCollector {
     fn encode(&self, mut enc: DescriptorEncoder<'_>) -> fmt::Result {
@@ -269,8 +292,49 @@ impl Collector for SnapshotCollector {
             "tickforge_matches",
             "Matches hosted now.",
             s.matches,
+        )?;
+        if self.1.is_empty() {
+            return Ok(());
+        }
+        per_match(
+            &mut enc,
+            "tickforge_match_ticks",
+            "Ticks run, by match.",
+            &self.1,
+            |m| m.ticks,
+        )?;
+        per_match(
+            &mut enc,
+            "tickforge_match_late_ticks",
+            "Ticks that started more than 1 ms after their deadline, by match.",
+            &self.1,
+            |m| m.late_ticks,
+        )?;
+        per_match(
+            &mut enc,
+            "tickforge_match_hitches",
+            "Ticks more than one tick late, or frames over twice their budget, by match.",
+            &self.1,
+            |m| m.hitches,
         )
     }
+}
+
+fn per_match(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    matches: &[MatchTicks],
+    value: impl Fn(&MatchTicks) -> u64,
+) -> fmt::Result {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for t in matches {
+        let id = t.match_id.to_string();
+        let labels = [("match", id.as_str())];
+        m.encode_family(&labels)?
+            .encode_counter::<NoLabelSet, _, u64>(&value(t), None)?;
+    }
+    Ok(())
 }
 
 type MetricEncoder<'a> = prometheus_client::encoding::MetricEncoder<'a>;
@@ -508,6 +572,40 @@ mod tests {
             assert_eq!(err, Err(LabelError::BadName(bad.to_string())));
             assert!(out.is_empty());
         }
+    }
+
+    #[test]
+    fn per_match_families_have_one_series_per_match() {
+        let mut out = String::new();
+        let matches = [
+            MatchTicks {
+                match_id: 3,
+                ticks: 100,
+                late_ticks: 4,
+                hitches: 1,
+            },
+            MatchTicks {
+                match_id: 11,
+                ticks: 90,
+                late_ticks: 0,
+                hitches: 0,
+            },
+        ];
+        render_with_matches(&sample(), &matches, &mut out);
+        for line in [
+            "# TYPE tickforge_match_late_ticks counter",
+            "tickforge_match_late_ticks_total{match=\"3\"} 4",
+            "tickforge_match_late_ticks_total{match=\"11\"} 0",
+            "tickforge_match_hitches_total{match=\"3\"} 1",
+            "tickforge_match_ticks_total{match=\"11\"} 90",
+        ] {
+            assert!(out.lines().any(|l| l == line), "{line} missing:\n{out}");
+        }
+        assert!(out.ends_with("# EOF\n"), "{out}");
+        // Without matches the families are left out, not written empty.
+        let mut out = String::new();
+        render(&sample(), &mut out);
+        assert!(!out.contains("tickforge_match_late_ticks"), "{out}");
     }
 
     #[test]

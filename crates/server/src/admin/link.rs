@@ -88,6 +88,12 @@ pub struct MatchStatus {
     pub tick: u32,
     /// Where the match is in its life.
     pub state: MatchState,
+    /// Ticks run since the match was created.
+    pub ticks: u64,
+    /// Of them, ticks that started more than 1 ms after their deadline.
+    pub late_ticks: u64,
+    /// Of them, hitches: more than one tick late, or a frame over twice its budget.
+    pub hitches: u64,
 }
 
 /// What a worker publishes about once a second: its matches and its metrics.

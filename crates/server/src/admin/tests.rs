@@ -172,6 +172,9 @@ fn matches_lists_what_workers_published() {
             players_connected: 10,
             tick: 640,
             state: MatchState::Running,
+            ticks: 640,
+            late_ticks: 0,
+            hitches: 0,
         });
     });
     let (status, body) = host.request("GET", "/matches", "");
@@ -261,6 +264,9 @@ fn a_full_worker_passes_the_match_to_the_next() {
                 players_connected: 0,
                 tick: 0,
                 state: MatchState::Waiting,
+                ticks: 0,
+                late_ticks: 0,
+                hitches: 0,
             },
         );
     });

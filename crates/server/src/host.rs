@@ -1,0 +1,347 @@
+//! The process: one worker thread per core, pinned, each with its own socket; the startup
+//! matches placed over them; the admin server; and draining.
+//!
+//! Placement follows VALORANT's rule ([`tickforge_io::numa::Placer`]): match id modulo the
+//! number of NUMA nodes picks the node, then the worker of that node hosting the fewest
+//! matches takes it (the lowest CPU on a tie). On a one-node host this is exactly round
+//! robin in CPU order, so startup match `id` lands on worker `(id - 1) % workers`: tools
+//! that only see the `listening` addresses (the bots) rely on that.
+//!
+//! Workers share nothing on the hot path. Worker `i` binds the configured port plus `i`
+//! (port 0: each its own free port). The host thread only starts them, relays draining to
+//! the admin server, and joins them.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tickforge_io::numa::{self, NumaError, Topology};
+use tickforge_io::{cpu, time};
+use tickforge_proto::MatchId;
+use tickforge_telemetry::report::ServerReport;
+
+use crate::admin::{worker_link, AdminConfig, AdminError, AdminServer};
+use crate::config::ServerConfig;
+use crate::worker::{bind_game_socket, Shutdown, Worker, WorkerError, WorkerFigures, WorkerSetup};
+use crate::WorkerStatus;
+
+/// Why the host could not start or finish.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The NUMA topology could not be read, or no worker CPU is on a node.
+    #[error("placement: {0}")]
+    Numa(#[from] NumaError),
+    /// A worker could not open its socket or results file.
+    #[error("worker {worker}: {source}")]
+    Worker {
+        /// The worker's index.
+        worker: usize,
+        /// Why.
+        source: WorkerError,
+    },
+    /// Worker `i` binds the configured port plus `i`, which must stay a port.
+    #[error("config keys `bind`, `public_addr`: port {port} + {workers} workers runs past 65535")]
+    Ports {
+        /// The configured port.
+        port: u16,
+        /// Workers asked for.
+        workers: usize,
+    },
+    /// The admin server could not start.
+    #[error(transparent)]
+    Admin(#[from] AdminError),
+    /// A worker thread could not be started.
+    #[error("starting worker {worker}: {source}")]
+    Spawn {
+        /// The worker's index.
+        worker: usize,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// A worker thread panicked.
+    #[error("worker {worker} panicked")]
+    Panicked {
+        /// The worker's index.
+        worker: usize,
+    },
+}
+
+/// One worker as planned: its CPU, its node, and the startup matches it hosts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerPlan {
+    /// The CPU it is pinned to; `None`: not pinned.
+    pub core: Option<usize>,
+    /// The NUMA node of that CPU (0 when not pinned).
+    pub node: usize,
+    /// The startup matches it hosts, ascending.
+    pub matches: Vec<MatchId>,
+}
+
+/// Where every worker runs and which startup matches it hosts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// NUMA nodes the workers' CPUs are on.
+    pub nodes: usize,
+    /// The workers, in CPU order: worker `i` is `workers[i]`.
+    pub workers: Vec<WorkerPlan>,
+}
+
+/// Places startup matches `1..=config.matches` over one worker per configured CPU (or one
+/// unpinned worker) by the NUMA rule of [`numa::Placer`].
+pub fn plan(config: &ServerConfig, topology: &Topology) -> Result<Plan, HostError> {
+    let ids = (1..=config.matches).map(MatchId);
+    let Some(cores) = &config.cores else {
+        return Ok(Plan {
+            nodes: 1,
+            workers: vec![WorkerPlan {
+                core: None,
+                node: 0,
+                matches: ids.collect(),
+            }],
+        });
+    };
+    let mut placer = numa::Placer::new(topology, cores)?;
+    let mut workers: Vec<WorkerPlan> = cores
+        .iter()
+        .map(|&c| WorkerPlan {
+            core: Some(c),
+            node: topology.node_of_cpu(c).unwrap_or(0),
+            matches: Vec::new(),
+        })
+        .collect();
+    for id in ids {
+        let cpu = placer.place(id.0).cpu;
+        // The placer only hands out the CPUs it was given.
+        if let Some(w) = workers.iter_mut().find(|w| w.core == Some(cpu)) {
+            w.matches.push(id);
+        }
+    }
+    let mut nodes: Vec<usize> = workers.iter().map(|w| w.node).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    Ok(Plan {
+        nodes: nodes.len(),
+        workers,
+    })
+}
+
+/// A running host. Wait for it with [`Host::wait`].
+pub struct Host {
+    plan: Plan,
+    addrs: Vec<SocketAddr>,
+    admin: Option<AdminServer>,
+    threads: Vec<JoinHandle<Result<WorkerFigures, WorkerError>>>,
+    shutdown: Shutdown,
+}
+
+impl Host {
+    /// Plans the workers, binds their sockets, starts the admin server (with
+    /// `config.admin_bind`) and the worker threads. Workers run until `shutdown` drains or
+    /// stops them, or the measured window and `linger` after it have passed. `status` is
+    /// called by each worker about once a second, on its own thread.
+    pub fn start(
+        config: &ServerConfig,
+        shutdown: Shutdown,
+        linger: Option<Duration>,
+        status: Arc<dyn Fn(&WorkerStatus) + Send + Sync>,
+    ) -> Result<Host, HostError> {
+        let topology = match &config.cores {
+            Some(_) => Topology::read()?,
+            None => Topology::single_node(cpu::allowed_cores()),
+        };
+        let plan = plan(config, &topology)?;
+        let mut sockets = Vec::with_capacity(plan.workers.len());
+        for i in 0..plan.workers.len() {
+            let mut bind = config.bind;
+            if bind.port() != 0 {
+                let port =
+                    u16::try_from(usize::from(bind.port()) + i).map_err(|_| HostError::Ports {
+                        port: config.bind.port(),
+                        workers: plan.workers.len(),
+                    })?;
+                bind.set_port(port);
+            }
+            let (socket, bound) =
+                bind_game_socket(bind).map_err(|source| HostError::Worker { worker: i, source })?;
+            // Worker i is reached at the public port plus i, as it binds the port plus i.
+            let public = match config.public_addr {
+                None => bound,
+                Some(mut p) => {
+                    let port =
+                        u16::try_from(usize::from(p.port()) + i).map_err(|_| HostError::Ports {
+                            port: p.port(),
+                            workers: plan.workers.len(),
+                        })?;
+                    p.set_port(port);
+                    p
+                }
+            };
+            sockets.push((socket, bound, public));
+        }
+        let addrs = sockets.iter().map(|s| s.1).collect();
+
+        let mut links = Vec::new();
+        let admin = match config.admin_bind {
+            None => None,
+            Some(bind) => {
+                let mut handles = Vec::new();
+                for (_, _, public) in &sockets {
+                    let (handle, link) = worker_link(*public);
+                    handles.push(handle);
+                    links.push(link);
+                }
+                let admin_config = AdminConfig {
+                    first_match_id: config.matches + 1,
+                    ..AdminConfig::new(bind, config.protocol_id, config.private_key.clone())
+                };
+                Some(AdminServer::start(admin_config, handles)?)
+            }
+        };
+        let mut links = links.into_iter();
+
+        let start = time::now();
+        let host_thread = std::thread::current();
+        let mut threads = Vec::with_capacity(plan.workers.len());
+        for (i, ((socket, _, public), wp)) in sockets.into_iter().zip(&plan.workers).enumerate() {
+            let setup = WorkerSetup {
+                index: i,
+                matches: wp.matches.clone(),
+                start,
+                public_addr: public,
+                admin: links.next(),
+            };
+            let (config, shutdown, status) =
+                (config.clone(), shutdown.clone(), Arc::clone(&status));
+            let (core, node, host_thread) = (wp.core, wp.node, host_thread.clone());
+            let thread = std::thread::Builder::new()
+                .name(format!("tickforge-worker-{i}"))
+                .spawn(move || {
+                    if let Some(core) = core {
+                        // Checked at config time; a failure here only costs precision.
+                        let _ = cpu::pin_current_thread(core);
+                        // Pinned, first touch already keeps pages local; this covers the
+                        // rest where the kernel allows it.
+                        let _ = numa::prefer_node_memory(node);
+                    }
+                    let result = Worker::with_socket(config, socket, setup)
+                        .map(|mut w| w.run(&shutdown, linger, &mut |s| status(s)));
+                    host_thread.unpark();
+                    result
+                })
+                .map_err(|source| HostError::Spawn { worker: i, source })?;
+            threads.push(thread);
+        }
+        Ok(Host {
+            plan,
+            addrs,
+            admin,
+            threads,
+            shutdown,
+        })
+    }
+
+    /// The workers' game addresses, in worker order.
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// The workers and their startup matches.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Where the admin server listens, when it runs.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().map(AdminServer::local_addr)
+    }
+
+    /// Waits for every worker to stop, telling the admin server when draining starts
+    /// (`/healthz` answers 503 from then on), and returns the report of all of them.
+    pub fn wait(self) -> Result<ServerReport, HostError> {
+        let mut told_admin = false;
+        // Workers unpark this thread when they stop; the timeout bounds how late the admin
+        // hears of draining (a flag set by a signal handler wakes nobody).
+        while !self.threads.iter().all(JoinHandle::is_finished) {
+            if !told_admin && self.shutdown.is_draining() {
+                if let Some(admin) = &self.admin {
+                    admin.set_draining(true);
+                }
+                told_admin = true;
+            }
+            std::thread::park_timeout(Duration::from_millis(20));
+        }
+        let mut figures: Option<WorkerFigures> = None;
+        let mut first_error = None;
+        for (worker, thread) in self.threads.into_iter().enumerate() {
+            match thread.join() {
+                Ok(Ok(f)) => match &mut figures {
+                    None => figures = Some(f),
+                    Some(all) => all.merge(&f),
+                },
+                Ok(Err(source)) => {
+                    first_error.get_or_insert(HostError::Worker { worker, source });
+                }
+                Err(_) => {
+                    first_error.get_or_insert(HostError::Panicked { worker });
+                }
+            }
+        }
+        if let Some(admin) = self.admin {
+            admin.shutdown()?;
+        }
+        match (first_error, figures) {
+            (Some(e), _) => Err(e),
+            (None, Some(f)) => Ok(f.report()),
+            // There is always at least one worker.
+            (None, None) => Err(HostError::Panicked { worker: 0 }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(matches: u32, cores: Option<Vec<usize>>) -> ServerConfig {
+        ServerConfig {
+            matches,
+            cores,
+            ..ServerConfig::default()
+        }
+    }
+
+    fn ids(v: &[u32]) -> Vec<MatchId> {
+        v.iter().copied().map(MatchId).collect()
+    }
+
+    #[test]
+    fn startup_matches_go_round_robin_on_one_node() {
+        let topology = Topology::single_node(vec![0, 1, 2, 3]);
+        let p = plan(&config(7, Some(vec![1, 3])), &topology).unwrap();
+        assert_eq!(p.nodes, 1);
+        assert_eq!(p.workers.len(), 2);
+        assert_eq!(p.workers[0].core, Some(1));
+        assert_eq!(p.workers[0].matches, ids(&[1, 3, 5, 7]));
+        assert_eq!(p.workers[1].core, Some(3));
+        assert_eq!(p.workers[1].matches, ids(&[2, 4, 6]));
+        // What the bots assume: match id goes to worker (id - 1) % workers.
+        for (w, wp) in p.workers.iter().enumerate() {
+            assert!(wp.matches.iter().all(|m| (m.0 as usize - 1) % 2 == w));
+        }
+    }
+
+    #[test]
+    fn without_cores_one_unpinned_worker_hosts_every_match() {
+        let topology = Topology::single_node(vec![0, 1]);
+        let p = plan(&config(3, None), &topology).unwrap();
+        assert_eq!(
+            p.workers,
+            vec![WorkerPlan {
+                core: None,
+                node: 0,
+                matches: ids(&[1, 2, 3])
+            }]
+        );
+    }
+}

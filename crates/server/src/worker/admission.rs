@@ -1,0 +1,353 @@
+//! A match's life in a worker: admission against the measured cost, creation between
+//! ticks, persisting its result, and removal.
+//!
+//! Capacity is measured, not configured: the mean match frame cost of the last whole
+//! second against the budget, 0.9 of a tick (DESIGN.md), with `max_matches_per_worker` as
+//! a cap. A match is only as costly as its players make it, so a burst of creations
+//! before their players arrive can overshoot the measured bound; the cap limits that.
+
+use std::time::{Duration, Instant};
+
+use tickforge_game::rules::{MatchResult, RulesConfig};
+use tickforge_game::WorldConfig;
+use tickforge_proto::MatchId;
+
+use super::{world_config, Hosted, MatchCounters, Worker};
+use crate::admin::{AdminCommand, CreateError, MatchSpec, MatchState, MatchStatus, WorkerLink};
+use crate::game_match::Match;
+
+/// Share of each tick a worker may fill with match frames; the rest is kept for the OS
+/// (DESIGN.md's frame budget).
+pub const ADMISSION_BUDGET_SHARE: f64 = 0.9;
+
+/// Matches whose frames cost `mean_cost_ns` each that fit in one tick of `period_ns`:
+/// ⌊0.9 × period ÷ cost⌋ (saturating; a zero cost fits any number).
+pub fn matches_that_fit(mean_cost_ns: u64, period_ns: u64) -> u32 {
+    if mean_cost_ns == 0 {
+        return u32::MAX;
+    }
+    let fit = (ADMISSION_BUDGET_SHARE * period_ns as f64 / mean_cost_ns as f64).floor();
+    fit.min(f64::from(u32::MAX)) as u32
+}
+
+/// How many more matches a worker hosting `hosted` may take: `max_per_worker` less those
+/// hosted, and, once a mean frame cost has been measured, no more than
+/// [`matches_that_fit`] less those hosted.
+pub fn remaining_capacity(
+    hosted: u32,
+    max_per_worker: u32,
+    mean_cost_ns: Option<u64>,
+    period_ns: u64,
+) -> u32 {
+    let by_cost = mean_cost_ns.map_or(u32::MAX, |c| matches_that_fit(c, period_ns));
+    max_per_worker.min(by_cost).saturating_sub(hosted)
+}
+
+/// A running mean of match frame cost over the last whole second. Call
+/// [`CostWindow::add`] per match frame and [`CostWindow::roll`] once a second.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct CostWindow {
+    sum_ns: u64,
+    frames: u64,
+    last_mean_ns: Option<u64>,
+}
+
+impl CostWindow {
+    pub(super) fn add(&mut self, ns: u64) {
+        self.sum_ns = self.sum_ns.saturating_add(ns);
+        self.frames += 1;
+    }
+
+    /// Ends the second: its mean becomes the one admission uses; a second with no frames
+    /// (no matches) leaves no measurement.
+    pub(super) fn roll(&mut self) {
+        self.last_mean_ns = self.sum_ns.checked_div(self.frames);
+        *self = CostWindow {
+            last_mean_ns: self.last_mean_ns,
+            ..CostWindow::default()
+        };
+    }
+
+    pub(super) fn mean_ns(&self) -> Option<u64> {
+        self.last_mean_ns
+    }
+}
+
+impl Worker {
+    /// Takes every waiting admin command; called once per wake-up, before any tick.
+    pub(super) fn take_commands(&mut self, now: Instant, draining: bool) {
+        while let Some(command) = self.admin.as_ref().and_then(WorkerLink::poll_command) {
+            match command {
+                AdminCommand::CreateMatch(request) => {
+                    let verdict = self.admit(&request.spec, draining);
+                    let created = verdict.is_ok();
+                    if created {
+                        self.create_match(now, request.match_id, &request.spec);
+                    }
+                    // The admin gave up waiting, so nobody holds tokens for the match.
+                    if !request.answer(verdict) && created {
+                        self.remove_match(self.matches.len() - 1);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether this worker takes a match of `spec` now; the error says why not.
+    fn admit(&self, spec: &MatchSpec, draining: bool) -> Result<(), CreateError> {
+        if draining {
+            return Err(CreateError::Draining);
+        }
+        if spec.tick_hz != self.config.tick_hz {
+            return Err(CreateError::Unsupported {
+                reason: format!(
+                    "this server runs every match at {} Hz, not {}",
+                    self.config.tick_hz, spec.tick_hz
+                ),
+            });
+        }
+        let hosted = self.matches.len() as u32;
+        let max = self.config.max_matches_per_worker;
+        let period_ns = self.period().as_nanos() as u64;
+        let mean = self.cost.mean_ns();
+        if remaining_capacity(hosted, max, mean, period_ns) == 0 {
+            let reason = match mean {
+                Some(ns) if matches_that_fit(ns, period_ns) < max => format!(
+                    "{hosted} matches at a mean frame of {:.1} µs fill the {:.0} µs budget \
+                     (0.9 of a tick)",
+                    ns as f64 / 1e3,
+                    ADMISSION_BUDGET_SHARE * period_ns as f64 / 1e3
+                ),
+                _ => format!("{hosted} of {max} matches (max_matches_per_worker)"),
+            };
+            return Err(CreateError::Full { reason });
+        }
+        let seated: usize = self.matches.iter().map(|m| m.world().players().len()).sum();
+        let slots = usize::from(self.transport.max_clients());
+        if seated + usize::from(spec.players) > slots {
+            return Err(CreateError::Full {
+                reason: format!(
+                    "{} players do not fit in the {} client slots left",
+                    spec.players,
+                    slots.saturating_sub(seated)
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Creates match `id` on the widest free phase of the tick, its first tick due at the
+    /// next instant of that phase. Allocates (a world, its buffers): between ticks only.
+    fn create_match(&mut self, now: Instant, id: MatchId, spec: &MatchSpec) {
+        let base = world_config(&self.config);
+        let world = WorldConfig {
+            players: spec.players,
+            map: spec.map,
+            rules: RulesConfig {
+                rounds: spec.rounds,
+                ..base.rules
+            },
+            ..base
+        };
+        let period_ns = self.period().as_nanos() as u64;
+        let since = |t: Instant| t.saturating_duration_since(self.start).as_nanos() as u64;
+        let mut phases: Vec<u64> = self
+            .hosted
+            .iter()
+            .map(|h| since(h.grid) % period_ns)
+            .collect();
+        let phase = widest_gap_middle(&mut phases, period_ns);
+        let now_ns = since(now);
+        let periods = now_ns.saturating_sub(phase).div_ceil(period_ns);
+        let grid = self.start + Duration::from_nanos(periods * period_ns + phase);
+        let mut m = Match::new(id, world, grid);
+        if self.config.record_dir.is_some() {
+            m.record_actions();
+        }
+        self.matches.push(m);
+        self.hosted.push(Hosted {
+            grid,
+            restarts: false,
+            over: false,
+            counters: MatchCounters::default(),
+        });
+    }
+
+    /// Removes every match marked over in this wake-up.
+    pub(super) fn remove_finished(&mut self) {
+        while self.finished > 0 {
+            let Some(i) = self.hosted.iter().position(|h| h.over) else {
+                break;
+            };
+            self.remove_match(i);
+            self.finished -= 1;
+        }
+        self.finished = 0;
+    }
+
+    /// Removes match `i`: its clients are disconnected, its counters kept for the report,
+    /// and the last match takes its index.
+    fn remove_match(&mut self, i: usize) {
+        let last = self.matches.len() - 1;
+        for (client, route) in self.routes.iter_mut().enumerate() {
+            match route {
+                Some((mi, _)) if *mi == i => {
+                    *route = None;
+                    self.transport
+                        .disconnect(tickforge_proto::ClientIndex(client as u16));
+                }
+                Some((mi, _)) if *mi == last => *mi = i,
+                _ => {}
+            }
+        }
+        let m = self.matches.swap_remove(i);
+        let h = self.hosted.swap_remove(i);
+        self.retired.add(&m, h.grid, m.next_deadline());
+    }
+
+    /// Writes a finished match's action file, before its result line: once the result is
+    /// on disk, everything about the match is.
+    pub(super) fn save_actions(&mut self, i: usize, actions: Option<Vec<u8>>) {
+        if let (Some(dir), Some(bytes)) = (&self.config.record_dir, actions) {
+            let path = dir.join(format!(
+                "match-{}-{}.actions",
+                self.matches[i].id(),
+                self.retired.matches_finished + 1
+            ));
+            if std::fs::write(&path, bytes).is_err() {
+                self.retired.results_failed += 1;
+            }
+        }
+    }
+
+    /// Appends a finished match's result to the results file and waits until it is on disk
+    /// (fsync), before the match that replaces it runs its first tick: a crash after the end
+    /// loses nothing. Rare (once a match), so it is done in the frame.
+    pub(super) fn persist(&mut self, result: &MatchResult) {
+        use std::io::Write;
+        self.retired.matches_finished += 1;
+        let Some(file) = self.results.as_mut() else {
+            return;
+        };
+        self.result_line.clear();
+        result.encode(&mut self.result_line);
+        if file
+            .write_all(self.result_line.as_bytes())
+            .and_then(|()| file.sync_data())
+            .is_err()
+        {
+            self.retired.results_failed += 1;
+        }
+    }
+
+    /// Publishes the matches and metrics to the admin thread, if it is not reading them
+    /// right now. About once a second, off the tick; reuses the status's memory.
+    pub(super) fn publish(&mut self) {
+        let Some(link) = &self.admin else { return };
+        self.metrics.bytes_in = self.io.bytes_in;
+        self.metrics.bytes_out = self.io.bytes_out;
+        self.metrics.packets_in = self.io.received;
+        self.metrics.packets_out = self.io.sent;
+        self.metrics.players_connected = self.matches.iter().map(|m| m.connected() as u64).sum();
+        self.metrics.matches = self.matches.len() as u64;
+        let (matches, hosted, metrics) = (&self.matches, &self.hosted, &self.metrics);
+        link.publish(|status| {
+            status.metrics = *metrics;
+            status.matches.clear();
+            status
+                .matches
+                .extend(matches.iter().zip(hosted).map(|(m, h)| MatchStatus {
+                    id: m.id(),
+                    players_connected: m.connected() as u32,
+                    tick: m.world().tick().0,
+                    state: if m.connected() > 0 {
+                        MatchState::Running
+                    } else {
+                        MatchState::Waiting
+                    },
+                    ticks: h.counters.ticks,
+                    late_ticks: h.counters.late,
+                    hitches: h.counters.hitches,
+                }));
+        });
+    }
+}
+
+/// The middle of the widest gap between `phases` (nanoseconds into a period of
+/// `period_ns`, in any order) on the circle of one period; 0 when there are none.
+fn widest_gap_middle(phases: &mut [u64], period_ns: u64) -> u64 {
+    phases.sort_unstable();
+    let Some((&first, &last)) = phases.first().zip(phases.last()) else {
+        return 0;
+    };
+    // The gap that wraps from the last phase round to the first.
+    let mut best = (first + period_ns - last, last);
+    for w in phases.windows(2) {
+        if w[1] - w[0] > best.0 {
+            best = (w[1] - w[0], w[0]);
+        }
+    }
+    (best.1 + best.0 / 2) % period_ns
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 128 Hz.
+    const PERIOD_NS: u64 = 7_812_500;
+
+    #[test]
+    fn capacity_is_the_budget_over_the_measured_cost() {
+        // 0.9 × 7.8125 ms = 7.03 ms: 60 matches of 117 µs, 70 of 100 µs.
+        assert_eq!(matches_that_fit(117_000, PERIOD_NS), 60);
+        assert_eq!(matches_that_fit(100_000, PERIOD_NS), 70);
+        assert_eq!(matches_that_fit(0, PERIOD_NS), u32::MAX);
+        assert_eq!(remaining_capacity(50, 120, Some(117_000), PERIOD_NS), 10);
+        assert_eq!(remaining_capacity(60, 120, Some(117_000), PERIOD_NS), 0);
+        // Oversubscribed: none left, never a wrap-around.
+        assert_eq!(remaining_capacity(90, 120, Some(117_000), PERIOD_NS), 0);
+    }
+
+    #[test]
+    fn the_cap_bounds_capacity_with_or_without_a_measurement() {
+        assert_eq!(remaining_capacity(0, 4, None, PERIOD_NS), 4);
+        assert_eq!(remaining_capacity(3, 4, None, PERIOD_NS), 1);
+        assert_eq!(remaining_capacity(4, 4, Some(1_000), PERIOD_NS), 0);
+        assert_eq!(remaining_capacity(2, 4, Some(1_000), PERIOD_NS), 2);
+    }
+
+    #[test]
+    fn the_cost_window_means_the_last_whole_second() {
+        let mut w = CostWindow::default();
+        assert_eq!(w.mean_ns(), None);
+        w.add(100);
+        w.add(300);
+        assert_eq!(w.mean_ns(), None, "no second has ended yet");
+        w.roll();
+        assert_eq!(w.mean_ns(), Some(200));
+        w.add(1000);
+        w.roll();
+        assert_eq!(w.mean_ns(), Some(1000), "only the last second counts");
+        w.roll();
+        assert_eq!(
+            w.mean_ns(),
+            None,
+            "a second without frames measures nothing"
+        );
+    }
+
+    #[test]
+    fn a_new_match_takes_the_middle_of_the_widest_gap() {
+        assert_eq!(widest_gap_middle(&mut [], 100), 0);
+        assert_eq!(widest_gap_middle(&mut [0], 100), 50);
+        assert_eq!(
+            widest_gap_middle(&mut [50, 0], 100),
+            75,
+            "a tie takes the wrapping gap"
+        );
+        assert_eq!(widest_gap_middle(&mut [0, 25, 50], 100), 75);
+        // The widest gap wraps round the end of the period.
+        assert_eq!(widest_gap_middle(&mut [40, 60], 100), 0);
+    }
+}

@@ -1,0 +1,459 @@
+//! A worker: one thread, one socket, its matches, and the frame that drives them.
+//!
+//! ```text
+//! wake at the earliest match deadline        (sleep, then spin)
+//! take the admin's commands                  → create matches between ticks
+//! receive every waiting datagram             → transport → route by client → match
+//! for each match whose tick is due: run it   (snapshots queued into the send batch)
+//! send the batch
+//! about once a second: publish status and metrics, roll the cost window
+//! ```
+//!
+//! Timing: every match has absolute deadlines on its own grid (`grid + tick × period`),
+//! and a worker's startup matches are phase-spread: match `k` of `M` starts `k/M` of a
+//! period after the first, so they do not all wake the worker together.
+//!
+//! Catch-up: a due match runs one tick per wake-up, never more. A late worker wakes again
+//! at once while any deadline has passed, so a backlog of `B` ticks clears in `B`
+//! wake-ups, each of which also gives every other due match its tick: one slow match
+//! cannot take more than its share. Ticks are never skipped; every tick that starts more
+//! than 1 ms late counts as late, and one more than a period late as a hitch.
+
+mod admission;
+mod report;
+mod routing;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tickforge_game::history::HistoryConfig;
+use tickforge_game::{PlayerSlot, WorldConfig};
+use tickforge_io::udp::{IoStats, RecvBatch, SendBatch, SocketOptions, UdpSocket};
+use tickforge_io::{entropy, time};
+use tickforge_proto::netcode::{self, Server as Transport};
+use tickforge_proto::{MatchId, MAX_PACKET_BYTES};
+use tickforge_telemetry::prometheus::MetricsSnapshot;
+use tickforge_telemetry::{budget_ms, FrameRecord, Scopes, TARGET_GAMES_PER_CORE};
+
+use crate::admin::WorkerLink;
+use crate::config::ServerConfig;
+use crate::game_match::Match;
+
+pub use admission::{matches_that_fit, remaining_capacity, ADMISSION_BUDGET_SHARE};
+pub use report::WorkerFigures;
+pub(crate) use routing::push_transmit;
+
+use report::{Drops, Measure, Retired, Window};
+
+/// A tick that starts later than this after its deadline is late (DESIGN.md).
+const LATE_AFTER: Duration = Duration::from_millis(1);
+/// Datagrams read per receive batch.
+const RECV_BATCH: usize = 256;
+
+/// How the process asks its workers to stop. Cheap to clone: every clone shares the flags.
+#[derive(Clone, Debug, Default)]
+pub struct Shutdown {
+    draining: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Shutdown {
+    /// Neither draining nor stopped.
+    pub fn new() -> Shutdown {
+        Shutdown::default()
+    }
+
+    /// The flag that starts draining when set: hand it to a signal handler
+    /// (`signal_hook::flag::register`). Draining workers take no new matches, do not
+    /// restart finished ones, and exit once they host none or the drain timeout passes.
+    pub fn drain_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.draining)
+    }
+
+    /// Starts draining (see [`Shutdown::drain_flag`]).
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::Release);
+    }
+
+    /// True once draining has started.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
+    }
+
+    /// Stops every worker at its next wake-up, whatever its matches are doing.
+    pub fn stop_now(&self) {
+        self.stop.store(true, Ordering::Release);
+    }
+
+    /// True once [`Shutdown::stop_now`] was called.
+    pub fn is_stopped(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+}
+
+/// What a running worker reports about once a second.
+#[derive(Clone, Copy, Debug)]
+pub struct WorkerStatus {
+    /// The worker's index in the host.
+    pub worker: usize,
+    /// Time since the worker started.
+    pub elapsed: Duration,
+    /// Connected players over all matches.
+    pub connected: usize,
+    /// Matches hosted now.
+    pub matches: usize,
+    /// Match ticks run since start.
+    pub ticks_run: u64,
+    /// Late ticks in the measured window so far.
+    pub late: u64,
+}
+
+/// What the host gives a worker besides the configuration.
+#[derive(Debug)]
+pub struct WorkerSetup {
+    /// The worker's index in the host (its place in the `listening` line).
+    pub index: usize,
+    /// The startup matches this worker hosts (placed by the host); they restart when they
+    /// finish, until the server drains.
+    pub matches: Vec<MatchId>,
+    /// The host's start: the measured window and the first match's tick 0 count from it.
+    pub start: Instant,
+    /// Where players reach this worker, as its connect tokens name it.
+    pub public_addr: SocketAddr,
+    /// The admin thread's link, when the admin server runs.
+    pub admin: Option<WorkerLink>,
+}
+
+/// Per-match figures since the match was created, kept beside its [`Match`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MatchCounters {
+    /// Ticks run.
+    pub ticks: u64,
+    /// Ticks that started more than 1 ms after their deadline.
+    pub late: u64,
+    /// Ticks more than one period late, or frames over twice the budget.
+    pub hitches: u64,
+}
+
+/// What the worker keeps about a match beside the [`Match`] itself (index for index).
+struct Hosted {
+    /// Deadline of the match's first tick: every later deadline is on this grid.
+    grid: Instant,
+    /// A startup match starts over when it finishes (until the server drains); a match
+    /// the admin created is removed instead.
+    restarts: bool,
+    /// Finished, to be removed after this wake-up's frames are recorded.
+    over: bool,
+    counters: MatchCounters,
+}
+
+/// One worker thread's state: it lives as long as the thread.
+pub struct Worker {
+    config: ServerConfig,
+    index: usize,
+    socket: UdpSocket,
+    transport: Transport,
+    matches: Vec<Match>,
+    hosted: Vec<Hosted>,
+    /// Where each connection sits: match index and slot, by client index.
+    routes: Vec<Option<(usize, PlayerSlot)>>,
+    recv: RecvBatch,
+    send: SendBatch,
+    frame_buf: Vec<u8>,
+    /// Datagrams routed to each match in this wake-up, to share the receive cost.
+    routed: Vec<u32>,
+    /// Frames of this wake-up waiting for their share of the send cost:
+    /// (match index, record, datagrams queued, lateness, deadline).
+    due: Vec<(usize, FrameRecord, usize, Duration, Instant)>,
+    /// Matches finished in this wake-up and not restarted.
+    finished: usize,
+    /// Where finished matches' results are appended, opened at start.
+    results: Option<std::fs::File>,
+    /// A result line, reused.
+    result_line: String,
+    admin: Option<WorkerLink>,
+    /// Running totals for `/metrics`.
+    metrics: MetricsSnapshot,
+    /// Mean match frame cost over the last whole second, for admission.
+    cost: admission::CostWindow,
+    scopes: Scopes,
+    io: IoStats,
+    drops: Drops,
+    retired: Retired,
+    start: Instant,
+    measure: Measure,
+}
+
+/// Errors that stop a worker before it runs.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The game socket could not be opened.
+    #[error("cannot bind {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The results file could not be opened for appending.
+    #[error("cannot open results file {path}: {source}")]
+    Results {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Opens a game socket on `addr` (port 0: a free one) and returns it with its address.
+pub fn bind_game_socket(addr: SocketAddr) -> Result<(UdpSocket, SocketAddr), WorkerError> {
+    let bind_error = |source| WorkerError::Bind { addr, source };
+    let socket = UdpSocket::bind(addr, SocketOptions::default()).map_err(bind_error)?;
+    let bound = socket.local_addr().map_err(bind_error)?;
+    Ok((socket, bound))
+}
+
+/// The world every match of this configuration plays: its players, map, rules and
+/// history settings.
+pub(crate) fn world_config(config: &ServerConfig) -> WorldConfig {
+    let defaults = WorldConfig::default();
+    WorldConfig {
+        players: config.players_per_match,
+        tick_hz: config.tick_hz,
+        map: config.map,
+        rules: config.rules,
+        history: HistoryConfig {
+            pose_every: config.pose_every,
+            max_rewind: config.max_rewind,
+            ..defaults.history
+        },
+        ..defaults
+    }
+}
+
+impl Worker {
+    /// A lone worker: binds `config.bind` and hosts matches `1..=config.matches`, with no
+    /// admin link. The host ([`crate::host`]) uses [`Worker::with_socket`] instead.
+    pub fn new(config: ServerConfig) -> Result<Self, WorkerError> {
+        let (socket, bound) = bind_game_socket(config.bind)?;
+        let setup = WorkerSetup {
+            index: 0,
+            matches: (1..=config.matches).map(MatchId).collect(),
+            start: time::now(),
+            public_addr: config.public_addr.unwrap_or(bound),
+            admin: None,
+        };
+        Worker::with_socket(config, socket, setup)
+    }
+
+    /// A worker on an open socket. Call on the worker's own thread, after pinning it: the
+    /// buffers and matches allocated here are then first touched on its NUMA node.
+    pub fn with_socket(
+        config: ServerConfig,
+        socket: UdpSocket,
+        setup: WorkerSetup,
+    ) -> Result<Self, WorkerError> {
+        let players = usize::from(config.players_per_match);
+        // Room for the startup matches and as many more as admission may let in.
+        let room = setup
+            .matches
+            .len()
+            .max(config.max_matches_per_worker as usize);
+        let max_clients = (room * players).clamp(1, usize::from(u16::MAX)) as u16;
+        let start = setup.start;
+        let world = world_config(&config);
+        let period = Duration::from_nanos(1_000_000_000 / u64::from(config.tick_hz));
+        let spread = setup.matches.len().max(1) as u32;
+        let mut matches = Vec::with_capacity(room);
+        let mut hosted = Vec::with_capacity(room);
+        for (k, &id) in setup.matches.iter().enumerate() {
+            // Match k of M starts k/M of a period after the first.
+            let grid = start + period * k as u32 / spread;
+            matches.push(Match::new(id, world, grid));
+            hosted.push(Hosted {
+                grid,
+                restarts: true,
+                over: false,
+                counters: MatchCounters::default(),
+            });
+        }
+        if let Some(dir) = &config.record_dir {
+            std::fs::create_dir_all(dir).map_err(|source| WorkerError::Results {
+                path: dir.display().to_string(),
+                source,
+            })?;
+            matches.iter_mut().for_each(Match::record_actions);
+        }
+        let datagrams_per_wake = usize::from(max_clients) * 2 + 64;
+        let results = match &config.results_file {
+            None => None,
+            Some(path) => Some(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(|source| WorkerError::Results {
+                        path: path.display().to_string(),
+                        source,
+                    })?,
+            ),
+        };
+        Ok(Worker {
+            index: setup.index,
+            results,
+            result_line: String::with_capacity(4096),
+            transport: Transport::new(
+                netcode::ServerConfig {
+                    protocol_id: config.protocol_id,
+                    private_key: config.private_key.0,
+                    public_addresses: vec![setup.public_addr],
+                    max_clients,
+                    requests_per_second_per_ip: config.requests_per_second_per_ip,
+                },
+                start,
+                entropy::unix_now(),
+                entropy::random_bytes(),
+            ),
+            routes: vec![None; usize::from(max_clients)],
+            recv: RecvBatch::with_capacity(RECV_BATCH),
+            send: SendBatch::with_capacity(datagrams_per_wake, MAX_PACKET_BYTES),
+            frame_buf: Vec::with_capacity(MAX_PACKET_BYTES),
+            routed: Vec::with_capacity(room),
+            due: Vec::with_capacity(room),
+            finished: 0,
+            admin: setup.admin,
+            metrics: MetricsSnapshot::default(),
+            cost: admission::CostWindow::default(),
+            scopes: Scopes::new(time::now),
+            io: IoStats::default(),
+            drops: Drops::default(),
+            retired: Retired::default(),
+            matches,
+            hosted,
+            socket,
+            config,
+            start,
+            measure: Measure::default(),
+        })
+    }
+
+    /// The address the game socket is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.socket
+            .local_addr()
+            .expect("a bound socket has an address")
+    }
+
+    /// Runs frames until `shutdown` stops the worker, it has drained, or the measured
+    /// window and `linger` after it have passed. Calls `status` about once a second.
+    /// Returns the figures of the measured window.
+    pub fn run(
+        &mut self,
+        shutdown: &Shutdown,
+        linger: Option<Duration>,
+        status: &mut dyn FnMut(&WorkerStatus),
+    ) -> WorkerFigures {
+        time::tighten_timer_slack();
+        let window = Window::new(self.start, self.config.warmup, self.config.duration);
+        let exit_at = window.end.zip(linger).map(|(end, l)| end + l);
+        let budget_ns = budget_ms(self.config.tick_hz, TARGET_GAMES_PER_CORE) * 1e6;
+        let mut next_status = self.start + Duration::from_secs(1);
+        let mut drain_until = None;
+        let mut ticks_run = 0u64;
+        let stopped_at = loop {
+            // Idle (no matches): wake once a period for commands and the stop flags.
+            let earliest = self.matches.iter().map(Match::next_deadline).min();
+            let deadline = earliest.unwrap_or_else(|| time::now() + self.period());
+            if shutdown.is_draining() && drain_until.is_none() {
+                drain_until = Some(time::now() + self.config.drain_timeout);
+            }
+            let drained = drain_until.is_some_and(|t| self.matches.is_empty() || deadline >= t);
+            if shutdown.is_stopped() || drained || exit_at.is_some_and(|t| deadline >= t) {
+                break time::now();
+            }
+            let woke = time::sleep_until(deadline, self.config.spin);
+            if earliest.is_some() {
+                self.measure.woke(&window, deadline, woke);
+            }
+
+            self.take_commands(woke, shutdown.is_draining());
+            // Receive, and share its cost among the matches by datagrams routed to each.
+            self.receive(woke);
+            let received = time::now();
+            self.share_receive_cost(nanos(received - woke));
+            ticks_run += self.run_due_ticks(shutdown.is_draining()) as u64;
+            let ticked = time::now();
+            self.send.flush(&self.socket, &mut self.io);
+            let sent = time::now();
+            self.charge_send_and_record(nanos(sent - ticked), budget_ns, &window);
+            self.remove_finished();
+            if earliest.is_some() && window.contains(deadline) {
+                self.measure.worker_frames.record_ns(nanos(sent - woke));
+            }
+
+            if sent >= next_status {
+                next_status += Duration::from_secs(1);
+                self.cost.roll();
+                self.publish();
+                status(&WorkerStatus {
+                    worker: self.index,
+                    elapsed: sent - self.start,
+                    connected: self.connected(),
+                    matches: self.matches.len(),
+                    ticks_run,
+                    late: self.measure.ticks.late,
+                });
+            }
+        };
+        self.measure.close(&window);
+        self.figures(&window, stopped_at)
+    }
+
+    /// Runs one tick of every match whose deadline has passed, persisting any that ends;
+    /// returns the ticks run.
+    fn run_due_ticks(&mut self, draining: bool) -> usize {
+        self.due.clear();
+        for i in 0..self.matches.len() {
+            let deadline = self.matches[i].next_deadline();
+            let now = time::now();
+            if deadline > now {
+                continue;
+            }
+            let (record, queued) = self.matches[i].run_tick(
+                now,
+                &self.scopes,
+                &mut self.transport,
+                &mut self.frame_buf,
+                &mut self.send,
+            );
+            self.due.push((i, record, queued, now - deadline, deadline));
+            if let Some((result, actions)) = self.matches[i].finish_if_over() {
+                self.save_actions(i, actions);
+                self.persist(&result);
+                // The match has already started over; a drained server or an admin-made
+                // match removes it instead.
+                if draining || !self.hosted[i].restarts {
+                    self.hosted[i].over = true;
+                    self.finished += 1;
+                }
+            }
+        }
+        self.due.len()
+    }
+
+    /// One tick's length at the configured rate.
+    fn period(&self) -> Duration {
+        Duration::from_nanos(1_000_000_000 / u64::from(self.config.tick_hz))
+    }
+
+    /// Connected players over all matches.
+    pub fn connected(&self) -> usize {
+        self.matches.iter().map(Match::connected).sum()
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}

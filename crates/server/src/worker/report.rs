@@ -1,0 +1,355 @@
+//! What a worker measures, and the report the host makes of all its workers' figures.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use tickforge_io::cpu;
+use tickforge_io::udp::IoStats;
+use tickforge_replication::ReplicationStats;
+use tickforge_telemetry::report::{Datagrams, Replication, ServerReport, Ticks};
+use tickforge_telemetry::{
+    projected_games_per_core, Category, DurationHistogram, FrameStats, Phase,
+};
+
+use super::{nanos, Worker, LATE_AFTER};
+use crate::game_match::Match;
+
+/// The measured window: from the end of the warm-up for the configured duration.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Window {
+    pub(super) start: Instant,
+    pub(super) end: Option<Instant>,
+}
+
+impl Window {
+    pub(super) fn new(start: Instant, warmup: Duration, duration: Option<Duration>) -> Window {
+        let start = start + warmup;
+        Window {
+            start,
+            end: duration.map(|d| start + d),
+        }
+    }
+
+    pub(super) fn contains(&self, t: Instant) -> bool {
+        t >= self.start && self.end.is_none_or(|e| t < e)
+    }
+}
+
+/// Datagrams the worker dropped after the transport accepted them.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Drops {
+    /// Clients disconnected for breaking the reliability protocol.
+    pub(super) misbehaved: u64,
+    /// Clients disconnected for sending far more than one packet a tick.
+    pub(super) flooding: u64,
+    /// Connections refused: no such match, or no free slot.
+    pub(super) refused: u64,
+    pub(super) oversize: u64,
+    pub(super) bad_message: u64,
+    pub(super) bad_cmd: u64,
+}
+
+/// Figures of the measured window.
+#[derive(Clone, Default)]
+pub(super) struct Measure {
+    frames: FrameStats,
+    pub(super) worker_frames: DurationHistogram,
+    wake_late: DurationHistogram,
+    pub(super) ticks: Ticks,
+    cpu_start: Option<Duration>,
+    cpu_end: Option<Duration>,
+}
+
+impl Measure {
+    /// Records a wake-up for `deadline` at `woke`, and opens or closes the CPU clock at the
+    /// window's edges.
+    pub(super) fn woke(&mut self, window: &Window, deadline: Instant, woke: Instant) {
+        if window.contains(deadline) {
+            if self.cpu_start.is_none() {
+                self.cpu_start = Some(cpu::process_cpu_time());
+            }
+            self.wake_late.record_ns(nanos(woke - deadline));
+        } else if window.end.is_some_and(|e| deadline >= e) && self.cpu_end.is_none() {
+            self.cpu_end = Some(cpu::process_cpu_time());
+        }
+    }
+
+    /// Closes the CPU clock if the window did not end before the worker stopped.
+    pub(super) fn close(&mut self, _window: &Window) {
+        if self.cpu_end.is_none() {
+            self.cpu_end = Some(cpu::process_cpu_time());
+        }
+    }
+}
+
+/// What matches that left the worker contributed, kept for the report.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Retired {
+    replication: ReplicationStats,
+    snapshots: u64,
+    body_bytes: u64,
+    full_state_bytes: u64,
+    far_inputs: u64,
+    shots_fired: u64,
+    shots_clamped: u64,
+    /// Each removed match's tick grid: first deadline, and the deadline after its last tick.
+    lives: Vec<(Instant, Instant)>,
+    /// Matches that ended (their results appended to the results file).
+    pub(super) matches_finished: u64,
+    /// Results or action files that could not be written.
+    pub(super) results_failed: u64,
+}
+
+impl Retired {
+    /// Keeps what `m`, whose ticks were due from `grid` until before `end`, contributed.
+    pub(super) fn add(&mut self, m: &Match, grid: Instant, end: Instant) {
+        self.replication = self.replication.merged(&m.replication_stats());
+        self.snapshots += m.snapshots;
+        self.body_bytes += m.body_bytes;
+        self.full_state_bytes += m.full_state_bytes;
+        self.far_inputs += m.far_inputs;
+        self.shots_fired += m.shots_fired;
+        self.shots_clamped += m.shots_clamped;
+        self.lives.push((grid, end));
+    }
+}
+
+/// One worker's figures of the measured window; [`WorkerFigures::merge`] adds another
+/// worker's, and [`WorkerFigures::report`] makes the report.
+#[derive(Clone)]
+pub struct WorkerFigures {
+    tick_hz: u32,
+    map: &'static str,
+    startup_matches: u32,
+    players_per_match: u32,
+    warmup: Duration,
+    max_rewind: Duration,
+    window_s: f64,
+    measure: Measure,
+    io: IoStats,
+    dropped: BTreeMap<String, u64>,
+    retired: Retired,
+}
+
+/// Ticks on a grid starting at `grid` with period `period_ns` whose deadlines fall in
+/// `[from, to)`.
+fn grid_ticks(grid: Instant, period_ns: f64, from: Instant, to: Instant) -> u64 {
+    let before =
+        |t: Instant| (nanos(t.saturating_duration_since(grid)) as f64 / period_ns).ceil() as u64;
+    before(to).saturating_sub(before(from))
+}
+
+impl Worker {
+    /// Records each frame of this wake-up, after adding its share of the send cost: in the
+    /// metrics, the match's counters, the cost window and, inside the window, the measure.
+    pub(super) fn charge_send_and_record(&mut self, send_ns: u64, budget_ns: f64, window: &Window) {
+        let queued: u64 = self.due.iter().map(|d| d.2 as u64).sum();
+        let due = self.due.len() as u64;
+        for &(mi, mut record, q, late, deadline) in &self.due {
+            let share = (send_ns * q as u64)
+                .checked_div(queued)
+                .unwrap_or(send_ns / due.max(1));
+            record.add(Category::Network, Phase::Send, share);
+            let is_late = late > LATE_AFTER;
+            let hitch =
+                late > self.matches[mi].period() || record.total_ns as f64 > 2.0 * budget_ns;
+            let c = &mut self.hosted[mi].counters;
+            c.ticks += 1;
+            c.late += u64::from(is_late);
+            c.hitches += u64::from(hitch);
+            self.metrics.record_frame(&record);
+            self.metrics.late_ticks += u64::from(is_late);
+            self.metrics.hitches += u64::from(hitch);
+            self.cost.add(record.total_ns);
+            if !window.contains(deadline) {
+                continue;
+            }
+            self.measure.frames.record(&record);
+            let t = &mut self.measure.ticks;
+            if is_late {
+                t.late += 1;
+            } else {
+                t.on_time += 1;
+            }
+            t.hitches += u64::from(hitch);
+        }
+    }
+
+    /// The figures of `window`, closed at `stopped_at` if the worker stopped first.
+    pub(super) fn figures(&self, window: &Window, stopped_at: Instant) -> WorkerFigures {
+        let close = window.end.map_or(stopped_at, |e| e.min(stopped_at));
+        let period_ns = 1e9 / f64::from(self.config.tick_hz);
+        // Expected: every tick whose deadline lies in the window, on every match's grid
+        // while the worker hosted it.
+        let live = self.hosted.iter().map(|h| (h.grid, close));
+        let expected = live
+            .chain(self.retired.lives.iter().copied())
+            .map(|(grid, end)| grid_ticks(grid, period_ns, window.start, end.min(close)))
+            .sum();
+        let mut measure = self.measure.clone();
+        measure.ticks.expected = expected;
+        let mut retired = self.retired.clone();
+        for m in &self.matches {
+            retired.add(m, close, close);
+        }
+        let mut dropped = BTreeMap::new();
+        for (name, n) in self.transport.stats().dropped_all() {
+            dropped.insert(name.to_string(), n);
+        }
+        dropped.insert("refused".into(), self.drops.refused);
+        dropped.insert("misbehaved".into(), self.drops.misbehaved);
+        dropped.insert("flooding".into(), self.drops.flooding);
+        dropped.insert("far_inputs".into(), retired.far_inputs);
+        dropped.insert("oversize".into(), self.drops.oversize);
+        dropped.insert("bad_message".into(), self.drops.bad_message);
+        dropped.insert("bad_cmd".into(), self.drops.bad_cmd);
+        WorkerFigures {
+            tick_hz: self.config.tick_hz,
+            map: self.config.map.name(),
+            startup_matches: self.hosted.iter().filter(|h| h.restarts).count() as u32,
+            players_per_match: u32::from(self.config.players_per_match),
+            warmup: self.config.warmup,
+            max_rewind: self.config.max_rewind,
+            window_s: close.saturating_duration_since(window.start).as_secs_f64(),
+            measure,
+            io: self.io,
+            dropped,
+            retired,
+        }
+    }
+}
+
+impl WorkerFigures {
+    /// Adds another worker's figures of the same window.
+    pub fn merge(&mut self, other: &WorkerFigures) {
+        let (a, b) = (&mut self.measure, &other.measure);
+        a.frames.merge(&b.frames);
+        a.worker_frames.merge(&b.worker_frames);
+        a.wake_late.merge(&b.wake_late);
+        let (t, u) = (&mut a.ticks, &b.ticks);
+        t.expected += u.expected;
+        t.on_time += u.on_time;
+        t.late += u.late;
+        t.hitches += u.hitches;
+        // One process clock: the window opens at the earliest reading, closes at the latest.
+        a.cpu_start = a.cpu_start.into_iter().chain(b.cpu_start).min();
+        a.cpu_end = a.cpu_end.into_iter().chain(b.cpu_end).max();
+        self.startup_matches += other.startup_matches;
+        self.window_s = self.window_s.max(other.window_s);
+        let (i, j) = (&mut self.io, &other.io);
+        i.received += j.received;
+        i.bytes_in += j.bytes_in;
+        i.truncated += j.truncated;
+        i.recv_errors += j.recv_errors;
+        i.sent += j.sent;
+        i.bytes_out += j.bytes_out;
+        i.send_errors += j.send_errors;
+        i.recv_calls += j.recv_calls;
+        i.send_calls += j.send_calls;
+        for (name, n) in &other.dropped {
+            *self.dropped.entry(name.clone()).or_default() += n;
+        }
+        let (r, s) = (&mut self.retired, &other.retired);
+        r.replication = r.replication.merged(&s.replication);
+        r.snapshots += s.snapshots;
+        r.body_bytes += s.body_bytes;
+        r.full_state_bytes += s.full_state_bytes;
+        r.far_inputs += s.far_inputs;
+        r.shots_fired += s.shots_fired;
+        r.shots_clamped += s.shots_clamped;
+        r.matches_finished += s.matches_finished;
+        r.results_failed += s.results_failed;
+    }
+
+    /// The report of the measured window. Ticks not run by the window's close count as
+    /// skipped: the workers never skip one, so these are the backlog when they stopped.
+    pub fn report(&self) -> ServerReport {
+        let m = &self.measure;
+        let mut ticks = m.ticks;
+        ticks.skipped = ticks.expected.saturating_sub(ticks.on_time + ticks.late);
+        let cpu_util = match (m.cpu_start, m.cpu_end) {
+            (Some(a), Some(b)) if self.window_s > 0.0 => {
+                Some(b.saturating_sub(a).as_secs_f64() / self.window_s)
+            }
+            _ => None,
+        };
+        let frames = m.frames.frames();
+        let io = &self.io;
+        ServerReport {
+            tick_hz: self.tick_hz,
+            map: self.map.to_string(),
+            matches: self.startup_matches,
+            players_per_match: self.players_per_match,
+            duration_s: self.window_s,
+            warmup_s: self.warmup.as_secs_f64(),
+            match_frame_ms: frames.percentiles(),
+            worker_frame_ms: m.worker_frames.percentiles(),
+            categories_ms: m.frames.category_means_ms(),
+            phases_ms: m.frames.phase_means_ms(),
+            ticks,
+            wake_late_ms: m.wake_late.percentiles(),
+            matches_finished: self.retired.matches_finished,
+            shots_fired: self.retired.shots_fired,
+            shots_rewind_clamped: self.retired.shots_clamped,
+            max_rewind_ms: self.max_rewind.as_secs_f64() * 1e3,
+            replication: self.replication(),
+            results_failed: self.retired.results_failed,
+            projected_games_per_core: frames
+                .mean_ms()
+                .and_then(|ms| projected_games_per_core(self.tick_hz, ms)),
+            cpu_util,
+            datagrams: Datagrams {
+                received: io.received,
+                sent: io.sent,
+                send_errors: io.send_errors,
+                bytes_in: io.bytes_in,
+                bytes_out: io.bytes_out,
+                recv_calls: io.recv_calls,
+                send_calls: io.send_calls,
+                per_recv_call: (io.recv_calls > 0).then(|| io.datagrams_per_recv_call()),
+                per_send_call: (io.send_calls > 0).then(|| io.datagrams_per_send_call()),
+                dropped: self.dropped.clone(),
+            },
+        }
+    }
+
+    /// What replication sent, summed over every match the workers hosted.
+    fn replication(&self) -> Replication {
+        let r = &self.retired;
+        let s = &r.replication;
+        let per = |bytes: u64| (r.snapshots > 0).then(|| bytes as f64 / r.snapshots as f64);
+        let (hits, misses) = (s.cache_hits, s.cache_misses);
+        Replication {
+            snapshots: r.snapshots,
+            body_bytes_per_snapshot: per(r.body_bytes),
+            full_state_bytes_per_snapshot: per(r.full_state_bytes),
+            body_to_full_state: (r.full_state_bytes > 0)
+                .then(|| r.body_bytes as f64 / r.full_state_bytes as f64),
+            max_staleness_ticks: s.worst_staleness_ticks,
+            cache_hit_rate: (hits + misses > 0).then(|| hits as f64 / (hits + misses) as f64),
+            full_records: s.full_records,
+            delta_records: s.delta_records,
+            deferred: s.deferred,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expected_ticks_count_the_grid_inside_the_window() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        // A 1 ms grid from t0: deadlines t0, t0+1ms, ...; [t0+2ms, t0+5ms) holds 2, 3, 4.
+        assert_eq!(grid_ticks(t0, 1e6, t0 + ms(2), t0 + ms(5)), 3);
+        // A grid that starts inside the window counts from its start.
+        assert_eq!(grid_ticks(t0 + ms(3), 1e6, t0, t0 + ms(5)), 2);
+        // Phase-spread: half a period later, still one tick per period.
+        let half = Duration::from_micros(500);
+        assert_eq!(grid_ticks(t0 + half, 1e6, t0 + ms(2), t0 + ms(5)), 3);
+        // An empty or reversed window holds none.
+        assert_eq!(grid_ticks(t0, 1e6, t0 + ms(5), t0 + ms(2)), 0);
+    }
+}

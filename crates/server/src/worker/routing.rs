@@ -1,0 +1,210 @@
+//! Routing: datagrams in through the transport to the match and seat of their client.
+
+use std::time::Instant;
+
+use tickforge_game::PlayerSlot;
+use tickforge_io::udp::SendBatch;
+use tickforge_proto::netcode::{self, ServerEvent};
+use tickforge_proto::user_data::{UserData, ANY};
+use tickforge_proto::ClientIndex;
+
+use super::Worker;
+use crate::game_match::{Match, ReceiveError};
+
+impl Worker {
+    pub(super) fn receive(&mut self, now: Instant) {
+        let Worker {
+            recv,
+            socket,
+            io,
+            transport,
+            matches,
+            routes,
+            routed,
+            drops,
+            ..
+        } = self;
+        routed.clear();
+        routed.resize(matches.len(), 0);
+        loop {
+            let n = recv.fill(socket, io);
+            for i in 0..n {
+                if recv.is_truncated(i) {
+                    drops.oversize += 1;
+                    continue;
+                }
+                let (from, datagram) = recv.get_mut(i);
+                match transport.handle_datagram(now, from, datagram) {
+                    None => {}
+                    Some(ServerEvent::Connected {
+                        client, user_data, ..
+                    }) => match place(now, matches, &UserData::parse(&user_data), client) {
+                        Some(route) => routes[client.as_usize()] = Some(route),
+                        None => {
+                            drops.refused += 1;
+                            transport.disconnect(client);
+                        }
+                    },
+                    Some(ServerEvent::Payload { client, data }) => {
+                        let Some((mi, slot)) = routes[client.as_usize()] else {
+                            drops.bad_message += 1;
+                            continue;
+                        };
+                        routed[mi] += 1;
+                        if let Err(e) = matches[mi].receive(now, slot, data) {
+                            // A client that breaks the reliability protocol (bounds, malformed
+                            // sections) or floods is disconnected; the others never notice.
+                            match e {
+                                ReceiveError::Flood => drops.flooding += 1,
+                                ReceiveError::Link(_) => drops.misbehaved += 1,
+                            }
+                            transport.disconnect(client);
+                            unroute(routes, matches, client);
+                        }
+                    }
+                    Some(ServerEvent::Disconnected { client, .. }) => {
+                        unroute(routes, matches, client);
+                    }
+                }
+            }
+            if !recv.is_full() {
+                break;
+            }
+        }
+        transport.handle_timeout(now);
+        while let Some((client, _reason)) = transport.poll_disconnect() {
+            unroute(routes, matches, client);
+        }
+        while let Some(to) = transport.poll_transmit(&mut self.frame_buf) {
+            self.send.push(to, &self.frame_buf);
+        }
+    }
+
+    pub(super) fn share_receive_cost(&mut self, ns: u64) {
+        let total: u64 = self.routed.iter().map(|&r| u64::from(r)).sum();
+        let n = self.matches.len() as u64;
+        for (m, &r) in self.matches.iter_mut().zip(&self.routed) {
+            // The cost follows the datagrams routed to each match (control packets and
+            // garbage ride along in proportion); with none routed it is shared evenly.
+            m.pending_receive_ns += (ns * u64::from(r))
+                .checked_div(total)
+                .unwrap_or(ns / n.max(1));
+        }
+    }
+}
+
+/// Seats a new connection: in the match and slot its token names, or, for a token from
+/// another backend, in the first match with a free slot. `None`: refused.
+fn place(
+    now: Instant,
+    matches: &mut [Match],
+    user_data: &Option<UserData>,
+    client: ClientIndex,
+) -> Option<(usize, PlayerSlot)> {
+    match user_data {
+        Some(ud) => {
+            let mi = matches.iter().position(|m| m.id() == ud.match_id)?;
+            let preferred = (ud.slot != ANY).then_some(PlayerSlot(ud.slot));
+            matches[mi]
+                .seat(now, client, preferred)
+                .map(|slot| (mi, slot))
+        }
+        None => matches
+            .iter_mut()
+            .enumerate()
+            .find_map(|(mi, m)| m.seat(now, client, None).map(|slot| (mi, slot))),
+    }
+}
+
+/// Queues a sealed payload, after the keep-alive that must precede it to an unconfirmed
+/// client.
+pub(crate) fn push_transmit(send: &mut SendBatch, tx: netcode::Transmit, bytes: &[u8]) {
+    if tx.keepalive_bytes > 0 {
+        send.push(tx.to, &bytes[..tx.keepalive_bytes]);
+    }
+    send.push(tx.to, &bytes[tx.keepalive_bytes..]);
+}
+
+pub(super) fn unroute(
+    routes: &mut [Option<(usize, PlayerSlot)>],
+    matches: &mut [Match],
+    client: ClientIndex,
+) {
+    if let Some((mi, slot)) = routes[client.as_usize()].take() {
+        matches[mi].unseat(slot);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickforge_game::WorldConfig;
+    use tickforge_proto::MatchId;
+
+    fn two_matches(now: Instant) -> Vec<Match> {
+        let world = WorldConfig {
+            players: 2,
+            ..WorldConfig::default()
+        };
+        vec![
+            Match::new(MatchId(1), world, now),
+            Match::new(MatchId(2), world, now),
+        ]
+    }
+
+    fn ours(match_id: u32, slot: u8) -> Option<UserData> {
+        Some(UserData {
+            match_id: MatchId(match_id),
+            team: ANY,
+            slot,
+        })
+    }
+
+    #[test]
+    fn a_token_naming_a_match_and_slot_gets_them() {
+        let now = Instant::now();
+        let mut m = two_matches(now);
+        assert_eq!(
+            place(now, &mut m, &ours(2, 1), ClientIndex(0)),
+            Some((1, PlayerSlot(1)))
+        );
+        // The slot is taken: the next free one in the same match.
+        assert_eq!(
+            place(now, &mut m, &ours(2, 1), ClientIndex(1)),
+            Some((1, PlayerSlot(0)))
+        );
+        // The match is full: refused, not moved to another match.
+        assert_eq!(place(now, &mut m, &ours(2, ANY), ClientIndex(2)), None);
+    }
+
+    #[test]
+    fn a_token_naming_no_such_match_is_refused() {
+        let now = Instant::now();
+        let mut m = two_matches(now);
+        assert_eq!(place(now, &mut m, &ours(9, ANY), ClientIndex(0)), None);
+        assert_eq!(m.iter().map(Match::connected).sum::<usize>(), 0);
+    }
+
+    #[test]
+    fn a_foreign_token_gets_any_match_with_a_free_slot() {
+        let now = Instant::now();
+        let mut m = two_matches(now);
+        let placed: Vec<_> = (0..4)
+            .map(|i| place(now, &mut m, &None, ClientIndex(i)))
+            .collect();
+        assert_eq!(
+            placed,
+            [
+                Some((0, PlayerSlot(0))),
+                Some((0, PlayerSlot(1))),
+                Some((1, PlayerSlot(0))),
+                Some((1, PlayerSlot(1)))
+            ]
+        );
+        assert_eq!(
+            place(now, &mut m, &None, ClientIndex(4)),
+            None,
+            "every match full"
+        );
+    }
+}

@@ -1,0 +1,243 @@
+//! The host on real loopback sockets: several workers each serving their own matches,
+//! and the admin port creating matches whose tokens connect, up to the per-worker cap.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use tickforge_io::udp::{wait_readable, SocketOptions, UdpSocket};
+use tickforge_proto::msg::{self, ClientMsg, ServerMsg};
+use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
+use tickforge_proto::netcode::{Client, ClientEvent, PrivateKey};
+use tickforge_proto::reliable::Endpoint;
+use tickforge_proto::user_data::{UserData, ANY};
+use tickforge_proto::MatchId;
+use tickforge_server::{Host, ServerConfig, Shutdown};
+
+/// How long any one exchange may take before the test fails rather than hangs.
+const BOUND: Duration = Duration::from_secs(10);
+
+fn token_for(server: SocketAddr, key: &PrivateKey, protocol_id: u64, m: u32) -> ConnectToken {
+    let params = TokenParams {
+        protocol_id,
+        create_timestamp: tickforge_io::entropy::unix_now(),
+        expire_seconds: 30,
+        timeout_seconds: 5,
+        server_addresses: vec![server],
+    };
+    let user_data = UserData {
+        match_id: MatchId(m),
+        team: ANY,
+        slot: ANY,
+    }
+    .encode();
+    ConnectToken::mint(&params, u64::from(m), &user_data, &key.0, &[7; 88])
+}
+
+/// Connects with `token` and sends inputs until `snapshots` snapshots arrived; returns the
+/// ticks they carried. Panics after [`BOUND`].
+fn play(token: ConnectToken, snapshots: usize) -> Vec<u32> {
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let socket = UdpSocket::bind(any, SocketOptions::default()).unwrap();
+    let t0 = Instant::now();
+    let mut client = Client::new(token, t0);
+    let mut link = Endpoint::new(msg::link_config(), t0);
+    let mut fds = vec![libc::pollfd {
+        fd: socket.as_raw_fd(),
+        events: 0,
+        revents: 0,
+    }];
+    let (mut buf, mut out, mut payload, mut packet) = (vec![0u8; 1500], vec![], vec![], vec![]);
+    let mut ticks = Vec::new();
+    let mut seq = 0;
+    while ticks.len() < snapshots {
+        assert!(
+            t0.elapsed() < BOUND,
+            "only {} snapshots in {BOUND:?}",
+            ticks.len()
+        );
+        let now = Instant::now();
+        while let Some(to) = client.poll_transmit(now, &mut out) {
+            socket.send_to(&out, to).unwrap();
+        }
+        if client.is_connected() {
+            seq += 1;
+            payload.clear();
+            ClientMsg::Input {
+                seq,
+                view_tick: 0,
+                view_frac: 0,
+                cmd: &[0; 7],
+            }
+            .encode(&mut payload);
+            link.write_packet(now, Some((seq, &payload)), &mut packet);
+            let to = client.send_payload(now, &packet, &mut out).unwrap();
+            socket.send_to(&out, to).unwrap();
+        }
+        wait_readable(&mut fds, Duration::from_millis(4)).unwrap();
+        while let Some((len, from)) = socket.recv_from(&mut buf).unwrap() {
+            if let Some(ClientEvent::Payload(p)) =
+                client.handle_datagram(Instant::now(), from, &mut buf[..len])
+            {
+                if let Ok(Some((_, body))) = link.read_packet(Instant::now(), p) {
+                    if let Ok(ServerMsg::Snapshot { tick, .. }) = ServerMsg::decode(body) {
+                        ticks.push(tick);
+                    }
+                }
+            }
+        }
+    }
+    ticks
+}
+
+fn no_status() -> Arc<dyn Fn(&tickforge_server::WorkerStatus) + Send + Sync> {
+    Arc::new(|_| {})
+}
+
+#[test]
+fn two_workers_each_serve_their_own_match_over_udp() {
+    let cores = tickforge_io::cpu::allowed_cores();
+    if cores.len() < 2 {
+        eprintln!("skipped: this process may use only {cores:?}");
+        return;
+    }
+    let config = ServerConfig {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        matches: 2,
+        players_per_match: 2,
+        cores: Some(cores[..2].to_vec()),
+        ..ServerConfig::default()
+    };
+    let shutdown = Shutdown::new();
+    let host = Host::start(&config, shutdown.clone(), None, no_status()).unwrap();
+    let addrs = host.addrs().to_vec();
+    assert_eq!(addrs.len(), 2);
+    assert_ne!(addrs[0], addrs[1], "each worker has its own socket");
+    // Round robin on one node: match 1 on worker 0, match 2 on worker 1.
+    let plan = host.plan();
+    assert_eq!(plan.workers[0].matches, vec![MatchId(1)]);
+    assert_eq!(plan.workers[1].matches, vec![MatchId(2)]);
+
+    let (key, id) = (config.private_key.clone(), config.protocol_id);
+    let seen: Vec<Vec<u32>> = std::thread::scope(|s| {
+        let players: Vec<_> = [(addrs[0], 1), (addrs[1], 2)]
+            .into_iter()
+            .map(|(addr, m)| {
+                let token = token_for(addr, &key, id, m);
+                s.spawn(move || play(token, 20))
+            })
+            .collect();
+        players.into_iter().map(|p| p.join().unwrap()).collect()
+    });
+    shutdown.stop_now();
+    let report = host.wait().unwrap();
+    for ticks in &seen {
+        assert!(ticks.windows(2).all(|w| w[0] <= w[1]), "{ticks:?}");
+    }
+    assert_eq!(report.matches, 2);
+    assert!(
+        report.ticks.on_time + report.ticks.late >= 40,
+        "{:?}",
+        report.ticks
+    );
+    assert_eq!(report.datagrams.dropped["refused"], 0);
+}
+
+/// One HTTP/1.1 request; returns the status and the body. Bounded by a 5 s read timeout.
+fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    let status: u16 = line.split(' ').nth(1).unwrap().parse().unwrap();
+    let mut length = 0;
+    loop {
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+        if line == "\r\n" {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().unwrap();
+            }
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    (status, String::from_utf8(body).unwrap())
+}
+
+#[test]
+fn post_matches_creates_matches_whose_tokens_connect_until_the_worker_is_full() {
+    let config = ServerConfig {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        matches: 1,
+        players_per_match: 2,
+        max_matches_per_worker: 2,
+        admin_bind: Some("127.0.0.1:0".parse().unwrap()),
+        ..ServerConfig::default()
+    };
+    let shutdown = Shutdown::new();
+    let host = Host::start(&config, shutdown.clone(), None, no_status()).unwrap();
+    let admin = host.admin_addr().unwrap();
+
+    let (status, body) = http(admin, "POST", "/matches", r#"{"players": 2}"#);
+    assert_eq!(status, 201, "{body}");
+    let created: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(created["match_id"], 2, "after the startup match: {body}");
+    assert_eq!(created["server"], host.addrs()[0].to_string());
+    let tokens = created["tokens"].as_array().unwrap();
+    assert_eq!(tokens.len(), 2);
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(tokens[0]["token"].as_str().unwrap())
+        .unwrap();
+    let token = ConnectToken::from_bytes(&bytes).unwrap();
+    assert!(play(token, 5).len() >= 5);
+
+    // One startup match and one created: the cap of two is reached.
+    let (status, body) = http(admin, "POST", "/matches", "{}");
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains("no room for another match: 2 of 2 matches"),
+        "{body}"
+    );
+
+    // Each match's late ticks reach /metrics with the worker's next publish (once a second).
+    let deadline = Instant::now() + BOUND;
+    let metrics = loop {
+        let (status, text) = http(admin, "GET", "/metrics", "");
+        assert_eq!(status, 200);
+        if text.contains("tickforge_match_late_ticks_total{match=\"2\"}") {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "no per-match series:\n{text}");
+        std::thread::yield_now();
+    };
+    for family in ["tickforge_match_late_ticks", "tickforge_match_hitches"] {
+        for m in [1, 2] {
+            let series = format!("{family}_total{{match=\"{m}\"}} ");
+            assert!(metrics.contains(&series), "{series} missing:\n{metrics}");
+        }
+    }
+    let (status, list) = http(admin, "GET", "/matches", "");
+    assert_eq!(status, 200);
+    let list: serde_json::Value = serde_json::from_str(&list).unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 2, "{list}");
+
+    shutdown.stop_now();
+    host.wait().unwrap();
+}

@@ -1,5 +1,6 @@
 //! Fog-of-war cost: one [`Fow::update`] for 10 players on the arena and 100 on the 2 km map,
-//! at their spawns and in play; and on the arena with pairs traced every 4th tick.
+//! at their spawns and in play, with pairs traced every tick and every 4th (the server's
+//! setting).
 
 use std::hint::black_box;
 use std::num::NonZeroU8;
@@ -77,6 +78,7 @@ fn fow(c: &mut Criterion) {
         (BuiltinMap::Arena, 10, "default", FowConfig::default()),
         (BuiltinMap::Arena, 10, "every 4th tick", every_4th),
         (BuiltinMap::Flat2km, 100, "default", FowConfig::default()),
+        (BuiltinMap::Flat2km, 100, "every 4th tick", every_4th),
     ];
     for (builtin, players, label, config) in cases {
         let map = builtin.load();
@@ -112,6 +114,7 @@ fn fow(c: &mut Criterion) {
         );
         // What a pass over the recording does, on average.
         let (mut pairs, mut traced, mut visible, mut rays, mut segments) = (0, 0, 0, 0, 0);
+        let (mut unchanged, mut swept, mut walled) = (0, 0, 0);
         for (t, states) in play.iter().enumerate() {
             f.update(states, &teams, &alive, &map, Tick(t as u32), &scopes);
             let s = f.stats();
@@ -120,13 +123,20 @@ fn fow(c: &mut Criterion) {
             visible += s.pairs_visible;
             rays += s.rays;
             segments += s.segments;
+            unchanged += s.pairs_unchanged;
+            swept += s.players_swept;
+            walled += s.pairs_walled_off;
         }
         let per = |v: u32| f64::from(v) / RECORDED_TICKS as f64;
         println!(
-            "  in play, per tick: {:.1} pairs in range, {:.1} traced, {:.1} visible, {:.1} segments, {:.1} rays",
+            "  in play, per tick: {:.1} pairs in range, {:.1} traced ({:.1} unchanged, {:.1} walled \
+             off), {:.1} visible, {:.1} players swept, {:.1} segments, {:.1} rays",
             per(pairs),
             per(traced),
+            per(unchanged),
+            per(walled),
             per(visible),
+            per(swept),
             per(segments),
             per(rays)
         );

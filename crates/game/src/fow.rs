@@ -54,9 +54,12 @@
 //! # Cost
 //!
 //! Pairs whose feet are farther apart than [`FowConfig::max_view_distance_m`] (plus both
-//! reaches) are never traced. A traced pair tries first the segment found clear at its last
-//! trace, so a visible pair usually costs one ray. The boxes a viewer's traces hit are
-//! remembered (the last eight) while its pairs are traced, and settle a hidden pair with as
+//! reaches) are never traced. A pair whose two players have not changed since its last
+//! trace (same origin, velocity and ground contact, same map) keeps its verdict without a
+//! ray: the verdict is a function of the points, and the points of the state. A traced pair
+//! tries first the segment found clear at its last trace, so a visible pair usually costs one
+//! ray. The boxes a viewer's traces hit are remembered (the last eight) while its pairs are
+//! traced, seeded with the box that last blocked the pair, and settle a hidden pair with as
 //! few traces as they can:
 //!
 //! 1. one remembered box that blocks the segments between the corners of the boxes bounding
@@ -65,6 +68,13 @@
 //! 2. likewise one viewer point at a time against the target's bounding box;
 //! 3. a remaining segment that a remembered box blocks is skipped; the rest are traced
 //!    through the map's grid.
+//!
+//! The eye and the hull's corners where a player stands cost a few additions; its reach
+//! corners cost nine hull sweeps, so they are swept only when a segment or a bound of a
+//! traced pair needs them, once a tick, and kept while the player's state does not change.
+//! Before sweeping, step 1 is tried on boxes known without a sweep: the reach square plus the
+//! hull, from the drop to the rise plus the hull's height, padded by a centimetre. A visible
+//! pair whose clear segment joins near points, and a pair hidden by one wall, sweep nothing.
 //!
 //! The shortcuts test boxes shrunk by 1 cm, so they only skip segments the trace would find
 //! blocked: the verdict is exactly [`Map::trace_ray`]'s over the sample points, which the
@@ -83,22 +93,25 @@ use std::time::Duration;
 
 use tickforge_telemetry::{Category, Scopes};
 
+mod points;
+mod sight;
+
 use crate::map::{Aabb, Map};
 use crate::math::Vec3;
 use crate::movement::{MovementParams, PlayerState};
 use crate::rules::Team;
 use crate::{PlayerSlot, Tick};
 
+pub use points::Reach;
+use points::NEAR_POINTS;
+use sight::Occluders;
+
 /// Sample points per living player: the eye, the hull's corners where it stands and at the
 /// edge of its reach ([`Fow::points`]).
 pub const POINTS_PER_PLAYER: usize = 17;
-/// Segments between two players' points.
-const SEGMENTS_PER_PAIR: usize = POINTS_PER_PLAYER * POINTS_PER_PLAYER;
 /// Most players a [`Fow`] tracks: a [`PlayerSlot`] is a `u8`.
 pub const MAX_PLAYERS: usize = 256;
 
-/// Boxes remembered as blockers while one viewer's pairs are traced.
-const OCCLUDER_CACHE: usize = 8;
 /// A player who moved farther than its speed allows in this many ticks since the last update
 /// was moved by the game (a respawn), not by running: its pairs are traced at once.
 const TELEPORT_TICKS: f32 = 2.0;
@@ -106,14 +119,9 @@ const TELEPORT_TICKS: f32 = 2.0;
 const TELEPORT_SLACK_M: f32 = 0.5;
 /// How far a box is shrunk for the shortcut tests that skip traces, metres: ten times f32's
 /// step at the largest map coordinate (1 mm at 10 km), so rounding never decides; a segment
-/// that only grazes a box within this of its faces is traced instead.
+/// that only grazes a box within this of its faces is traced instead. Also the padding of the
+/// regions known without a sweep.
 const SHORTCUT_SLACK_M: f32 = 0.01;
-/// The four horizontal corner directions, in the order their points are stored.
-const CORNERS: [(f32, f32); 4] = [(-1.0, -1.0), (1.0, -1.0), (-1.0, 1.0), (1.0, 1.0)];
-/// Height of the lower sample points above the hull's bottom, metres: a sole's thickness, so
-/// that segments to them do not skim the floor the player stands on.
-const SOLE_M: f32 = 0.1;
-const UP: Vec3 = Vec3::new(0.0, 0.0, 1.0);
 
 /// Fog-of-war tuning; fixed for the life of a [`Fow`].
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -151,9 +159,9 @@ impl Default for FowConfig {
             // the hit-registration target plans for); 50 ms more covers the client's
             // interpolation buffer and jitter.
             lookahead: Duration::from_millis(200),
-            // Every tick: about 50 µs for 10 players on the arena, all hidden at their spawns
-            // (2% of VALORANT's 2.34 ms frame budget), and the verdict always holds plain
-            // sight; 4 costs a third of that and may lag plain sight by up to 3 ticks.
+            // Every tick: about 18 µs for 10 players running on the arena (benches/fow.rs),
+            // under 1 µs standing at their spawns, and the verdict always holds plain sight;
+            // 4 costs half of that in play and may lag plain sight by up to 3 ticks.
             trace_every_ticks: NonZeroU8::MIN,
             // A dead player's spot is no longer play; its death reaches clients as an event.
             dead_visible_to_enemies: false,
@@ -163,59 +171,18 @@ impl Default for FowConfig {
     }
 }
 
-/// How far a player could get within a horizon ([`Fow::reach`]), metres.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Reach {
-    /// Half the side of the square the feet could reach, centred on them.
-    pub horizontal_m: f32,
-    /// How high the feet could rise (a jump, or the current upward speed).
-    pub rise_m: f32,
-    /// How far the feet could fall (walking off a ledge, or the current fall).
-    pub drop_m: f32,
-}
-
-impl Reach {
-    /// Where `state` could get within `horizon_s` seconds under `params`, in free space.
-    pub fn of(state: &PlayerState, params: &MovementParams, horizon_s: f32) -> Reach {
-        let t = horizon_s.max(0.0);
-        let g = params.gravity;
-        let speed = params.max_speed.max(state.velocity.horizontal_length());
-        // The highest point of v·t − g·t²/2 for t in 0..=H, jumping when on the ground.
-        let up = if state.on_ground {
-            params.jump_speed.max(state.velocity.z)
-        } else {
-            state.velocity.z
-        };
-        let rise_m = if up <= 0.0 {
-            0.0
-        } else if g > 0.0 {
-            let apex_t = (up / g).min(t);
-            up * apex_t - 0.5 * g * apex_t * apex_t
-        } else {
-            up * t
-        };
-        // The lowest point is at an end of the parabola; on the ground, a step off a ledge.
-        let down = if state.on_ground {
-            0.0
-        } else {
-            state.velocity.z
-        };
-        let drop_m = (-(down * t - 0.5 * g * t * t)).max(0.0);
-        Reach {
-            horizontal_m: speed * t,
-            rise_m,
-            drop_m,
-        }
-    }
-}
-
 /// What the last [`Fow::update`] did: for benches and the telemetry notes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FowStats {
     /// Living enemy pairs within view distance.
     pub pairs_in_range: u32,
-    /// Of those, pairs traced this tick.
+    /// Of those, pairs whose verdict was decided this tick (traced, or kept unchanged).
     pub pairs_traced: u32,
+    /// Of the pairs traced, those whose two players had not changed since their last trace:
+    /// the verdict was kept without looking at a segment.
+    pub pairs_unchanged: u32,
+    /// Players whose reach corners were swept this tick.
+    pub players_swept: u32,
     /// Segments between sample points looked at.
     pub segments: u32,
     /// Segments no remembered blocker stopped, traced through the map's grid.
@@ -236,6 +203,95 @@ struct Last {
     team: Team,
 }
 
+/// Each living player's sample points and what they were taken from, kept across ticks
+/// while the player does not change.
+#[derive(Clone, Debug)]
+struct Samples {
+    /// The state the points are of (origin, velocity and ground contact matter).
+    state: Vec<PlayerState>,
+    /// The update at which each player last changed: state, liveness, team or map.
+    changed_at: Vec<u64>,
+    reach: Vec<Reach>,
+    /// A box holding every point the player's state can give, known without a sweep.
+    region: Vec<Aabb>,
+    /// [`POINTS_PER_PLAYER`] points a player, by slot: the near points always, the reach
+    /// corners once swept.
+    points: Vec<Vec3>,
+    /// The box bounding each swept player's points.
+    bounds: Vec<Aabb>,
+    /// The reach corners and bounds are those of `state`.
+    swept: Vec<bool>,
+    horizon_s: f32,
+}
+
+impl Samples {
+    /// Sweeps the reach corners of player `i`, unless they are those of its state already.
+    fn sweep(&mut self, i: usize, config: &FowConfig, map: &Map, stats: &mut FowStats) {
+        if self.swept[i] {
+            return;
+        }
+        stats.players_swept += 1;
+        let out = &mut self.points[i * POINTS_PER_PLAYER..(i + 1) * POINTS_PER_PLAYER];
+        points::reach_points(
+            &self.state[i],
+            self.reach[i],
+            config,
+            map,
+            &mut out[NEAR_POINTS..],
+        );
+        self.bounds[i] = points::bounding(out);
+        let r = &self.region[i];
+        debug_assert!(
+            !out.iter().all(|p| p.is_finite())
+                || out.iter().all(|p| {
+                    r.min.x <= p.x
+                        && p.x <= r.max.x
+                        && r.min.y <= p.y
+                        && p.y <= r.max.y
+                        && r.min.z <= p.z
+                        && p.z <= r.max.z
+                }),
+            "sample points outside their region {r:?}: {out:?}"
+        );
+        self.swept[i] = true;
+    }
+}
+
+/// What the last trace of an enemy pair found; kept for the lower slot's row.
+#[derive(Clone, Copy, Debug, Default)]
+struct PairMemo {
+    /// The update of the last trace; 0 for never.
+    traced_at: u64,
+    /// The segment found clear at the last trace, tried first next time: index
+    /// `a * POINTS_PER_PLAYER + b`.
+    witness: u16,
+    /// The verdict of the last trace.
+    seen: bool,
+    /// One more than the index in [`Map::boxes`] of the box that last blocked a segment of
+    /// the pair; 0 for none. Remembered first when the pair is traced again.
+    blocker: u32,
+}
+
+/// What identifies the map across updates: the same map object with the same boxes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct MapKey {
+    map: usize,
+    boxes: usize,
+    len: usize,
+    barriers_raised: bool,
+}
+
+impl MapKey {
+    fn of(map: &Map) -> MapKey {
+        MapKey {
+            map: std::ptr::from_ref(map) as usize,
+            boxes: map.boxes().as_ptr() as usize,
+            len: map.boxes().len(),
+            barriers_raised: map.barriers_raised(),
+        }
+    }
+}
+
 /// The visibility matrix of one match: a bit row per viewer, recomputed by [`Fow::update`]
 /// each tick. Allocates at [`Fow::new`] only.
 #[derive(Clone, Debug)]
@@ -244,20 +300,12 @@ pub struct Fow {
     players: usize,
     /// `u64` words in a row.
     words: usize,
-    /// Lookahead plus the stagger gap, seconds.
-    horizon_s: f32,
-    /// [`POINTS_PER_PLAYER`] points a player, by slot; meaningful for living players.
-    points: Vec<Vec3>,
-    /// Horizontal reach of each player this tick, metres.
-    reach_m: Vec<f32>,
-    /// The box bounding each player's points.
-    bounds: Vec<Aabb>,
-    /// For each pair (row: lower slot), the segment found clear at its last trace, tried
-    /// first next time: index `a * POINTS_PER_PLAYER + b`.
-    witness: Vec<u16>,
+    samples: Samples,
+    /// One per enemy pair `i < j`, at [`Fow::pair_index`].
+    pairs: Vec<PairMemo>,
     /// Enemy line of sight, symmetric: bit j of row i.
     los: Vec<u64>,
-    /// Enemy pairs within view distance at the last update, symmetric.
+    /// Enemy pairs within view distance at the last update: bit j of row i for i < j only.
     in_range: Vec<u64>,
     /// The output: bit j of row i is set when i may be sent j.
     visible: Vec<u64>,
@@ -268,7 +316,9 @@ pub struct Fow {
     /// Players whose pairs are traced this tick whatever the rotation says.
     dirty_row: Vec<u64>,
     last: Vec<Last>,
-    primed: bool,
+    map: MapKey,
+    /// Updates so far, counting this one once it starts.
+    updates: u64,
     stats: FowStats,
 }
 
@@ -287,21 +337,25 @@ impl Fow {
         for i in 0..players {
             set_bit(&mut visible[i * words..(i + 1) * words], i);
         }
+        let empty = Aabb {
+            min: Vec3::ZERO,
+            max: Vec3::ZERO,
+        };
         Fow {
             config,
             players,
             words,
-            horizon_s,
-            points: vec![Vec3::ZERO; players * POINTS_PER_PLAYER],
-            reach_m: vec![0.0; players],
-            bounds: vec![
-                Aabb {
-                    min: Vec3::ZERO,
-                    max: Vec3::ZERO,
-                };
-                players
-            ],
-            witness: vec![0; players * players],
+            samples: Samples {
+                state: vec![PlayerState::default(); players],
+                changed_at: vec![0; players],
+                reach: vec![Reach::default(); players],
+                region: vec![empty; players],
+                points: vec![Vec3::ZERO; players * POINTS_PER_PLAYER],
+                bounds: vec![empty; players],
+                swept: vec![false; players],
+                horizon_s,
+            },
+            pairs: vec![PairMemo::default(); players * players.saturating_sub(1) / 2],
             los: vec![0; players * words],
             in_range: vec![0; players * words],
             visible,
@@ -317,7 +371,8 @@ impl Fow {
                 };
                 players
             ],
-            primed: false,
+            map: MapKey::default(),
+            updates: 0,
             stats: FowStats::default(),
         }
     }
@@ -335,18 +390,30 @@ impl Fow {
     /// How far ahead the verdicts hold: the lookahead plus the ticks between two traces of a
     /// pair, seconds.
     pub fn horizon_s(&self) -> f32 {
-        self.horizon_s
+        self.samples.horizon_s
     }
 
     /// How far `state` could get within [`Fow::horizon_s`], in free space.
     pub fn reach(&self, state: &PlayerState) -> Reach {
-        Reach::of(state, &self.config.movement, self.horizon_s)
+        Reach::of(state, &self.config.movement, self.samples.horizon_s)
+    }
+
+    /// All [`POINTS_PER_PLAYER`] sample points of `state` on `map` at this fog's horizon, eye
+    /// first, in the order of [`Fow::points`]: what a verdict is the line of sight between.
+    /// Sweeps the hull; for tests and tools, not the tick.
+    pub fn sample_points(&self, state: &PlayerState, map: &Map) -> [Vec3; POINTS_PER_PLAYER] {
+        let mut out = [Vec3::ZERO; POINTS_PER_PLAYER];
+        points::near_points(state, &self.config, &mut out[..NEAR_POINTS]);
+        let reach = self.reach(state);
+        points::reach_points(state, reach, &self.config, map, &mut out[NEAR_POINTS..]);
+        out
     }
 
     /// Recomputes the matrix for tick `tick` from each slot's movement state, team and
     /// liveness, charged to [`Category::Fow`]. Call once per tick after movement, before
     /// replication reads the rows; ticks need only increase for the rotation of
-    /// [`FowConfig::trace_every_ticks`] to stay even. Allocates nothing.
+    /// [`FowConfig::trace_every_ticks`] to stay even. Pass the match's one map each time:
+    /// what was sampled is kept while the same map object is passed. Allocates nothing.
     ///
     /// # Panics
     /// If `players`, `teams` or `alive` does not hold [`Fow::player_count`] entries.
@@ -369,10 +436,10 @@ impl Fow {
         );
         let _fow = scopes.scope(Category::Fow);
         self.stats = FowStats::default();
-        self.sample_players(players, teams, alive, map);
-        self.trace_pairs(players, teams, alive, map, tick);
+        self.updates += 1;
+        self.note_players(players, teams, alive, map);
+        self.trace_pairs(teams, alive, map, tick);
         self.build_rows(teams, alive);
-        self.primed = true;
     }
 
     /// True when `viewer` may be sent `target` after the last update. False for slots out of
@@ -402,16 +469,23 @@ impl Fow {
             .flat_map(|(w, &word)| BitIter(word).map(move |b| PlayerSlot((w * 64 + b) as u8)))
     }
 
-    /// The sample points of `slot` at the last update, eye first: the segments between two
-    /// players' points are what [`Fow::update`] traced. Empty for a dead player or a slot out
-    /// of range.
+    /// The sample points of `slot` as of the last update, eye first: all
+    /// [`POINTS_PER_PLAYER`] once its reach corners have been swept for its present state,
+    /// else only the eye and the hull's corners where it stands (a pair traced without them
+    /// was visible between near points, or hidden by a wall whatever its reach corners are:
+    /// [`Fow::sample_points`] gives them all). Empty for a dead player or a slot out of
+    /// range.
     pub fn points(&self, slot: PlayerSlot) -> &[Vec3] {
         let i = usize::from(slot.0);
-        if i < self.players && get_bit(&self.alive_row, i) {
-            &self.points[i * POINTS_PER_PLAYER..(i + 1) * POINTS_PER_PLAYER]
-        } else {
-            &[]
+        if i >= self.players || !get_bit(&self.alive_row, i) {
+            return &[];
         }
+        let count = if self.samples.swept[i] {
+            POINTS_PER_PLAYER
+        } else {
+            NEAR_POINTS
+        };
+        &self.samples.points[i * POINTS_PER_PLAYER..i * POINTS_PER_PLAYER + count]
     }
 
     /// What the last update did.
@@ -423,20 +497,27 @@ impl Fow {
         &m[i * self.words..(i + 1) * self.words]
     }
 
-    /// Team and liveness rows, the players to retrace at once, and each living player's
-    /// reach and sample points.
-    fn sample_players(
-        &mut self,
-        players: &[PlayerState],
-        teams: &[Team],
-        alive: &[bool],
-        map: &Map,
-    ) {
+    /// Where the pair of slots `i < j` is kept in `pairs`: the upper triangle, row by row.
+    fn pair_index(&self, i: usize, j: usize) -> usize {
+        debug_assert!(i < j && j < self.players);
+        i * (2 * self.players - i - 1) / 2 + (j - i - 1)
+    }
+
+    /// Team and liveness rows, the players to retrace at once, and for each living player
+    /// that changed, its reach, region and near points; its reach corners wait until a
+    /// trace needs them.
+    fn note_players(&mut self, players: &[PlayerState], teams: &[Team], alive: &[bool], map: &Map) {
         self.team_rows.fill(0);
         self.alive_row.fill(0);
         self.dirty_row.fill(0);
+        let primed = self.updates > 1;
+        let map_key = MapKey::of(map);
+        let map_changed = map_key != self.map;
+        self.map = map_key;
         let dt = 1.0 / self.config.tick_hz.max(1) as f32;
         let params = self.config.movement;
+        let now = self.updates;
+        let s = &mut self.samples;
         for (i, state) in players.iter().enumerate() {
             let team_row = team_index(teams[i]) * self.words;
             set_bit(&mut self.team_rows[team_row..team_row + self.words], i);
@@ -445,7 +526,8 @@ impl Fow {
             let ran_m = params.max_speed.max(speed).max(last.speed) * dt * TELEPORT_TICKS;
             let moved_m = (state.origin - last.origin).length();
             let jumped = moved_m.is_nan() || moved_m > ran_m + TELEPORT_SLACK_M;
-            if !self.primed || last.alive != alive[i] || last.team != teams[i] || jumped {
+            let flipped = last.alive != alive[i] || last.team != teams[i];
+            if !primed || flipped || jumped {
                 set_bit(&mut self.dirty_row, i);
             }
             self.last[i] = Last {
@@ -458,75 +540,107 @@ impl Fow {
                 continue;
             }
             set_bit(&mut self.alive_row, i);
-            let reach = Reach::of(state, &params, self.horizon_s);
-            self.reach_m[i] = reach.horizontal_m;
-            let out = &mut self.points[i * POINTS_PER_PLAYER..(i + 1) * POINTS_PER_PLAYER];
-            sample_points(state, reach, &self.config, map, out);
-            self.bounds[i] = out.iter().fold(
-                Aabb {
-                    min: out[0],
-                    max: out[0],
-                },
-                |b, &p| Aabb {
-                    min: b.min.min(p),
-                    max: b.max.max(p),
-                },
-            );
+            if primed && !flipped && !map_changed && same_inputs(&s.state[i], state) {
+                continue;
+            }
+            s.state[i] = *state;
+            s.changed_at[i] = now;
+            s.swept[i] = false;
+            let reach = Reach::of(state, &params, s.horizon_s);
+            s.reach[i] = reach;
+            s.region[i] = points::region(state, reach, &self.config);
+            let out = &mut s.points[i * POINTS_PER_PLAYER..i * POINTS_PER_PLAYER + NEAR_POINTS];
+            points::near_points(state, &self.config, out);
         }
     }
 
     /// Decides line of sight for the living enemy pairs in range that are due this tick.
-    fn trace_pairs(
-        &mut self,
-        players: &[PlayerState],
-        teams: &[Team],
-        alive: &[bool],
-        map: &Map,
-        tick: Tick,
-    ) {
-        let n = self.players;
+    fn trace_pairs(&mut self, teams: &[Team], alive: &[bool], map: &Map, tick: Tick) {
+        let (n, w) = (self.players, self.words);
         let every = u32::from(self.config.trace_every_ticks.get());
         let max_view_m = self.config.max_view_distance_m;
+        let now = self.updates;
         // Ordinal of each enemy pair in a fixed order, whatever their range or liveness: the
         // rotation spreads pairs evenly over the K ticks. (Slot parity would not: with
         // attackers on even slots every enemy pair has an odd slot sum.)
         let mut ordinal = 0u32;
         for i in 0..n {
+            let enemy_team = team_index(teams[i].other()) * w;
             let mut occluders = Occluders::default();
-            for j in i + 1..n {
-                if teams[i] == teams[j] {
-                    continue;
-                }
-                let rotation = ordinal;
-                ordinal = ordinal.wrapping_add(1);
-                let range_m = max_view_m + self.reach_m[i] + self.reach_m[j];
-                let gap = players[j].origin - players[i].origin;
-                let in_range = alive[i] && alive[j] && gap.dot(gap) <= range_m * range_m;
-                let was_in_range = get_bit(self.row_of(&self.in_range, i), j);
-                self.set_pair(Matrix::InRange, i, j, in_range);
-                if !in_range {
-                    self.set_pair(Matrix::Los, i, j, false);
-                    continue;
-                }
-                self.stats.pairs_in_range += 1;
-                let due = !was_in_range
-                    || get_bit(&self.dirty_row, i)
-                    || get_bit(&self.dirty_row, j)
-                    || tick.0.wrapping_add(rotation).is_multiple_of(every);
-                if !due {
-                    continue;
-                }
-                self.stats.pairs_traced += 1;
-                let pair = Pair {
-                    a: &self.points[i * POINTS_PER_PLAYER..(i + 1) * POINTS_PER_PLAYER],
-                    b: &self.points[j * POINTS_PER_PLAYER..(j + 1) * POINTS_PER_PLAYER],
-                    a_bounds: &self.bounds[i],
-                    b_bounds: &self.bounds[j],
+            let origin = self.samples.state[i].origin;
+            let reach_m = self.samples.reach[i].horizontal_m;
+            for k in i / 64..w {
+                // Enemies above i in this word, and which of them are alive and in range.
+                let above = if k == i / 64 {
+                    (!0u64 << (i % 64)) << 1
+                } else {
+                    !0
                 };
-                let witness = &mut self.witness[i * n + j];
-                let seen = pair.line_of_sight(map, witness, &mut occluders, &mut self.stats);
-                self.stats.pairs_visible += u32::from(seen);
-                self.set_pair(Matrix::Los, i, j, seen);
+                let enemies = self.team_rows[enemy_team + k] & above;
+                let live = if alive[i] {
+                    enemies & self.alive_row[k]
+                } else {
+                    0
+                };
+                let mut near = 0u64;
+                for b in BitIter(live) {
+                    let j = k * 64 + b;
+                    let range_m = max_view_m + reach_m + self.samples.reach[j].horizontal_m;
+                    let gap = self.samples.state[j].origin - origin;
+                    near |= u64::from(gap.dot(gap) <= range_m * range_m) << b;
+                }
+                let was = self.in_range[i * w + k];
+                self.in_range[i * w + k] = near;
+                for b in BitIter(was & !near) {
+                    self.set_los(i, k * 64 + b, false);
+                }
+                for b in BitIter(near) {
+                    let j = k * 64 + b;
+                    // Enemy pairs before (i, j): this word's below j, and the earlier ones.
+                    let rotation = ordinal + (enemies & ((1u64 << b) - 1)).count_ones();
+                    self.stats.pairs_in_range += 1;
+                    let due = was & (1 << b) == 0
+                        || get_bit(&self.dirty_row, i)
+                        || get_bit(&self.dirty_row, j)
+                        || tick.0.wrapping_add(rotation).is_multiple_of(every);
+                    if !due {
+                        continue;
+                    }
+                    self.stats.pairs_traced += 1;
+                    let p = self.pair_index(i, j);
+                    let memo = &mut self.pairs[p];
+                    let s = &mut self.samples;
+                    let seen = if memo.traced_at > 0
+                        && memo.traced_at >= s.changed_at[i].max(s.changed_at[j])
+                    {
+                        self.stats.pairs_unchanged += 1;
+                        memo.seen
+                    } else {
+                        if let Some(b) = map.boxes().get(memo.blocker.wrapping_sub(1) as usize) {
+                            occluders.remember(memo.blocker as usize - 1, b);
+                        }
+                        occluders.take_recent();
+                        let seen = sight::line_of_sight(
+                            s,
+                            i,
+                            j,
+                            &self.config,
+                            map,
+                            &mut memo.witness,
+                            &mut occluders,
+                            &mut self.stats,
+                        );
+                        if let Some(b) = occluders.take_recent() {
+                            memo.blocker = b + 1;
+                        }
+                        memo.traced_at = now;
+                        memo.seen = seen;
+                        seen
+                    };
+                    self.stats.pairs_visible += u32::from(seen);
+                    self.set_los(i, j, seen);
+                }
+                ordinal = ordinal.wrapping_add(enemies.count_ones());
             }
         }
     }
@@ -563,21 +677,24 @@ impl Fow {
         }
     }
 
-    fn set_pair(&mut self, which: Matrix, i: usize, j: usize, on: bool) {
+    fn set_los(&mut self, i: usize, j: usize, on: bool) {
         let w = self.words;
-        let m = match which {
-            Matrix::Los => &mut self.los,
-            Matrix::InRange => &mut self.in_range,
-        };
-        put_bit(&mut m[i * w..(i + 1) * w], j, on);
-        put_bit(&mut m[j * w..(j + 1) * w], i, on);
+        put_bit(&mut self.los[i * w..(i + 1) * w], j, on);
+        put_bit(&mut self.los[j * w..(j + 1) * w], i, on);
     }
 }
 
-#[derive(Clone, Copy)]
-enum Matrix {
-    Los,
-    InRange,
+/// True when `a` and `b` give the same sample points: the same origin, velocity and ground
+/// contact, bit for bit.
+fn same_inputs(a: &PlayerState, b: &PlayerState) -> bool {
+    let bits = |s: &PlayerState| {
+        (
+            s.origin.to_array().map(f32::to_bits),
+            s.velocity.to_array().map(f32::to_bits),
+            s.on_ground,
+        )
+    };
+    bits(a) == bits(b)
 }
 
 /// The set bits of a word, lowest first.
@@ -615,392 +732,5 @@ fn put_bit(row: &mut [u64], j: usize, on: bool) {
         row[j / 64] |= 1 << (j % 64);
     } else {
         row[j / 64] &= !(1 << (j % 64));
-    }
-}
-
-/// Fills `out` with the eye of `state`, its hull's corners, and its hull's corners at the
-/// four corners of the square it could reach (the module docs draw the model).
-fn sample_points(
-    state: &PlayerState,
-    reach: Reach,
-    config: &FowConfig,
-    map: &Map,
-    out: &mut [Vec3],
-) {
-    debug_assert_eq!(out.len(), POINTS_PER_PLAYER);
-    let hull = config.movement.hull();
-    let feet = state.origin;
-    let top = UP * hull.height;
-    let sole = UP * SOLE_M;
-    out[0] = feet + UP * config.eye_height_m;
-    let lifted = map.trace_hull(feet, feet + UP * reach.rise_m, hull).end;
-    let fall_m = (lifted.z - feet.z) + reach.drop_m;
-    let (r, w) = (reach.horizontal_m, hull.half_width);
-    for (k, &(sx, sy)) in CORNERS.iter().enumerate() {
-        // The hull's outer corner towards (sx, sy): a skin off any wall a sweep stopped at.
-        let corner = Vec3::new(sx * w, sy * w, 0.0);
-        out[1 + 2 * k] = feet + corner + top;
-        out[2 + 2 * k] = feet + corner + sole;
-        let side = map
-            .trace_hull(lifted, lifted + Vec3::new(sx * r, sy * r, 0.0), hull)
-            .end;
-        let landed = map.trace_hull(side, side - UP * fall_m, hull).end;
-        out[9 + 2 * k] = side + corner + top;
-        out[10 + 2 * k] = landed + corner + sole;
-    }
-}
-
-/// The points of two players, the lower slot's first, and the boxes bounding them.
-struct Pair<'a> {
-    a: &'a [Vec3],
-    b: &'a [Vec3],
-    a_bounds: &'a Aabb,
-    b_bounds: &'a Aabb,
-}
-
-impl Pair<'_> {
-    /// True when some segment from a point of `a` to a point of `b` meets no box. Tries the
-    /// segment `witness` first and leaves there the clear segment found.
-    ///
-    /// The shortcuts only ever skip segments that a remembered box blocks (in the
-    /// conservative test of [`Span::crosses`]); every clear verdict is a [`Map::trace_ray`]
-    /// that met nothing, so the answer is the trace's.
-    fn line_of_sight(
-        &self,
-        map: &Map,
-        witness: &mut u16,
-        occluders: &mut Occluders,
-        stats: &mut FowStats,
-    ) -> bool {
-        let first = usize::from(*witness) % SEGMENTS_PER_PAIR;
-        if self.is_clear(map, first, occluders, stats) {
-            return true;
-        }
-        let b_corners = corners(self.b_bounds);
-        if occluders.hide_box(&corners(self.a_bounds), &b_corners) {
-            stats.pairs_walled_off += 1;
-            return false;
-        }
-        for (i, &from) in self.a.iter().enumerate() {
-            if occluders.hide_box(&[from], &b_corners) {
-                continue;
-            }
-            for j in 0..POINTS_PER_PLAYER {
-                let s = i * POINTS_PER_PLAYER + j;
-                if s != first && self.is_clear(map, s, occluders, stats) {
-                    // Below SEGMENTS_PER_PAIR, which fits a u16.
-                    *witness = s as u16;
-                    return true;
-                }
-            }
-        }
-        false
-    }
-
-    /// True when segment `s` (point `s / POINTS_PER_PLAYER` of `a` to point
-    /// `s % POINTS_PER_PLAYER` of `b`) meets no box; a box it meets is remembered.
-    fn is_clear(
-        &self,
-        map: &Map,
-        s: usize,
-        occluders: &mut Occluders,
-        stats: &mut FowStats,
-    ) -> bool {
-        let (from, to) = (self.a[s / POINTS_PER_PLAYER], self.b[s % POINTS_PER_PLAYER]);
-        stats.segments += 1;
-        if occluders.block(&Span::new(from, to)) {
-            return false;
-        }
-        stats.rays += 1;
-        let d = to - from;
-        match map.trace_ray(from, d, d.length()) {
-            Some(hit) => {
-                occluders.remember(hit.box_index, &map.boxes()[hit.box_index]);
-                false
-            }
-            None => true,
-        }
-    }
-}
-
-/// The eight corners of `b`.
-fn corners(b: &Aabb) -> [Vec3; 8] {
-    std::array::from_fn(|k| {
-        Vec3::new(
-            if k & 1 == 0 { b.min.x } else { b.max.x },
-            if k & 2 == 0 { b.min.y } else { b.max.y },
-            if k & 4 == 0 { b.min.z } else { b.max.z },
-        )
-    })
-}
-
-/// A segment for the shortcut tests, parametrised from 0 at its start to 1 at its end.
-struct Span {
-    origin: [f32; 3],
-    /// 1 / (end − start) per axis; infinite along an axis the segment does not move on.
-    inverse: [f32; 3],
-}
-
-impl Span {
-    fn new(from: Vec3, to: Vec3) -> Span {
-        let d = to - from;
-        Span {
-            origin: from.to_array(),
-            inverse: [1.0 / d.x, 1.0 / d.y, 1.0 / d.z],
-        }
-    }
-
-    /// The slab test against a box already shrunk by [`SHORTCUT_SLACK_M`]: true when the
-    /// segment passes through its interior. A segment that does so passes through the box
-    /// itself, and [`Map::trace_ray`] reports a hit, whatever rounding does.
-    fn crosses(&self, shrunk: &Aabb) -> bool {
-        let (lo, hi) = (shrunk.min.to_array(), shrunk.max.to_array());
-        let (mut near, mut far) = (0.0_f32, 1.0_f32);
-        for axis in 0..3 {
-            let (o, inv) = (self.origin[axis], self.inverse[axis]);
-            if inv.is_infinite() {
-                // Parallel to this slab (or too nearly to tell): inside it or never.
-                if o <= lo[axis] || o >= hi[axis] {
-                    return false;
-                }
-                continue;
-            }
-            let t1 = (lo[axis] - o) * inv;
-            let t2 = (hi[axis] - o) * inv;
-            near = near.max(t1.min(t2));
-            far = far.min(t1.max(t2));
-        }
-        near < far
-    }
-}
-
-/// Boxes that blocked recent segments of one viewer, shrunk for [`Span::crosses`]: the wall
-/// that hides one corner of an enemy usually hides the rest of it, and the viewer's other
-/// enemies behind it.
-#[derive(Default)]
-struct Occluders {
-    /// Indices in [`Map::boxes`], to remember each box once.
-    index: [u32; OCCLUDER_CACHE],
-    shrunk: [Option<Aabb>; OCCLUDER_CACHE],
-    len: usize,
-    /// Where the next box goes once full: the oldest is replaced.
-    next: usize,
-}
-
-impl Occluders {
-    /// True when a remembered box blocks `span`; that box moves one place forward, so the
-    /// walls that hide most are tried first.
-    fn block(&mut self, span: &Span) -> bool {
-        let Some(k) = self.shrunk[..self.len]
-            .iter()
-            .position(|b| b.as_ref().is_some_and(|b| span.crosses(b)))
-        else {
-            return false;
-        };
-        if k > 0 {
-            self.shrunk.swap(k - 1, k);
-            self.index.swap(k - 1, k);
-        }
-        true
-    }
-
-    /// True when one remembered box blocks every segment from the box with corners `from`
-    /// (or from a single point) to the box with corners `to`. The points behind a box as
-    /// seen from a point form a convex set, so blocking the segments between corners blocks
-    /// all segments between the two boxes.
-    fn hide_box(&self, from: &[Vec3], to: &[Vec3; 8]) -> bool {
-        self.shrunk[..self.len].iter().flatten().any(|b| {
-            from.iter()
-                .all(|&p| to.iter().all(|&q| Span::new(p, q).crosses(b)))
-        })
-    }
-
-    fn remember(&mut self, index: usize, b: &Aabb) {
-        // Box indices are below the map's limit, far inside u32.
-        let index = index as u32;
-        if self.index[..self.len].contains(&index) {
-            return;
-        }
-        let slack = Vec3::new(SHORTCUT_SLACK_M, SHORTCUT_SLACK_M, SHORTCUT_SLACK_M);
-        let (min, max) = (b.min + slack, b.max - slack);
-        // Too thin to shrink: remembered, so not traced again for it, but never a shortcut.
-        let shrunk = (min.x < max.x && min.y < max.y && min.z < max.z).then_some(Aabb { min, max });
-        let k = if self.len < OCCLUDER_CACHE {
-            self.len += 1;
-            self.len - 1
-        } else {
-            let k = self.next;
-            self.next = (self.next + 1) % OCCLUDER_CACHE;
-            k
-        };
-        self.index[k] = index;
-        self.shrunk[k] = shrunk;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::BuiltinMap;
-    use proptest::prelude::*;
-
-    #[test]
-    fn a_standing_player_reaches_a_run_and_a_jump() {
-        let p = MovementParams::default();
-        let standing = PlayerState {
-            on_ground: true,
-            ..Default::default()
-        };
-        let r = Reach::of(&standing, &p, 0.2);
-        assert!((r.horizontal_m - p.max_speed * 0.2).abs() < 1e-6);
-        // v·t − g·t²/2 at 0.2 s, before the apex at 0.34 s.
-        let want = p.jump_speed * 0.2 - 0.5 * p.gravity * 0.04;
-        assert!((r.rise_m - want).abs() < 1e-5, "{r:?}");
-        // Or a step off a ledge: a fall from rest.
-        assert!((r.drop_m - 0.5 * p.gravity * 0.04).abs() < 1e-5, "{r:?}");
-        // A long horizon stops at the apex: v²/2g.
-        let apex = p.jump_speed * p.jump_speed / (2.0 * p.gravity);
-        assert!((Reach::of(&standing, &p, 2.0).rise_m - apex).abs() < 1e-4);
-        // No horizon, no reach.
-        assert_eq!(Reach::of(&standing, &p, 0.0), Reach::default());
-    }
-
-    #[test]
-    fn a_falling_player_reaches_down_and_a_fast_one_farther() {
-        let p = MovementParams::default();
-        let falling = PlayerState {
-            velocity: Vec3::new(12.0, 0.0, -3.0),
-            ..Default::default()
-        };
-        let r = Reach::of(&falling, &p, 0.1);
-        assert_eq!(r.rise_m, 0.0);
-        assert!(
-            (r.drop_m - (0.3 + 0.5 * p.gravity * 0.01)).abs() < 1e-5,
-            "{r:?}"
-        );
-        assert!((r.horizontal_m - 1.2).abs() < 1e-5);
-    }
-
-    #[test]
-    fn with_no_lookahead_the_points_are_the_eye_and_the_hull_corners_a_sole_up() {
-        let map = BuiltinMap::Arena.load();
-        let config = FowConfig {
-            lookahead: Duration::ZERO,
-            ..FowConfig::default()
-        };
-        let state = PlayerState {
-            origin: Vec3::new(5.0, 3.0, crate::map::SKIN_M),
-            on_ground: true,
-            ..Default::default()
-        };
-        let mut out = [Vec3::ZERO; POINTS_PER_PLAYER];
-        sample_points(&state, Reach::default(), &config, &map, &mut out);
-        assert_eq!(out[0], state.origin + UP * 1.6);
-        let body = config.movement.hull().at(state.origin);
-        for p in &out[1..] {
-            assert!(p.x == body.min.x || p.x == body.max.x, "{p:?}");
-            assert!(p.y == body.min.y || p.y == body.max.y, "{p:?}");
-            assert!(p.z == body.min.z + SOLE_M || p.z == body.max.z, "{p:?}");
-        }
-    }
-
-    #[test]
-    fn occluders_keep_the_newest_boxes_and_never_shrink_a_thin_one() {
-        let mut o = Occluders::default();
-        let unit = |i: usize| Aabb {
-            min: Vec3::new(i as f32, 0.0, 0.0),
-            max: Vec3::new(i as f32 + 0.5, 1.0, 1.0),
-        };
-        for i in 0..OCCLUDER_CACHE + 3 {
-            o.remember(i, &unit(i));
-            o.remember(i, &unit(i));
-        }
-        assert_eq!(o.len, OCCLUDER_CACHE);
-        assert!(o.index.contains(&(OCCLUDER_CACHE as u32 + 2)));
-        assert!(!o.index.contains(&0));
-        let sheet = Aabb {
-            min: Vec3::ZERO,
-            max: Vec3::new(5.0, 0.015, 5.0),
-        };
-        o.remember(100, &sheet);
-        assert!(o.index.contains(&100));
-        assert!(o.shrunk.iter().any(Option::is_none));
-    }
-
-    fn shrunk(b: &Aabb) -> Aabb {
-        let slack = Vec3::new(SHORTCUT_SLACK_M, SHORTCUT_SLACK_M, SHORTCUT_SLACK_M);
-        Aabb {
-            min: b.min + slack,
-            max: b.max - slack,
-        }
-    }
-
-    fn arena_point() -> impl Strategy<Value = Vec3> {
-        (-35.0f32..35.0, -25.0f32..25.0, -1.0f32..13.0).prop_map(|(x, y, z)| Vec3::new(x, y, z))
-    }
-
-    proptest! {
-        /// The shortcut test says "blocked" only where the trace hits: a segment through a
-        /// shrunk box is never clear.
-        #[test]
-        fn a_span_through_a_shrunk_box_is_a_trace_that_hits(
-            from in arena_point(),
-            to in prop_oneof![
-                arena_point(),
-                // Along an axis, where the shortcut takes its parallel branch.
-                (arena_point(), 0..3usize).prop_map(|(p, axis)| {
-                    let mut a = p.to_array();
-                    a[axis] = 0.0;
-                    Vec3::from_array(a)
-                }),
-            ],
-        ) {
-            let map = BuiltinMap::Arena.load();
-            let span = Span::new(from, to);
-            let d = to - from;
-            let traced = map.trace_ray(from, d, d.length());
-            for b in map.boxes() {
-                if span.crosses(&shrunk(b)) {
-                    prop_assert!(traced.is_some(), "{:?} crosses {:?}", (from, to), b);
-                }
-            }
-        }
-
-        /// Blocking the segments between the corners of two boxes blocks the segments
-        /// between any of their points.
-        #[test]
-        fn a_box_that_hides_the_corners_hides_the_inside(
-            a in arena_point(),
-            a_size in (0.0f32..3.0, 0.0f32..3.0, 0.0f32..3.0),
-            b in arena_point(),
-            b_size in (0.0f32..3.0, 0.0f32..3.0, 0.0f32..3.0),
-            s in (0.0f32..1.0, 0.0f32..1.0, 0.0f32..1.0),
-            t in (0.0f32..1.0, 0.0f32..1.0, 0.0f32..1.0),
-        ) {
-            let map = BuiltinMap::Arena.load();
-            let cloud = |p: Vec3, size: (f32, f32, f32)| Aabb {
-                min: p,
-                max: p + Vec3::new(size.0, size.1, size.2),
-            };
-            let (ca, cb) = (cloud(a, a_size), cloud(b, b_size));
-            let inside = |c: &Aabb, f: (f32, f32, f32)| {
-                c.min + Vec3::new(
-                    (c.max.x - c.min.x) * f.0,
-                    (c.max.y - c.min.y) * f.1,
-                    (c.max.z - c.min.z) * f.2,
-                )
-            };
-            let (p, q) = (inside(&ca, s), inside(&cb, t));
-            let mut o = Occluders::default();
-            for (i, bx) in map.boxes().iter().enumerate() {
-                o.len = 0;
-                o.remember(i, bx);
-                if o.hide_box(&corners(&ca), &corners(&cb)) {
-                    prop_assert!(o.hide_box(&[p], &corners(&cb)));
-                    let d = q - p;
-                    prop_assert!(map.trace_ray(p, d, d.length()).is_some());
-                }
-            }
-        }
     }
 }

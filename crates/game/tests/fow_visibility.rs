@@ -72,9 +72,10 @@ fn mutual(fow: &Fow, a: u8, b: u8) -> bool {
     sees(fow, a, b)
 }
 
-/// What brute force says: some segment from a point of `i` to a point of `j` meets no box.
-fn brute_los(map: &Map, fow: &Fow, i: u8, j: u8) -> bool {
-    let (a, b) = (fow.points(PlayerSlot(i)), fow.points(PlayerSlot(j)));
+/// What brute force says: some segment from a point of `a` to a point of `b` meets no box,
+/// all their sample points swept afresh.
+fn brute_los(map: &Map, fow: &Fow, a: &PlayerState, b: &PlayerState) -> bool {
+    let (a, b) = (fow.sample_points(a, map), fow.sample_points(b, map));
     a.iter().any(|&from| {
         b.iter().any(|&to| {
             let d = to - from;
@@ -419,14 +420,19 @@ proptest! {
         };
         let fow = fog(config, &map, &players, &teams);
         for i in 0..n as u8 {
-            prop_assert_eq!(fow.points(PlayerSlot(i)).len(), POINTS_PER_PLAYER);
+            // What the update kept of the points is theirs: the near ones at least.
+            let kept = fow.points(PlayerSlot(i));
+            let all = fow.sample_points(&players[usize::from(i)], &map);
+            prop_assert!(kept.len() >= 9 && kept.len() <= POINTS_PER_PLAYER);
+            prop_assert_eq!(kept, &all[..kept.len()]);
             for j in 0..n as u8 {
                 let (ti, tj) = (teams[usize::from(i)], teams[usize::from(j)]);
                 prop_assert_eq!(sees(&fow, i, j), sees(&fow, j, i));
                 if ti == tj {
                     prop_assert!(sees(&fow, i, j));
                 } else if i < j {
-                    prop_assert_eq!(sees(&fow, i, j), brute_los(&map, &fow, i, j), "{} {}", i, j);
+                    let brute = brute_los(&map, &fow, &players[usize::from(i)], &players[usize::from(j)]);
+                    prop_assert_eq!(sees(&fow, i, j), brute, "{} {}", i, j);
                 }
             }
         }

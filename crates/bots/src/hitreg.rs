@@ -59,6 +59,9 @@ pub struct HitregCounts {
     pub bot_hit_server_miss: u64,
     /// The bot saw a miss, the server a hit.
     pub bot_miss_server_hit: u64,
+    /// Of `bot_miss_server_hit`: the server's victim was not in the bot's view at that
+    /// moment (never sent, or hidden by the fog of war).
+    pub server_hit_unseen: u64,
     /// Both saw a hit, on different players.
     pub other_victim: u64,
     /// Server hits that did no damage: the victim, alive as the shooter saw it, had been
@@ -88,6 +91,7 @@ impl HitregCounts {
         self.agree += other.agree;
         self.bot_hit_server_miss += other.bot_hit_server_miss;
         self.bot_miss_server_hit += other.bot_miss_server_hit;
+        self.server_hit_unseen += other.server_hit_unseen;
         self.other_victim += other.other_victim;
         self.victim_dead_at_fire += other.victim_dead_at_fire;
     }
@@ -131,7 +135,7 @@ pub struct ClientView {
     /// Who is alive now, as the server's events said.
     alive: Vec<bool>,
     /// `(seq, verdict)` by `seq % VERDICT_RING`.
-    verdicts: Box<[(u32, Verdict)]>,
+    verdicts: Box<[(u32, Verdict, ViewTime)]>,
     scopes: Scopes,
     delay: ViewDelay,
     /// Snapshots not yet committed: the tick held in each slot of the ring (by
@@ -175,7 +179,7 @@ impl ClientView {
             history,
             states: vec![PlayerState::default(); n],
             alive: vec![true; n],
-            verdicts: vec![(0, None); VERDICT_RING].into_boxed_slice(),
+            verdicts: vec![(0, None, ViewTime::default()); VERDICT_RING].into_boxed_slice(),
             scopes: Scopes::new(std::time::Instant::now),
             delay,
             buffered: vec![None; JITTER_RING as usize].into_boxed_slice(),
@@ -368,13 +372,25 @@ impl ClientView {
     /// Judges and remembers the verdict of input `seq`.
     pub fn judge_input(&mut self, seq: u32, shooter: u8, cmd: &UserCmd, view: ViewTime) {
         let v = self.judge(shooter, cmd, view);
-        self.verdicts[seq as usize % VERDICT_RING] = (seq, v);
+        self.verdicts[seq as usize % VERDICT_RING] = (seq, v, view);
     }
 
     /// The verdict remembered for input `seq`, if it is still held.
     pub fn verdict(&self, seq: u32) -> Option<Verdict> {
-        let (s, v) = self.verdicts[seq as usize % VERDICT_RING];
+        let (s, v, _) = self.verdicts[seq as usize % VERDICT_RING];
         (s == seq && seq != 0).then_some(v)
+    }
+
+    /// Whether `slot` was in this view (sent, and alive) at the moment input `seq` was
+    /// judged; `None` when that input is no longer remembered or its moment no longer held.
+    pub fn was_shown(&self, seq: u32, slot: u8) -> Option<bool> {
+        let (s, _, view) = self.verdicts[seq as usize % VERDICT_RING];
+        if s != seq || seq == 0 {
+            return None;
+        }
+        let (command_tick, delay) = view.rewind_args();
+        let time = self.history.rewind_time(command_tick, delay)?;
+        Some(self.history.origin_at(PlayerSlot(slot), time).is_some())
     }
 
     /// The nearest living enemy of `me` (teams by slot parity) that `me`'s eye can see at
@@ -636,6 +652,7 @@ mod tests {
                 bot_hit_server_miss: 1,
                 bot_miss_server_hit: 1,
                 other_victim: 1,
+                server_hit_unseen: 0,
                 victim_dead_at_fire: 1,
             }
         );

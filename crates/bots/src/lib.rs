@@ -538,6 +538,7 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
             jitter_ms: config.jitter.as_secs_f64() * 1e3,
             bot_hit_server_miss: hitreg.bot_hit_server_miss,
             bot_miss_server_hit: hitreg.bot_miss_server_hit,
+            server_hit_unseen: hitreg.server_hit_unseen,
             other_victim: hitreg.other_victim,
         },
     })
@@ -694,6 +695,10 @@ impl Bot {
                         self.metrics
                             .hitreg
                             .compare(mine, verdict_of(victim, part), dead);
+                        let server_only = mine.is_none() && victim != NONE;
+                        if server_only && view.was_shown(seq, victim) == Some(false) {
+                            self.metrics.hitreg.server_hit_unseen += 1;
+                        }
                     }
                 }
             }

@@ -127,6 +127,9 @@ pub struct BenchArgs {
     /// Pose players every Nth tick on the server (and in the aimers' views) [default: 4].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=32))]
     pub pose_every: Option<u8>,
+    /// Trace the fog of war's enemy pairs every Nth tick on the server [default: 4].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=16))]
+    pub fow_every: Option<u8>,
     /// Milliseconds the server's lag compensation rewinds at most [default: 200, or what
     /// the bots' round trip, jitter and view delay need when that is more].
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u32).range(0..=1000))]
@@ -291,6 +294,7 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
                 .map(|hp| format!("--max-health-hp={hp}")),
         )
         .args(args.pose_every.map(|n| format!("--pose-every={n}")))
+        .args(args.fow_every.map(|n| format!("--fow-every={n}")))
         .arg(format!("--max-rewind-ms={}", max_rewind_ms(args)))
         .arg("--results-file")
         .arg(dir.join("results.log"))

@@ -106,6 +106,10 @@ pub struct ServeArgs {
     /// tick [default: 4].
     #[arg(long, value_name = "N")]
     pub pose_every: Option<u8>,
+    /// Trace each enemy pair's line of sight every Nth tick for the fog of war; 1 traces
+    /// every tick [default: 4].
+    #[arg(long, value_name = "N")]
+    pub fow_every: Option<u8>,
     /// Milliseconds lag compensation rewinds at most (hard cap 1000) [default: 200].
     #[arg(long, value_name = "MS")]
     pub max_rewind_ms: Option<u32>,
@@ -160,6 +164,7 @@ impl ServeArgs {
             rounds: self.rounds,
             max_health_hp: self.max_health_hp,
             pose_every: self.pose_every,
+            fow_every: self.fow_every,
             max_rewind_ms: self.max_rewind_ms,
             results_file: self.results_file.clone(),
             record_dir: self.record_dir.clone(),

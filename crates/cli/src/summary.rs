@@ -58,7 +58,7 @@ fn clients_line(out: &mut String, c: &Clients) {
 fn hitreg_line(out: &mut String, h: &Hitreg) {
     let _ = writeln!(
         out,
-        "  hitreg        {} shots judged ({} server hits, {} on the already dead), {} agree at {:.0} ms rtt ± {:.0} ms, shown {:.1} ms behind, posed every {} ticks ({} bot-only hits, {} server-only hits, {} other victim)",
+        "  hitreg        {} shots judged ({} server hits, {} on the already dead), {} agree at {:.0} ms rtt ± {:.0} ms, shown {:.1} ms behind, posed every {} ticks ({} bot-only hits, {} server-only hits of which {} on players not in the bot's view, {} other victim)",
         h.shots,
         h.server_hits,
         h.victim_dead_at_fire,
@@ -70,6 +70,7 @@ fn hitreg_line(out: &mut String, h: &Hitreg) {
         h.pose_every,
         h.bot_hit_server_miss,
         h.bot_miss_server_hit,
+        h.server_hit_unseen,
         h.other_victim,
     );
 }

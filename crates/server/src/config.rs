@@ -55,6 +55,8 @@ pub struct ServerConfig {
     pub rules: RulesConfig,
     /// Players are posed every this many ticks and lerped between when a shot rewinds.
     pub pose_every: std::num::NonZeroU8,
+    /// The fog of war traces each pair of enemies every this many ticks.
+    pub fow_every: std::num::NonZeroU8,
     /// How far back lag compensation rewinds at most.
     pub max_rewind: Duration,
     /// Where each finished match's result line is appended and fsynced; `None`: nowhere.
@@ -98,6 +100,7 @@ impl Default for ServerConfig {
             requests_per_second_per_ip: 20,
             rules: RulesConfig::default(),
             pose_every: tickforge_game::history::HistoryConfig::default().pose_every,
+            fow_every: tickforge_game::WorldConfig::default().fow.trace_every_ticks,
             max_rewind: tickforge_game::history::HistoryConfig::default().max_rewind,
             results_file: None,
             record_dir: None,
@@ -157,6 +160,9 @@ pub struct ConfigFile {
     pub max_health_hp: Option<u16>,
     /// `pose_every = 4`: pose players every Nth tick, lerp between (1 = every tick)
     pub pose_every: Option<u8>,
+    /// `fow_every = 4`: the fog of war traces each enemy pair every Nth tick (1 = every
+    /// tick; more is cheaper, and a pair may come into plain sight up to N - 1 ticks early)
+    pub fow_every: Option<u8>,
     /// `max_rewind_ms = 200`: lag compensation rewinds at most this far (cap 1000)
     pub max_rewind_ms: Option<u32>,
     /// `results_file = "tickforge-results.log"`
@@ -246,6 +252,7 @@ impl ConfigFile {
             rounds: over.rounds.or(self.rounds),
             max_health_hp: over.max_health_hp.or(self.max_health_hp),
             pose_every: over.pose_every.or(self.pose_every),
+            fow_every: over.fow_every.or(self.fow_every),
             max_rewind_ms: over.max_rewind_ms.or(self.max_rewind_ms),
             results_file: over.results_file.or(self.results_file),
             record_dir: over.record_dir.or(self.record_dir),
@@ -414,6 +421,16 @@ impl ConfigFile {
                     .ok_or(ConfigError::Invalid {
                         key: "pose_every",
                         expected: "an integer from 1 to 32 (ticks)",
+                        got: n.to_string(),
+                    })?,
+            },
+            fow_every: match self.fow_every {
+                None => d.fow_every,
+                Some(n) => std::num::NonZeroU8::new(n)
+                    .filter(|n| n.get() <= 16)
+                    .ok_or(ConfigError::Invalid {
+                        key: "fow_every",
+                        expected: "an integer from 1 to 16 (ticks)",
                         got: n.to_string(),
                     })?,
             },

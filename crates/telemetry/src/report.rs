@@ -341,6 +341,10 @@ pub struct Hitreg {
     pub bot_hit_server_miss: u64,
     /// The bot saw a miss, the server a hit.
     pub bot_miss_server_hit: u64,
+    /// Of `bot_miss_server_hit`: the victim was not in the bot's view at that moment
+    /// (never sent, or hidden by the fog of war).
+    #[serde(default)]
+    pub server_hit_unseen: u64,
     /// Both saw a hit, on different players.
     pub other_victim: u64,
     /// Of the server's hits: the victim, alive as the shooter saw it, had been killed by

@@ -229,6 +229,10 @@ pub(crate) fn world_config(config: &ServerConfig) -> WorldConfig {
             max_rewind: config.max_rewind,
             ..defaults.history
         },
+        fow: tickforge_game::fow::FowConfig {
+            trace_every_ticks: config.fow_every,
+            ..defaults.fow
+        },
         ..defaults
     }
 }

@@ -18,11 +18,11 @@
 //!     [back u8]                  kind 1 only, 1..=255
 //!     fields of the mask, in table order:
 //!       bit field        lanes        coding
-//!       0   velocity xy  vx, vy       pair     cm/s
-//!       1   position xy  px, py       pair     cm, predicted from velocity
+//!       0   velocity xy  vx, vy       pair     1/256 m/s
+//!       1   position xy  px, py       pair     1/256 m, predicted from velocity
 //!       2   view         yaw, pitch   pair     1/4096 turn; yaw wraps at a turn
-//!       3   velocity z   vz           scalar   cm/s
-//!       4   position z   pz           scalar   cm, predicted from velocity
+//!       3   velocity z   vz           scalar   1/256 m/s
+//!       4   position z   pz           scalar   1/256 m, predicted from velocity
 //!       5   flags        flags        byte
 //!       6   health       health       byte
 //!       7   weapon       weapon       byte

@@ -1,6 +1,6 @@
 //! What is replicated of one entity, and its quantized form.
 //!
-//! Quanta: position 1 cm, velocity 1 cm/s, yaw and pitch 1/4096 turn (0.088°), flags,
+//! Quanta: position 1/256 m (3.9 mm), velocity 1/256 m/s, yaw and pitch 1/4096 turn (0.088°), flags,
 //! health and weapon whole bytes. The game's angles are 1/65536 turn; the low 4 bits are
 //! rounded off on the wire because they cost a byte per changing angle and are below what a
 //! client can draw (0.088° is 1.5 cm at 10 m).
@@ -40,9 +40,9 @@ pub mod flags {
 /// Everything a client is sent about one entity: a plain value the game fills in.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct EntityState {
-    /// Feet position, metres; sent to 1 cm.
+    /// Feet position, metres; sent to 1/256 m.
     pub position: Vec3,
-    /// Velocity, m/s; sent to 1 cm/s.
+    /// Velocity, m/s; sent to 1/256 m/s.
     pub velocity: Vec3,
     /// View yaw, 1/65536 turn; sent to 1/4096 turn.
     pub yaw: u16,
@@ -113,8 +113,11 @@ pub(crate) mod lane {
     pub const COUNT: usize = 11;
 }
 
-/// Centimetres per metre: the position quantum is 1 cm, the velocity quantum 1 cm/s.
-const CM_PER_M: f32 = 100.0;
+/// Wire units per metre: the position quantum is 1/256 m (3.9 mm), the velocity quantum
+/// 1/256 m/s. A power of two, so the game's own 1/256 m skin above a floor is exact; finer
+/// than a centimetre because a client judging its own shots (hit registration) disagrees
+/// with the server about every shot that grazes a hitbox within a quantum.
+const UNITS_PER_M: f32 = 256.0;
 /// The game's angle units (1/65536 turn) per wire angle unit (1/4096 turn).
 const ANGLE_SHIFT: u32 = 4;
 /// Wire angles are 12 bits.
@@ -131,12 +134,12 @@ impl QState {
 
     pub fn from_state(s: &EntityState) -> QState {
         let mut q = [0i32; lane::COUNT];
-        q[lane::PX] = to_cm(s.position.x);
-        q[lane::PY] = to_cm(s.position.y);
-        q[lane::PZ] = to_cm(s.position.z);
-        q[lane::VX] = to_cm(s.velocity.x);
-        q[lane::VY] = to_cm(s.velocity.y);
-        q[lane::VZ] = to_cm(s.velocity.z);
+        q[lane::PX] = to_units(s.position.x);
+        q[lane::PY] = to_units(s.position.y);
+        q[lane::PZ] = to_units(s.position.z);
+        q[lane::VX] = to_units(s.velocity.x);
+        q[lane::VY] = to_units(s.velocity.y);
+        q[lane::VZ] = to_units(s.velocity.z);
         // Round to the nearest 1/4096 turn; 65535 rounds up to a whole turn, which wraps to 0.
         q[lane::YAW] = ((i32::from(s.yaw) + 8) >> ANGLE_SHIFT) & ANGLE_MASK;
         q[lane::PITCH] = (i32::from(s.pitch) + 8) >> ANGLE_SHIFT;
@@ -153,14 +156,14 @@ impl QState {
         let byte = |v: i32| v.clamp(0, 255) as u8;
         EntityState {
             position: Vec3::new(
-                from_cm(q[lane::PX]),
-                from_cm(q[lane::PY]),
-                from_cm(q[lane::PZ]),
+                from_units(q[lane::PX]),
+                from_units(q[lane::PY]),
+                from_units(q[lane::PZ]),
             ),
             velocity: Vec3::new(
-                from_cm(q[lane::VX]),
-                from_cm(q[lane::VY]),
-                from_cm(q[lane::VZ]),
+                from_units(q[lane::VX]),
+                from_units(q[lane::VY]),
+                from_units(q[lane::VZ]),
             ),
             yaw: ((q[lane::YAW] & ANGLE_MASK) << ANGLE_SHIFT) as u16,
             pitch: (q[lane::PITCH].clamp(-2048, 2047) << ANGLE_SHIFT) as i16,
@@ -171,13 +174,13 @@ impl QState {
     }
 }
 
-fn to_cm(m: f32) -> i32 {
+fn to_units(m: f32) -> i32 {
     // `as` saturates and maps NaN to 0: a wild float cannot wrap.
-    (m * CM_PER_M).round() as i32
+    (m * UNITS_PER_M).round() as i32
 }
 
-fn from_cm(cm: i32) -> f32 {
-    cm as f32 / CM_PER_M
+fn from_units(units: i32) -> f32 {
+    units as f32 / UNITS_PER_M
 }
 
 #[cfg(test)]
@@ -199,7 +202,7 @@ mod tests {
         let q = s.quantized();
         assert_eq!(q.quantized(), q);
         assert_eq!(q.yaw, 0, "65535 is nearer a whole turn than 65520");
-        assert!((q.position.x - 123.46).abs() < 1e-4);
+        assert_eq!(q.position.x * 256.0, (123.456_f32 * 256.0).round());
         assert_eq!(q.pitch, -16000);
     }
 
@@ -241,8 +244,8 @@ mod tests {
                 ..Default::default()
             };
             let q = s.quantized();
-            prop_assert!((q.position.x - x).abs() <= 0.005 + x.abs() * 1e-6);
-            prop_assert!((q.velocity.x - v).abs() <= 0.005 + v.abs() * 1e-6);
+            prop_assert!((q.position.x - x).abs() <= 0.5 / 256.0 + x.abs() * 1e-6);
+            prop_assert!((q.velocity.x - v).abs() <= 0.5 / 256.0 + v.abs() * 1e-6);
             let dyaw = q.yaw.wrapping_sub(yaw) as i16;
             prop_assert!(dyaw.abs() <= 8, "yaw off by {dyaw}");
             prop_assert!((i32::from(q.pitch) - i32::from(pitch)).abs() <= 8);

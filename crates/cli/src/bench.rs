@@ -130,6 +130,10 @@ pub struct BenchArgs {
     /// Trace the fog of war's enemy pairs every Nth tick on the server [default: 4].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=16))]
     pub fow_every: Option<u8>,
+    /// The server worker's phase groups: its matches tick in this many groups spread over
+    /// the tick [default: the server's, 4].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub phase_groups: Option<u32>,
     /// Milliseconds the server's lag compensation rewinds at most [default: 200, or what
     /// the bots' round trip, jitter and view delay need when that is more].
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u32).range(0..=1000))]
@@ -295,6 +299,7 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
         )
         .args(args.pose_every.map(|n| format!("--pose-every={n}")))
         .args(args.fow_every.map(|n| format!("--fow-every={n}")))
+        .args(args.phase_groups.map(|n| format!("--phase-groups={n}")))
         .arg(format!("--max-rewind-ms={}", max_rewind_ms(args)))
         .arg("--results-file")
         .arg(dir.join("results.log"))

@@ -64,6 +64,10 @@ pub struct ServeArgs {
     /// /matches is refused past it [default: 120].
     #[arg(long, value_name = "N")]
     pub max_matches_per_worker: Option<u32>,
+    /// A worker's matches start their ticks in this many groups spread evenly over the
+    /// tick (1: all together, the most batching) [default: 4].
+    #[arg(long, value_name = "N")]
+    pub phase_groups: Option<u32>,
     /// Seconds a draining server (after SIGTERM or SIGINT) lets its running matches
     /// finish before it exits; a second signal exits at once [default: 30].
     #[arg(long, value_name = "S")]
@@ -152,6 +156,7 @@ impl ServeArgs {
             cores: self.cores.clone(),
             workers: self.workers,
             max_matches_per_worker: self.max_matches_per_worker,
+            phase_groups: self.phase_groups,
             drain_timeout_s: self.drain_timeout_s,
             admin_bind: self.admin_bind.clone(),
             protocol_id: self.protocol_id,

@@ -136,8 +136,8 @@ impl Worker {
         Ok(())
     }
 
-    /// Creates match `id` on the widest free phase of the tick, its first tick due at the
-    /// next instant of that phase. Allocates (a world, its buffers): between ticks only.
+    /// Creates match `id` in the phase group with the fewest matches, its first tick due at
+    /// the next instant of that phase. Allocates (a world, its buffers): between ticks only.
     fn create_match(&mut self, now: Instant, id: MatchId, spec: &MatchSpec) {
         let base = world_config(&self.config);
         let world = WorldConfig {
@@ -151,12 +151,12 @@ impl Worker {
         };
         let period_ns = self.period().as_nanos() as u64;
         let since = |t: Instant| t.saturating_duration_since(self.start).as_nanos() as u64;
-        let mut phases: Vec<u64> = self
+        let phases: Vec<u64> = self
             .hosted
             .iter()
             .map(|h| since(h.grid) % period_ns)
             .collect();
-        let phase = widest_gap_middle(&mut phases, period_ns);
+        let phase = emptiest_group(&phases, period_ns, self.config.phase_groups);
         let now_ns = since(now);
         let periods = now_ns.saturating_sub(phase).div_ceil(period_ns);
         let grid = self.start + Duration::from_nanos(periods * period_ns + phase);
@@ -273,21 +273,20 @@ impl Worker {
     }
 }
 
-/// The middle of the widest gap between `phases` (nanoseconds into a period of
-/// `period_ns`, in any order) on the circle of one period; 0 when there are none.
-fn widest_gap_middle(phases: &mut [u64], period_ns: u64) -> u64 {
-    phases.sort_unstable();
-    let Some((&first, &last)) = phases.first().zip(phases.last()) else {
-        return 0;
-    };
-    // The gap that wraps from the last phase round to the first.
-    let mut best = (first + period_ns - last, last);
-    for w in phases.windows(2) {
-        if w[1] - w[0] > best.0 {
-            best = (w[1] - w[0], w[0]);
-        }
-    }
-    (best.1 + best.0 / 2) % period_ns
+/// The start of the phase group (one of `groups` evenly spread over a period of
+/// `period_ns`) holding the fewest of `phases` (nanoseconds into the period); the earliest
+/// such group on a tie.
+fn emptiest_group(phases: &[u64], period_ns: u64, groups: u32) -> u64 {
+    let groups = u64::from(groups.max(1));
+    let width = (period_ns / groups).max(1);
+    (0..groups)
+        .min_by_key(|&g| {
+            phases
+                .iter()
+                .filter(|&&p| (p / width).min(groups - 1) == g)
+                .count()
+        })
+        .map_or(0, |g| g * width)
 }
 
 #[cfg(test)]
@@ -338,16 +337,20 @@ mod tests {
     }
 
     #[test]
-    fn a_new_match_takes_the_middle_of_the_widest_gap() {
-        assert_eq!(widest_gap_middle(&mut [], 100), 0);
-        assert_eq!(widest_gap_middle(&mut [0], 100), 50);
+    fn a_new_match_joins_the_emptiest_phase_group() {
+        assert_eq!(emptiest_group(&[], 100, 4), 0);
+        assert_eq!(emptiest_group(&[0], 100, 4), 25);
+        assert_eq!(emptiest_group(&[0, 25, 50], 100, 4), 75);
         assert_eq!(
-            widest_gap_middle(&mut [50, 0], 100),
-            75,
-            "a tie takes the wrapping gap"
+            emptiest_group(&[0, 25, 50, 75], 100, 4),
+            0,
+            "a tie takes the first"
         );
-        assert_eq!(widest_gap_middle(&mut [0, 25, 50], 100), 75);
-        // The widest gap wraps round the end of the period.
-        assert_eq!(widest_gap_middle(&mut [40, 60], 100), 0);
+        assert_eq!(emptiest_group(&[0, 10, 30], 100, 2), 50);
+        assert_eq!(
+            emptiest_group(&[5, 99], 100, 1),
+            0,
+            "one group: all together"
+        );
     }
 }

@@ -269,12 +269,14 @@ impl Worker {
         let start = setup.start;
         let world = world_config(&config);
         let period = Duration::from_nanos(1_000_000_000 / u64::from(config.tick_hz));
-        let spread = setup.matches.len().max(1) as u32;
+        let groups = config
+            .phase_groups
+            .clamp(1, setup.matches.len().max(1) as u32);
         let mut matches = Vec::with_capacity(room);
         let mut hosted = Vec::with_capacity(room);
         for (k, &id) in setup.matches.iter().enumerate() {
-            // Match k of M starts k/M of a period after the first.
-            let grid = start + period * k as u32 / spread;
+            // Match k starts (k mod G)/G of a period after the first.
+            let grid = start + period * (k as u32 % groups) / groups;
             matches.push(Match::new(id, world, grid));
             hosted.push(Hosted {
                 grid,

@@ -143,6 +143,10 @@ pub struct BenchArgs {
     /// curve. Each step runs --warmup-s + --duration-s.
     #[arg(long)]
     pub sweep: bool,
+    /// The match counts a sweep tries, in order
+    /// [default: 1,5,10,20,30,40,50,60,70,80,100,120].
+    #[arg(long, value_name = "LIST", value_delimiter = ',', requires = "sweep")]
+    pub sweep_steps: Vec<u32>,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,

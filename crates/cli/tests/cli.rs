@@ -536,3 +536,24 @@ fn sigterm_exits_0_at_the_drain_timeout_when_matches_run_on() {
     let text = std::fs::read_to_string(&results).unwrap_or_default();
     assert!(text.is_empty(), "no match finished: {text}");
 }
+
+#[test]
+fn a_sweep_runs_each_step_and_reports_the_curve() {
+    let (stdout, report) = smoke_bench("sweep", &["--sweep", "--sweep-steps", "1,2"]);
+    let sweep = report.sweep.expect("a sweep in the report");
+    let counts: Vec<u32> = sweep.steps.iter().map(|s| s.matches).collect();
+    // Two steps ran (or the first already failed and said why).
+    assert!(
+        counts == [1, 2] || (counts == [1] && sweep.limited_by != "steps"),
+        "{counts:?} {sweep:?}"
+    );
+    for step in &sweep.steps {
+        assert!(step.match_frame_ms.is_some() && step.on_time_rate.is_some());
+    }
+    if sweep.limited_by == "steps" {
+        assert_eq!(sweep.measured_games_per_core, Some(2));
+        assert_eq!(report.games_per_core.measured, Some(2.0));
+        assert_eq!(report.matches, 2, "the report is the last step that held");
+    }
+    assert!(stdout.contains("sweep"), "{stdout}");
+}

@@ -179,8 +179,24 @@ pub struct ConfigFile {
 
 /// 4 groups: a quarter of a worker's matches wake together (2 ms apart at 128 Hz), so
 /// wake-ups and batched calls are shared four ways fewer than with every match at once,
-/// while no more than a quarter of the matches wait on each other.
+/// while no more than a quarter of the matches wait on each other. More matches get more
+/// groups: see [`MAX_MATCHES_PER_PHASE`].
 pub const DEFAULT_PHASE_GROUPS: u32 = 4;
+
+/// Most matches that tick in one phase group: a group's matches run one after the other,
+/// so the last starts about this many match frames after its deadline (4 × 0.13 ms),
+/// well inside the 1 ms that counts a tick late.
+pub const MAX_MATCHES_PER_PHASE: u32 = 4;
+
+/// The phase groups of a worker hosting `matches`: at least `configured`, enough that no
+/// group holds more than [`MAX_MATCHES_PER_PHASE`], and no more than one per match.
+pub fn phase_groups_for(configured: u32, matches: usize) -> u32 {
+    let matches = u32::try_from(matches).unwrap_or(u32::MAX).max(1);
+    configured
+        .max(matches.div_ceil(MAX_MATCHES_PER_PHASE))
+        .min(matches)
+        .max(1)
+}
 
 /// A configuration value that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -581,6 +597,17 @@ fn check<T: Copy + std::fmt::Display>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn phase_groups_grow_with_the_matches_and_never_outnumber_them() {
+        assert_eq!(phase_groups_for(4, 1), 1);
+        assert_eq!(phase_groups_for(4, 10), 4);
+        assert_eq!(phase_groups_for(4, 20), 5);
+        assert_eq!(phase_groups_for(4, 41), 11);
+        assert_eq!(phase_groups_for(1, 3), 1);
+        assert_eq!(phase_groups_for(16, 5), 5);
+        assert_eq!(phase_groups_for(4, 0), 1);
+    }
 
     const HEX: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
 

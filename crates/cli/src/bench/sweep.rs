@@ -22,11 +22,22 @@ pub(super) fn run(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
     let mut held: Option<Report> = None;
     let mut first: Option<Report> = None;
     let mut limited_by = "steps";
-    for &matches in &STEPS {
+    let steps_tried: &[u32] = if args.sweep_steps.is_empty() {
+        &STEPS
+    } else {
+        &args.sweep_steps
+    };
+    for &matches in steps_tried {
+        if matches == 0 {
+            anyhow::bail!("--sweep-steps: expected match counts of 1 or more, got 0");
+        }
         if !args.quiet {
             eprintln!("sweep: {matches} match(es)…");
         }
-        let report = run_in(args, dir, &Plan { matches, ..*plan })?;
+        // Each step writes its own key, logs and reports.
+        let step_dir = dir.join(format!("step-{matches}"));
+        std::fs::create_dir_all(&step_dir)?;
+        let report = run_in(args, &step_dir, &Plan { matches, ..*plan })?;
         let step = step_of(&report);
         if !args.quiet {
             eprintln!("{}", crate::summary::sweep_step(&step));

@@ -156,7 +156,9 @@ impl Worker {
             .iter()
             .map(|h| since(h.grid) % period_ns)
             .collect();
-        let phase = emptiest_group(&phases, period_ns, self.config.phase_groups);
+        let groups =
+            crate::config::phase_groups_for(self.config.phase_groups, self.hosted.len() + 1);
+        let phase = emptiest_group(&phases, period_ns, groups);
         let now_ns = since(now);
         let periods = now_ns.saturating_sub(phase).div_ceil(period_ns);
         let grid = self.start + Duration::from_nanos(periods * period_ns + phase);

@@ -97,7 +97,7 @@ mod points;
 mod sight;
 
 use crate::map::{Aabb, Map};
-use crate::math::Vec3;
+use crate::math::{BitIter, Vec3};
 use crate::movement::{MovementParams, PlayerState};
 use crate::rules::Team;
 use crate::{PlayerSlot, Tick};
@@ -695,21 +695,6 @@ fn same_inputs(a: &PlayerState, b: &PlayerState) -> bool {
         )
     };
     bits(a) == bits(b)
-}
-
-/// The set bits of a word, lowest first.
-struct BitIter(u64);
-
-impl Iterator for BitIter {
-    type Item = usize;
-    fn next(&mut self) -> Option<usize> {
-        if self.0 == 0 {
-            return None;
-        }
-        let b = self.0.trailing_zeros() as usize;
-        self.0 &= self.0 - 1;
-        Some(b)
-    }
 }
 
 fn team_index(team: Team) -> usize {

@@ -124,3 +124,20 @@ impl Mul<f32> for Vec3 {
         Vec3::new(self.x * s, self.y * s, self.z * s)
     }
 }
+
+/// The indices of the set bits of a word, lowest first: walking a bitset word by word.
+#[derive(Clone, Copy, Debug)]
+pub struct BitIter(pub u64);
+
+impl Iterator for BitIter {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        if self.0 == 0 {
+            return None;
+        }
+        let b = self.0.trailing_zeros() as usize;
+        self.0 &= self.0 - 1;
+        Some(b)
+    }
+}

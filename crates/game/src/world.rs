@@ -432,11 +432,7 @@ impl World {
         self.changed
             .iter()
             .enumerate()
-            .flat_map(|(w, &word)| {
-                (0..64)
-                    .filter(move |b| word & (1 << b) != 0)
-                    .map(move |b| w * 64 + b)
-            })
+            .flat_map(|(w, &word)| crate::math::BitIter(word).map(move |b| w * 64 + b))
             .take_while(move |&i| i < players)
             .map(|i| PlayerSlot(i as u8))
     }

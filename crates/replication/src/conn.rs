@@ -10,6 +10,8 @@
 //! more than that), and the entities whose state it carried get a priority bump. A late
 //! ack still counts as an ack: judging a packet lost only speeds its correction up.
 
+use tickforge_game::math::BitIter;
+
 use crate::priority::TokenBucket;
 use crate::state::NetId;
 
@@ -203,22 +205,6 @@ impl Conn {
         }
         self.judged_through = self.judged_through.max(last + 1);
         lost
-    }
-}
-
-/// Indices of the set bits of a word, lowest first.
-pub(crate) struct BitIter(pub u64);
-
-impl Iterator for BitIter {
-    type Item = usize;
-
-    fn next(&mut self) -> Option<usize> {
-        if self.0 == 0 {
-            return None;
-        }
-        let b = self.0.trailing_zeros() as usize;
-        self.0 &= self.0 - 1;
-        Some(b)
     }
 }
 

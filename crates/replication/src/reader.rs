@@ -13,7 +13,7 @@ use crate::delta::{
     decode_fields, split_head, Base, Cursor, FieldError, HEAD_BITS, KIND_DELTA_BACK,
     KIND_DELTA_DEFAULT, KIND_FULL, KIND_GONE,
 };
-use crate::state::{EntityState, NetId, QState, MAX_ENTITIES};
+use crate::state::{EntityState, NetId, QState, Stored, MAX_ENTITIES};
 use crate::writer::ReplicationConfig;
 
 /// Tunables of a [`Replica`]; they must agree with the server's [`ReplicationConfig`].
@@ -113,13 +113,6 @@ pub struct ReplicaStats {
     pub missing_baseline: u64,
     /// Snapshots dropped as malformed.
     pub malformed: u64,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Stored {
-    tick: u32,
-    filled: bool,
-    q: QState,
 }
 
 #[derive(Clone, Copy, Debug, Default)]

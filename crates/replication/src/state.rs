@@ -123,6 +123,17 @@ const ANGLE_SHIFT: u32 = 4;
 /// Wire angles are 12 bits.
 pub(crate) const ANGLE_MASK: i32 = 0xfff;
 
+/// One entity's state at one tick, kept as a baseline (server ring, client history).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Stored {
+    /// The tick the state is of.
+    pub tick: u32,
+    /// The slot holds a state (false: never written or forgotten).
+    pub filled: bool,
+    /// The state, in wire units.
+    pub q: QState,
+}
+
 /// An entity state in wire units: what the server stores as baselines, what deltas are
 /// taken between, and what the client stores to decode against.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use crate::delta::{
 };
 use crate::priority::{PriorityConfig, Viewer, ViewerFrame};
 use crate::relevancy::Grid;
-use crate::state::{EntityState, NetId, QState, MAX_ENTITIES};
+use crate::state::{EntityState, NetId, QState, Stored, MAX_ENTITIES};
 
 /// Tunables of a [`Replicator`]; [`Default`] is a 128-tick, 128-player match.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -199,13 +199,6 @@ pub struct WriteInfo {
 const CACHE_WAYS: usize = 4;
 /// Cache key of a full state.
 const FULL_KEY: u32 = u32::MAX;
-
-#[derive(Clone, Copy, Debug)]
-struct Stored {
-    tick: u32,
-    filled: bool,
-    q: QState,
-}
 
 #[derive(Clone, Copy, Debug, Default)]
 struct CacheEntry {
@@ -716,7 +709,7 @@ impl Replicator {
         let mut prev: Option<usize> = None;
         for w in 0..scratch.sel_states.len() {
             let (states, gone) = (scratch.sel_states[w], scratch.sel_gone[w]);
-            for b in crate::conn::BitIter(states | gone) {
+            for b in tickforge_game::math::BitIter(states | gone) {
                 let e = w * 64 + b;
                 let gap = e - prev.map_or(0, |p| p + 1);
                 prev = Some(e);

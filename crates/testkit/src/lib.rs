@@ -19,6 +19,7 @@
 pub mod alloc;
 mod clock;
 pub mod harness;
+pub mod http;
 mod rng;
 mod sim;
 

@@ -1,7 +1,5 @@
 //! The admin server over real TCP on 127.0.0.1, with fake workers answering its commands.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
 use std::thread::JoinHandle;
 
 use tickforge_proto::netcode::token::{private_key_cipher, PrivateToken};
@@ -83,39 +81,9 @@ impl Host {
     }
 }
 
-/// One HTTP/1.1 request; returns the status and the body. Bounded by a 5 s read timeout.
+/// One HTTP/1.1 request; returns the status and the body.
 fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut reader = BufReader::new(stream);
-    let mut line = String::new();
-    reader.read_line(&mut line).unwrap();
-    let status: u16 = line.split(' ').nth(1).unwrap().parse().unwrap();
-    let mut length = 0;
-    loop {
-        line.clear();
-        reader.read_line(&mut line).unwrap();
-        if line == "\r\n" {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':') {
-            if name.eq_ignore_ascii_case("content-length") {
-                length = value.trim().parse().unwrap();
-            }
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).unwrap();
-    (status, String::from_utf8(body).unwrap())
+    tickforge_testkit::http::request(addr, method, path, body)
 }
 
 /// Worker `i`'s game port, as the tokens must name it.

@@ -160,11 +160,12 @@ fn measure_io_floor(
     tick_hz: u32,
     core: Option<usize>,
 ) -> Result<tickforge_server::io_floor::IoFloor> {
-    // The datagrams of a tick as the smoke scenario sends them: an input each way in, a
-    // full snapshot of every player each way out.
-    let input_bytes = 1 + 4 + tickforge_replication::cmd::CMD_BYTES;
+    // The datagrams of a tick: an input from every player in (kind, seq, view tick and
+    // fraction, command), a snapshot to every player out, sized as the full state of every
+    // player (delta replication sends less, so the floor errs high on the AEAD's share).
+    let input_bytes = 1 + 4 + 4 + 1 + tickforge_replication::cmd::CMD_BYTES;
     let snapshot_bytes = tickforge_proto::msg::SNAPSHOT_HEADER_BYTES
-        + 1
+        + tickforge_replication::HEADER_BYTES
         + players * tickforge_replication::ENTITY_BYTES;
     // Paced at the tick, as a worker is: 256 ticks, two seconds at 128 Hz.
     let period = Duration::from_nanos(1_000_000_000 / u64::from(tick_hz));

@@ -2,94 +2,34 @@
 //! and the admin port creating matches whose tokens connect, up to the per-worker cap.
 
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use tickforge_io::udp::{wait_readable, SocketOptions, UdpSocket};
-use tickforge_proto::msg::{self, ClientMsg, ServerMsg};
-use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
-use tickforge_proto::netcode::{Client, ClientEvent, PrivateKey};
-use tickforge_proto::reliable::Endpoint;
-use tickforge_proto::user_data::{UserData, ANY};
+use tickforge_proto::netcode::token::ConnectToken;
 use tickforge_proto::MatchId;
 use tickforge_server::{Host, ServerConfig, Shutdown};
+
+mod common;
+use common::{token_for, Player};
 
 /// How long any one exchange may take before the test fails rather than hangs.
 const BOUND: Duration = Duration::from_secs(10);
 
-fn token_for(server: SocketAddr, key: &PrivateKey, protocol_id: u64, m: u32) -> ConnectToken {
-    let params = TokenParams {
-        protocol_id,
-        create_timestamp: tickforge_io::entropy::unix_now(),
-        expire_seconds: 30,
-        timeout_seconds: 5,
-        server_addresses: vec![server],
-    };
-    let user_data = UserData {
-        match_id: MatchId(m),
-        team: ANY,
-        slot: ANY,
-    }
-    .encode();
-    ConnectToken::mint(&params, u64::from(m), &user_data, &key.0, &[7; 88])
-}
-
 /// Connects with `token` and sends inputs until `snapshots` snapshots arrived; returns the
 /// ticks they carried. Panics after [`BOUND`].
 fn play(token: ConnectToken, snapshots: usize) -> Vec<u32> {
-    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let socket = UdpSocket::bind(any, SocketOptions::default()).unwrap();
     let t0 = Instant::now();
-    let mut client = Client::new(token, t0);
-    let mut link = Endpoint::new(msg::link_config(), t0);
-    let mut fds = vec![libc::pollfd {
-        fd: socket.as_raw_fd(),
-        events: 0,
-        revents: 0,
-    }];
-    let (mut buf, mut out, mut payload, mut packet) = (vec![0u8; 1500], vec![], vec![], vec![]);
-    let mut ticks = Vec::new();
-    let mut seq = 0;
-    while ticks.len() < snapshots {
+    let mut player = Player::new(token);
+    while player.ticks.len() < snapshots {
         assert!(
             t0.elapsed() < BOUND,
             "only {} snapshots in {BOUND:?}",
-            ticks.len()
+            player.ticks.len()
         );
-        let now = Instant::now();
-        while let Some(to) = client.poll_transmit(now, &mut out) {
-            socket.send_to(&out, to).unwrap();
-        }
-        if client.is_connected() {
-            seq += 1;
-            payload.clear();
-            ClientMsg::Input {
-                seq,
-                view_tick: 0,
-                view_frac: 0,
-                cmd: &[0; 7],
-            }
-            .encode(&mut payload);
-            link.write_packet(now, Some((seq, &payload)), &mut packet);
-            let to = client.send_payload(now, &packet, &mut out).unwrap();
-            socket.send_to(&out, to).unwrap();
-        }
-        wait_readable(&mut fds, Duration::from_millis(4)).unwrap();
-        while let Some((len, from)) = socket.recv_from(&mut buf).unwrap() {
-            if let Some(ClientEvent::Payload(p)) =
-                client.handle_datagram(Instant::now(), from, &mut buf[..len])
-            {
-                if let Ok(Some((_, body))) = link.read_packet(Instant::now(), p) {
-                    if let Ok(ServerMsg::Snapshot { tick, .. }) = ServerMsg::decode(body) {
-                        ticks.push(tick);
-                    }
-                }
-            }
-        }
+        player.step();
     }
-    ticks
+    player.ticks
 }
 
 fn no_status() -> Arc<dyn Fn(&tickforge_server::WorkerStatus) + Send + Sync> {

@@ -4,6 +4,18 @@ use crate::testing::connected_pair;
 use tickforge_proto::netcode::ClientEvent;
 use tickforge_proto::reliable::Endpoint;
 
+/// Match 1 of two players on the default world, its tick 0 due at `start`.
+fn two_seat_match(start: Instant) -> Match {
+    Match::new(
+        MatchId(1),
+        WorldConfig {
+            players: 2,
+            ..Default::default()
+        },
+        start,
+    )
+}
+
 #[test]
 fn deadlines_are_absolute() {
     let t0 = Instant::now();
@@ -18,14 +30,7 @@ fn a_tick_applies_inputs_and_snapshots_every_seat() {
     let t0 = Instant::now();
     let scopes = Scopes::new(Instant::now);
     let (mut transport, mut client, index, server_addr) = connected_pair(t0);
-    let mut m = Match::new(
-        MatchId(1),
-        WorldConfig {
-            players: 2,
-            ..Default::default()
-        },
-        t0,
-    );
+    let mut m = two_seat_match(t0);
     let slot = m.seat(t0, index, None).unwrap();
     let before = m.world().players()[usize::from(slot.0)].state.origin;
     m.queue_input(
@@ -103,14 +108,7 @@ fn inputs_arrive_through_the_link_and_its_acks_name_the_baseline() {
     let t0 = Instant::now();
     let scopes = Scopes::new(Instant::now);
     let (mut transport, _client, index, _) = connected_pair(t0);
-    let mut m = Match::new(
-        MatchId(1),
-        WorldConfig {
-            players: 2,
-            ..Default::default()
-        },
-        t0,
-    );
+    let mut m = two_seat_match(t0);
     let slot = m.seat(t0, index, None).unwrap();
     let mut out = SendBatch::with_capacity(8, 1300);
     let mut frame = Vec::new();
@@ -146,14 +144,7 @@ fn inputs_arrive_through_the_link_and_its_acks_name_the_baseline() {
 #[test]
 fn a_flooding_client_is_refused_and_far_inputs_are_dropped() {
     let t0 = Instant::now();
-    let mut m = Match::new(
-        MatchId(1),
-        WorldConfig {
-            players: 2,
-            ..Default::default()
-        },
-        t0,
-    );
+    let mut m = two_seat_match(t0);
     let slot = m.seat(t0, ClientIndex(0), None).unwrap();
     let mut link = Endpoint::new(msg::link_config(), t0);
     let mut input = Vec::new();
@@ -241,14 +232,7 @@ fn each_shot_s_verdict_goes_to_its_shooter_reliably() {
 #[test]
 fn seats_honour_a_preferred_free_slot_and_refuse_when_full() {
     let t = Instant::now();
-    let mut m = Match::new(
-        MatchId(1),
-        WorldConfig {
-            players: 2,
-            ..Default::default()
-        },
-        Instant::now(),
-    );
+    let mut m = two_seat_match(Instant::now());
     assert_eq!(
         m.seat(t, ClientIndex(0), Some(PlayerSlot(1))),
         Some(PlayerSlot(1))

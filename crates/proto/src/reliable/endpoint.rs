@@ -284,9 +284,17 @@ impl Endpoint {
     }
 
     fn apply_acks(&mut self, now: Instant, header: &PacketHeader) {
-        let newest = self.ack_packet(header.ack);
-        for s in header.acks().skip(1) {
-            self.ack_packet(s);
+        let mut new = self.sent.newly_reported(header.ack, header.ack_bits);
+        let newest = if new & 1 != 0 {
+            self.ack_packet(header.ack)
+        } else {
+            None
+        };
+        new &= !1;
+        while new != 0 {
+            let k = new.trailing_zeros();
+            new &= new - 1;
+            self.ack_packet(header.ack.wrapping_sub(k as u16));
         }
         if let Some(packet) = newest {
             // Only the newest ack times a round trip: an older packet acknowledged late, in

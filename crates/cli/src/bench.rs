@@ -130,6 +130,15 @@ pub struct BenchArgs {
     /// Trace the fog of war's enemy pairs every Nth tick on the server [default: 4].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=16))]
     pub fow_every: Option<u8>,
+    /// Run the server's worker and the bots in the real-time FIFO class at this priority
+    /// where the host permits (root or CAP_SYS_NICE), so ticks start when due on a busy
+    /// machine; 0: normal scheduling. The report says what each side got.
+    #[arg(long, value_name = "P", default_value_t = 10, value_parser = clap::value_parser!(u8).range(0..=99))]
+    pub rt_priority: u8,
+    /// Microseconds the server's worker spins on the clock before each deadline instead of
+    /// sleeping [default: the server's, 100].
+    #[arg(long, value_name = "US", value_parser = clap::value_parser!(u64).range(0..=2000))]
+    pub spin_us: Option<u64>,
     /// The server worker's phase groups: its matches tick in this many groups spread over
     /// the tick [default: the server's, 4].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
@@ -305,6 +314,8 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
         .args(args.pose_every.map(|n| format!("--pose-every={n}")))
         .args(args.fow_every.map(|n| format!("--fow-every={n}")))
         .args(args.phase_groups.map(|n| format!("--phase-groups={n}")))
+        .arg(format!("--rt-priority={}", args.rt_priority))
+        .args(args.spin_us.map(|us| format!("--spin-us={us}")))
         .arg(format!("--max-rewind-ms={}", max_rewind_ms(args)))
         .arg("--results-file")
         .arg(dir.join("results.log"))
@@ -354,6 +365,7 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
         .args(["--jitter-ms", &args.jitter_ms.to_string()])
         .args(args.interp_ms.map(|ms| format!("--interp-ms={ms}")))
         .args(args.pose_every.map(|n| format!("--pose-every={n}")))
+        .args((args.rt_priority > 0).then(|| format!("--rt-priority={}", args.rt_priority)))
         .arg("--report")
         .arg(&bots_report)
         .arg("--key-file")

@@ -44,6 +44,10 @@ pub struct BotsArgs {
     /// CPU to pin the bot thread to [default: not pinned].
     #[arg(long, value_name = "CPU")]
     pub core: Option<usize>,
+    /// Run the bot thread in the real-time FIFO class at this priority where the host
+    /// permits (root or CAP_SYS_NICE) [default: normal scheduling].
+    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u8).range(1..=99))]
+    pub rt_priority: Option<u8>,
     /// Seeds the bots' behaviour.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -143,6 +147,7 @@ pub fn run(args: BotsArgs) -> Result<()> {
         warmup: Duration::from_secs_f64(args.warmup_s),
         duration: Duration::from_secs_f64(args.duration_s),
         core: args.core,
+        rt_priority: args.rt_priority,
         seed: args.seed,
         protocol_id: args
             .protocol_id

@@ -64,6 +64,11 @@ pub struct ServeArgs {
     /// /matches is refused past it [default: 120].
     #[arg(long, value_name = "N")]
     pub max_matches_per_worker: Option<u32>,
+    /// Run the workers in the real-time FIFO class at this priority (1–99) where the host
+    /// permits (root or CAP_SYS_NICE): a deadline is met when it comes, not after whatever
+    /// else the scheduler picked; 0: normal scheduling [default: 0].
+    #[arg(long, value_name = "P")]
+    pub rt_priority: Option<u32>,
     /// A worker's matches start their ticks in this many groups spread evenly over the
     /// tick (1: all together, the most batching) [default: 4].
     #[arg(long, value_name = "N")]
@@ -150,6 +155,7 @@ impl ServeArgs {
             tick_hz: self.tick_hz,
             map: self.map.clone(),
             spin_us: self.spin_us,
+            rt_priority: self.rt_priority,
             warmup_s: self.warmup_s,
             duration_s: self.duration_s,
             core: self.core,

@@ -2,9 +2,7 @@
 
 use std::fmt::Write;
 
-use tickforge_telemetry::report::{
-    BotsReport, Clients, Hitreg, Percentiles, Report, ServerReport, Ticks,
-};
+use tickforge_telemetry::report::{BotsReport, Clients, Hitreg, Percentiles, Report, ServerReport};
 use tickforge_telemetry::Category;
 
 fn ms(v: Option<f64>) -> String {
@@ -27,11 +25,27 @@ fn frame_line(out: &mut String, name: &str, p: &Option<Percentiles>) {
     .expect("writing to a String");
 }
 
-fn ticks_line(out: &mut String, t: &Ticks) {
+fn ticks_line(out: &mut String, r: &ServerReport) {
+    let t = &r.ticks;
     let _ = writeln!(
         out,
         "  ticks         {}/{} on time, {} late, {} skipped, {} hitches",
         t.on_time, t.expected, t.late, t.skipped, t.hitches
+    );
+    let late = |p: &Option<Percentiles>| match p {
+        Some(p) => format!(
+            "p50 {} p99 {} max {}",
+            ms(Some(p.p50)),
+            ms(Some(p.p99)),
+            ms(Some(p.max))
+        ),
+        None => "n/a".into(),
+    };
+    let _ = writeln!(
+        out,
+        "  lateness      wake-up {}; tick start {}",
+        late(&r.wake_late_ms),
+        late(&r.tick_start_late_ms)
     );
 }
 
@@ -107,7 +121,7 @@ pub fn server(r: &ServerReport) -> String {
     );
     frame_line(&mut out, "match frame", &r.match_frame_ms);
     categories_line(&mut out, r);
-    ticks_line(&mut out, &r.ticks);
+    ticks_line(&mut out, r);
     let _ = writeln!(
         out,
         "  games/core    {} projected; cpu {}",
@@ -133,7 +147,27 @@ pub fn bots(r: &BotsReport) -> String {
             ""
         }
     );
+    if let Some(p) = r.rt_priority {
+        let _ = writeln!(out, "  scheduling    SCHED_FIFO {p}");
+    }
     out
+}
+
+/// Which side ran real-time: `SCHED_FIFO 10: server 1/1 workers, bots` or `normal`.
+fn scheduling(server: &ServerReport, bots: &BotsReport) -> String {
+    let Some(p) = server.rt_priority.or(bots.rt_priority) else {
+        return "normal (no SCHED_FIFO: --rt-priority 0, or the host refused it)".into();
+    };
+    format!(
+        "SCHED_FIFO {p}: server {}/{} workers, bots {}",
+        server.realtime_workers,
+        server.workers,
+        if bots.rt_priority.is_some() {
+            "yes"
+        } else {
+            "no"
+        }
+    )
 }
 
 /// One step of a sweep: matches, frame, ticks on time, utilisation, response time.
@@ -170,7 +204,7 @@ pub fn bench(r: &Report) -> String {
         r.budget_ms
     );
     categories_line(&mut out, &r.server);
-    ticks_line(&mut out, &r.ticks);
+    ticks_line(&mut out, &r.server);
     let _ = writeln!(
         out,
         "  games/core    {} projected, measured {}",
@@ -251,5 +285,6 @@ pub fn bench(r: &Report) -> String {
             ""
         }
     );
+    let _ = writeln!(out, "  scheduling    {}", scheduling(&r.server, &r.bots));
     out
 }

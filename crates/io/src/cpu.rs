@@ -36,6 +36,44 @@ pub fn pin_current_thread(core: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Moves the calling thread to the real-time FIFO class at `priority` (1–99): it then runs
+/// whenever it is ready, ahead of every normal thread on its core, so a deadline is met
+/// at the wake-up instead of after whatever else the scheduler picked. The kernel's RT
+/// throttling (`/proc/sys/kernel/sched_rt_runtime_us`, 95% by default) still leaves the
+/// core some time for others. Needs CAP_SYS_NICE or an `RLIMIT_RTPRIO` of at least
+/// `priority`; the error is the kernel's (EPERM) when neither is there.
+pub fn set_realtime(priority: u8) -> io::Result<()> {
+    if !(1..=99).contains(&priority) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "real-time priority must be 1 to 99",
+        ));
+    }
+    let param = libc::sched_param {
+        sched_priority: i32::from(priority),
+    };
+    // SAFETY: sched_setscheduler reads one sched_param we own; pid 0 is the calling thread.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The calling thread's real-time FIFO priority, or `None` when it is not SCHED_FIFO.
+pub fn realtime_priority() -> Option<u8> {
+    // SAFETY: both calls only read the calling thread's scheduling and write `param`.
+    unsafe {
+        if libc::sched_getscheduler(0) != libc::SCHED_FIFO {
+            return None;
+        }
+        let mut param: libc::sched_param = std::mem::zeroed();
+        if libc::sched_getparam(0, &mut param) != 0 {
+            return None;
+        }
+        u8::try_from(param.sched_priority).ok()
+    }
+}
+
 /// CPU time (user + system) this process has used since it started.
 pub fn process_cpu_time() -> Duration {
     clock(libc::CLOCK_PROCESS_CPUTIME_ID)
@@ -74,6 +112,26 @@ mod tests {
         .join()
         .unwrap();
         assert!(pin_current_thread(usize::MAX).is_err());
+    }
+
+    #[test]
+    fn realtime_is_granted_or_refused_cleanly() {
+        std::thread::spawn(|| {
+            assert!(set_realtime(0).is_err());
+            assert!(set_realtime(100).is_err());
+            assert_eq!(realtime_priority(), None);
+            match set_realtime(1) {
+                // Root or CAP_SYS_NICE: the thread now says so.
+                Ok(()) => assert_eq!(realtime_priority(), Some(1)),
+                // Otherwise the kernel's refusal, and nothing changed.
+                Err(e) => {
+                    assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}");
+                    assert_eq!(realtime_priority(), None);
+                }
+            }
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

@@ -42,6 +42,32 @@ pub fn realtime_now() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
+/// The `SCM_TIMESTAMPNS` stamp in a control buffer the kernel filled for `msg`.
+///
+/// # Safety
+/// `msg.msg_control` must point at a buffer of at least `msg.msg_controllen` bytes that a
+/// receive call on `msg` just filled.
+pub(crate) unsafe fn stamp_of(msg: &libc::msghdr) -> Option<ArrivalTime> {
+    let mut stamp = None;
+    // SAFETY: the CMSG_* macros walk the control buffer the kernel filled, bounded by
+    // msg_controllen (the caller's promise); CMSG_DATA of an SCM_TIMESTAMPNS message holds
+    // one timespec, read unaligned because nothing promises its alignment.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                stamp = Some(ArrivalTime(Duration::new(
+                    ts.tv_sec as u64,
+                    ts.tv_nsec as u32,
+                )));
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+    }
+    stamp
+}
+
 impl UdpSocket {
     /// Asks the kernel to stamp every datagram this socket receives with its arrival time.
     pub fn enable_rx_timestamps(&self) -> io::Result<()> {
@@ -101,23 +127,8 @@ impl UdpSocket {
                 "unreadable source address",
             ));
         };
-        let mut stamp = None;
-        // SAFETY: the CMSG_* macros walk the control buffer the kernel filled, bounded by
-        // msg_controllen; CMSG_DATA of an SCM_TIMESTAMPNS message holds one timespec,
-        // read unaligned because nothing promises its alignment.
-        unsafe {
-            let mut c = libc::CMSG_FIRSTHDR(&msg);
-            while !c.is_null() {
-                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
-                    let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
-                    stamp = Some(ArrivalTime(Duration::new(
-                        ts.tv_sec as u64,
-                        ts.tv_nsec as u32,
-                    )));
-                }
-                c = libc::CMSG_NXTHDR(&msg, c);
-            }
-        }
+        // SAFETY: the kernel just filled `control`, which `msg` describes.
+        let stamp = unsafe { stamp_of(&msg) };
         Ok(Some((n as usize, from, stamp)))
     }
 }
@@ -155,6 +166,57 @@ mod tests {
             "{before:?} {stamp:?} {after:?}"
         );
         assert_eq!(b.recv_stamped(&mut buf).unwrap(), None);
+    }
+
+    #[test]
+    fn a_stamped_batch_reads_several_datagrams_and_their_stamps_in_one_call() {
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let a = UdpSocket::bind(any, SocketOptions::default()).unwrap();
+        let b = UdpSocket::bind(any, SocketOptions::default()).unwrap();
+        b.enable_rx_timestamps().unwrap();
+        let before = realtime_now();
+        for i in 0..3u8 {
+            a.send_to(&[i; 5], b.local_addr().unwrap()).unwrap();
+        }
+        let mut batch = crate::udp::RecvBatch::with_timestamps(8);
+        let mut stats = crate::udp::IoStats::default();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut got = Vec::new();
+        while got.len() < 3 && Instant::now() < deadline {
+            let mut fds = vec![libc::pollfd {
+                fd: b.as_raw_fd(),
+                events: 0,
+                revents: 0,
+            }];
+            crate::udp::wait_readable(&mut fds, Duration::from_millis(100)).unwrap();
+            batch.fill(&b, &mut stats);
+            for i in 0..batch.len() {
+                let (from, bytes) = batch.get(i);
+                assert_eq!(from, a.local_addr().unwrap());
+                got.push((bytes.to_vec(), batch.arrival(i).expect("a stamp")));
+            }
+        }
+        let after = realtime_now();
+        assert_eq!(
+            got.iter().map(|g| g.0.clone()).collect::<Vec<_>>(),
+            vec![vec![0; 5], vec![1; 5], vec![2; 5]]
+        );
+        for (_, stamp) in &got {
+            assert!(stamp.0 >= before - Duration::from_millis(1) && stamp.0 <= after);
+        }
+        // Loopback delivers at send time: all three were waiting for one call.
+        assert!(stats.recv_calls <= 2, "{} calls", stats.recv_calls);
+        // A batch made without timestamps reads none.
+        a.send_to(b"x", b.local_addr().unwrap()).unwrap();
+        let mut plain = crate::udp::RecvBatch::with_capacity(4);
+        let mut fds = vec![libc::pollfd {
+            fd: b.as_raw_fd(),
+            events: 0,
+            revents: 0,
+        }];
+        crate::udp::wait_readable(&mut fds, Duration::from_secs(5)).unwrap();
+        assert_eq!(plain.fill(&b, &mut stats), 1);
+        assert_eq!(plain.arrival(0), None);
     }
 
     #[test]

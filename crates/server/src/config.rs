@@ -28,6 +28,9 @@ pub struct ServerConfig {
     pub map: BuiltinMap,
     /// How long before a deadline the worker stops sleeping and spins.
     pub spin: Duration,
+    /// Workers run in the real-time FIFO class at this priority (1–99) where the host
+    /// allows it; 0: the normal class.
+    pub rt_priority: u8,
     /// Time after start excluded from the figures.
     pub warmup: Duration,
     /// Length of the measured window; `None`: until the server stops.
@@ -84,6 +87,7 @@ impl Default for ServerConfig {
             tick_hz: 128,          // VALORANT's tick: 7.8125 ms
             map: BuiltinMap::Arena,
             spin: Duration::from_micros(100),
+            rt_priority: 0,
             warmup: Duration::ZERO,
             duration: None,
             cores: None,
@@ -128,6 +132,8 @@ pub struct ConfigFile {
     pub map: Option<String>,
     /// `spin_us = 100`
     pub spin_us: Option<u64>,
+    /// `rt_priority = 0`: workers run SCHED_FIFO at this priority (1–99) where permitted
+    pub rt_priority: Option<u32>,
     /// `warmup_s = 0.0`
     pub warmup_s: Option<f64>,
     /// `duration_s = 60.0`
@@ -259,6 +265,7 @@ impl ConfigFile {
             tick_hz: over.tick_hz.or(self.tick_hz),
             map: over.map.or(self.map),
             spin_us: over.spin_us.or(self.spin_us),
+            rt_priority: over.rt_priority.or(self.rt_priority),
             warmup_s: over.warmup_s.or(self.warmup_s),
             duration_s: over.duration_s.or(self.duration_s),
             core,
@@ -369,6 +376,13 @@ impl ConfigFile {
             "microseconds from 0 to 2000",
             |v| *v <= 2000,
         )?;
+        let rt_priority = check(
+            self.rt_priority,
+            u32::from(d.rt_priority),
+            "rt_priority",
+            "0 (normal scheduling) or a SCHED_FIFO priority from 1 to 99",
+            |v| *v <= 99,
+        )?;
         let warmup_s = check(self.warmup_s, 0.0, "warmup_s", "seconds, 0 or more", |v| {
             v.is_finite() && *v >= 0.0
         })?;
@@ -417,6 +431,7 @@ impl ConfigFile {
             tick_hz,
             map,
             spin: Duration::from_micros(spin_us),
+            rt_priority: rt_priority as u8,
             warmup: Duration::from_secs_f64(warmup_s),
             duration,
             cores,

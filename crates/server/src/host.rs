@@ -204,8 +204,9 @@ impl Host {
         let host_thread = std::thread::current();
         let mut threads = Vec::with_capacity(plan.workers.len());
         for (i, ((socket, _, public), wp)) in sockets.into_iter().zip(&plan.workers).enumerate() {
-            let setup = WorkerSetup {
+            let mut setup = WorkerSetup {
                 index: i,
+                realtime: None,
                 matches: wp.matches.clone(),
                 start,
                 public_addr: public,
@@ -214,6 +215,7 @@ impl Host {
             let (config, shutdown, status) =
                 (config.clone(), shutdown.clone(), Arc::clone(&status));
             let (core, node, host_thread) = (wp.core, wp.node, host_thread.clone());
+            let rt_priority = config.rt_priority;
             let thread = std::thread::Builder::new()
                 .name(format!("tickforge-worker-{i}"))
                 .spawn(move || {
@@ -223,6 +225,15 @@ impl Host {
                         // Pinned, first touch already keeps pages local; this covers the
                         // rest where the kernel allows it.
                         let _ = numa::prefer_node_memory(node);
+                    }
+                    if rt_priority > 0 {
+                        match cpu::set_realtime(rt_priority) {
+                            Ok(()) => setup.realtime = Some(rt_priority),
+                            Err(e) => eprintln!(
+                                "tickforge: worker {i}: rt_priority {rt_priority} refused \
+                                 ({e}); running at normal priority"
+                            ),
+                        }
                     }
                     let result = Worker::with_socket(config, socket, setup)
                         .map(|mut w| w.run(&shutdown, linger, &mut |s| status(s)));

@@ -236,6 +236,15 @@ pub struct ServerReport {
     pub matches: u32,
     /// Player slots per match.
     pub players_per_match: u32,
+    /// Worker threads.
+    #[serde(default)]
+    pub workers: u32,
+    /// Of them, workers that ran in the real-time FIFO class.
+    #[serde(default)]
+    pub realtime_workers: u32,
+    /// Their SCHED_FIFO priority; `None`: none ran real-time.
+    #[serde(default)]
+    pub rt_priority: Option<u32>,
     /// Length of the measured window, seconds.
     pub duration_s: f64,
     /// Time before the window, excluded from all figures, seconds.
@@ -252,6 +261,9 @@ pub struct ServerReport {
     pub ticks: Ticks,
     /// How late the worker woke for its earliest deadline.
     pub wake_late_ms: Option<Percentiles>,
+    /// How late each match tick started after its deadline (a tick is late past 1 ms).
+    #[serde(default)]
+    pub tick_start_late_ms: Option<Percentiles>,
     /// Projected games per core from the mean match frame.
     pub projected_games_per_core: Option<f64>,
     /// Matches that ended (their results appended to the results file).
@@ -312,6 +324,9 @@ pub struct BotsReport {
     pub cpu_util: Option<f64>,
     /// True when the bots could not keep their own tick (so the figures speak of the bots).
     pub saturated: bool,
+    /// The SCHED_FIFO priority the bot thread ran at; `None`: normal scheduling.
+    #[serde(default)]
+    pub rt_priority: Option<u32>,
     /// How late the bot process woke for its send deadlines.
     pub wake_late_ms: Option<Percentiles>,
     /// Hit registration: the bots' own verdicts on their shots against the server's.

@@ -115,6 +115,8 @@ pub struct WorkerStatus {
 pub struct WorkerSetup {
     /// The worker's index in the host (its place in the `listening` line).
     pub index: usize,
+    /// The real-time FIFO priority the worker's thread runs at; `None`: normal class.
+    pub realtime: Option<u8>,
     /// The startup matches this worker hosts (placed by the host); they restart when they
     /// finish, until the server drains.
     pub matches: Vec<MatchId>,
@@ -153,6 +155,8 @@ struct Hosted {
 pub struct Worker {
     config: ServerConfig,
     index: usize,
+    /// The real-time FIFO priority this worker's thread runs at; `None`: normal class.
+    realtime: Option<u8>,
     socket: UdpSocket,
     transport: Transport,
     matches: Vec<Match>,
@@ -244,6 +248,7 @@ impl Worker {
         let (socket, bound) = bind_game_socket(config.bind)?;
         let setup = WorkerSetup {
             index: 0,
+            realtime: None,
             matches: (1..=config.matches).map(MatchId).collect(),
             start: time::now(),
             public_addr: config.public_addr.unwrap_or(bound),
@@ -269,9 +274,7 @@ impl Worker {
         let start = setup.start;
         let world = world_config(&config);
         let period = Duration::from_nanos(1_000_000_000 / u64::from(config.tick_hz));
-        let groups = config
-            .phase_groups
-            .clamp(1, setup.matches.len().max(1) as u32);
+        let groups = crate::config::phase_groups_for(config.phase_groups, setup.matches.len());
         let mut matches = Vec::with_capacity(room);
         let mut hosted = Vec::with_capacity(room);
         for (k, &id) in setup.matches.iter().enumerate() {
@@ -308,6 +311,7 @@ impl Worker {
         };
         Ok(Worker {
             index: setup.index,
+            realtime: setup.realtime,
             results,
             result_line: String::with_capacity(4096),
             transport: Transport::new(
@@ -462,4 +466,34 @@ impl Worker {
 
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn startup_matches_spread_over_groups_of_at_most_four() {
+        for (matches, groups) in [(1, 1), (3, 3), (10, 4), (20, 5), (40, 10)] {
+            let config = ServerConfig {
+                bind: "127.0.0.1:0".parse().unwrap(),
+                matches,
+                ..ServerConfig::default()
+            };
+            let w = Worker::new(config).unwrap();
+            let period = w.period().as_nanos();
+            let mut per_phase = BTreeMap::new();
+            for h in &w.hosted {
+                let phase = (h.grid - w.start).as_nanos() % period;
+                *per_phase.entry(phase).or_insert(0u32) += 1;
+            }
+            assert_eq!(per_phase.len(), groups, "{matches} matches: {per_phase:?}");
+            let most = per_phase.values().copied().max().unwrap();
+            assert!(
+                most <= crate::config::MAX_MATCHES_PER_PHASE,
+                "{matches} matches: {per_phase:?}"
+            );
+        }
+    }
 }

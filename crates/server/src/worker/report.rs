@@ -55,6 +55,9 @@ pub(super) struct Measure {
     frames: FrameStats,
     pub(super) worker_frames: DurationHistogram,
     wake_late: DurationHistogram,
+    /// How late each match tick started: its wait behind the wake-up's receive and the
+    /// matches run before it, on top of the wake-up's own lateness.
+    tick_late: DurationHistogram,
     pub(super) ticks: Ticks,
     cpu_start: Option<Duration>,
     cpu_end: Option<Duration>,
@@ -122,6 +125,9 @@ pub struct WorkerFigures {
     map: &'static str,
     startup_matches: u32,
     players_per_match: u32,
+    workers: u32,
+    realtime_workers: u32,
+    rt_priority: Option<u8>,
     warmup: Duration,
     max_rewind: Duration,
     window_s: f64,
@@ -165,6 +171,7 @@ impl Worker {
                 continue;
             }
             self.measure.frames.record(&record);
+            self.measure.tick_late.record_ns(nanos(late));
             let t = &mut self.measure.ticks;
             if is_late {
                 t.late += 1;
@@ -208,6 +215,9 @@ impl Worker {
             map: self.config.map.name(),
             startup_matches: self.hosted.iter().filter(|h| h.restarts).count() as u32,
             players_per_match: u32::from(self.config.players_per_match),
+            workers: 1,
+            realtime_workers: u32::from(self.realtime.is_some()),
+            rt_priority: self.realtime,
             warmup: self.config.warmup,
             max_rewind: self.config.max_rewind,
             window_s: close.saturating_duration_since(window.start).as_secs_f64(),
@@ -226,6 +236,7 @@ impl WorkerFigures {
         a.frames.merge(&b.frames);
         a.worker_frames.merge(&b.worker_frames);
         a.wake_late.merge(&b.wake_late);
+        a.tick_late.merge(&b.tick_late);
         let (t, u) = (&mut a.ticks, &b.ticks);
         t.expected += u.expected;
         t.on_time += u.on_time;
@@ -235,6 +246,9 @@ impl WorkerFigures {
         a.cpu_start = a.cpu_start.into_iter().chain(b.cpu_start).min();
         a.cpu_end = a.cpu_end.into_iter().chain(b.cpu_end).max();
         self.startup_matches += other.startup_matches;
+        self.workers += other.workers;
+        self.realtime_workers += other.realtime_workers;
+        self.rt_priority = self.rt_priority.or(other.rt_priority);
         self.window_s = self.window_s.max(other.window_s);
         let (i, j) = (&mut self.io, &other.io);
         i.received += j.received;
@@ -280,6 +294,9 @@ impl WorkerFigures {
             map: self.map.to_string(),
             matches: self.startup_matches,
             players_per_match: self.players_per_match,
+            workers: self.workers,
+            realtime_workers: self.realtime_workers,
+            rt_priority: self.rt_priority.map(u32::from),
             duration_s: self.window_s,
             warmup_s: self.warmup.as_secs_f64(),
             match_frame_ms: frames.percentiles(),
@@ -288,6 +305,7 @@ impl WorkerFigures {
             phases_ms: m.frames.phase_means_ms(),
             ticks,
             wake_late_ms: m.wake_late.percentiles(),
+            tick_start_late_ms: m.tick_late.percentiles(),
             matches_finished: self.retired.matches_finished,
             shots_fired: self.retired.shots_fired,
             shots_rewind_clamped: self.retired.shots_clamped,

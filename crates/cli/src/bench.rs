@@ -340,11 +340,27 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
         _ => bail!("the server did not start: {}", read_log(&server_log)),
     };
     let addr = addrs.first().cloned().unwrap_or_default();
+    // Where each match is: the bots of match m go to the worker the server placed it on
+    // (by NUMA node on a multi-node host, so not simply round robin).
+    let mut placed = vec![String::new(); matches as usize];
+    for _ in 0..matches {
+        let line = match lines.next() {
+            Some(Ok(line)) => line,
+            _ => bail!(
+                "the server did not say where its matches are: {}",
+                read_log(&server_log)
+            ),
+        };
+        match parse_placement(&line) {
+            Some((m, a)) if (1..=matches).contains(&m) => placed[m as usize - 1] = a.to_string(),
+            _ => bail!("unexpected line from the server: {line:?}"),
+        }
+    }
 
     let mut bots_cmd = Command::new(&exe);
     bots_cmd
         .arg("bots")
-        .args(addrs.iter().flat_map(|a| ["--server", a.as_str()]))
+        .args(placed.iter().flat_map(|a| ["--server", a.as_str()]))
         .arg("--progress-lines")
         .args([
             "--matches",
@@ -550,6 +566,15 @@ impl Drop for Guard {
     }
 }
 
+/// `placement match=M worker=W addr=A` (what `serve` prints per startup match): `(M, A)`.
+fn parse_placement(line: &str) -> Option<(u32, &str)> {
+    let mut words = line.strip_prefix("placement ")?.split_whitespace();
+    let m = words.next()?.strip_prefix("match=")?.parse().ok()?;
+    words.next()?.strip_prefix("worker=")?;
+    let addr = words.next()?.strip_prefix("addr=")?;
+    Some((m, addr))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -561,5 +586,16 @@ mod tests {
         assert_eq!(p, Some((2.0, 9, 10, 127.5)));
         assert_eq!(parse_progress("listening 127.0.0.1:1"), None);
         assert_eq!(parse_progress("progress elapsed_s=x"), None);
+    }
+
+    #[test]
+    fn placement_lines_parse() {
+        assert_eq!(
+            parse_placement("placement match=12 worker=1 addr=127.0.0.1:40001"),
+            Some((12, "127.0.0.1:40001"))
+        );
+        assert_eq!(parse_placement("placement match=x worker=1 addr=a"), None);
+        assert_eq!(parse_placement("admin 127.0.0.1:9000"), None);
+        assert_eq!(parse_placement("placement match=1 addr=a"), None);
     }
 }

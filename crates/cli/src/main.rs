@@ -4,6 +4,7 @@ mod bench;
 mod bots_cmd;
 mod flood;
 mod replay_cmd;
+mod report_cmd;
 mod serve;
 mod summary;
 mod token_cmd;
@@ -33,6 +34,10 @@ enum Command {
     Token(token_cmd::TokenArgs),
     /// Play a recorded match's inputs offline to its end state and result.
     Replay(replay_cmd::ReplayArgs),
+    /// Print a saved bench report (`bench --json`) again; draw its sweep as an SVG chart.
+    Report(report_cmd::ReportArgs),
+    /// Put two bench reports side by side: each key figure before, after, and the ratio.
+    Compare(report_cmd::CompareArgs),
 }
 
 fn main() {
@@ -43,6 +48,8 @@ fn main() {
         Command::Bench(args) => bench::run(args),
         Command::Token(args) => token_cmd::run(args),
         Command::Replay(args) => replay_cmd::run(args),
+        Command::Report(args) => report_cmd::run(args),
+        Command::Compare(args) => report_cmd::compare(args),
     };
     if let Err(e) = result {
         eprintln!("tickforge: {e:#}");

@@ -1,0 +1,350 @@
+//! `tickforge report FILE`: a saved bench report again, in words, and its games-per-core
+//! curve as the VALORANT chart (`--svg`); `tickforge compare A B`: two reports side by side.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use tickforge_telemetry::report::{Report, Sweep};
+
+/// Flags of `report`.
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// A report written by `bench --json`.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Draw the sweep (`bench --sweep`) as an SVG chart: match frame time against matches
+    /// on one core, with the budget, as in VALORANT's article.
+    #[arg(long, value_name = "OUT")]
+    pub svg: Option<PathBuf>,
+}
+
+/// Flags of `compare`.
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// The report taken as the reference.
+    #[arg(value_name = "BEFORE")]
+    pub before: PathBuf,
+    /// The report compared with it.
+    #[arg(value_name = "AFTER")]
+    pub after: PathBuf,
+}
+
+fn load(path: &Path) -> Result<Report> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a tickforge bench report", path.display()))
+}
+
+pub fn run(args: ReportArgs) -> Result<()> {
+    let report = load(&args.file)?;
+    print!("{}", crate::summary::bench(&report));
+    if let Some(out) = &args.svg {
+        let Some(sweep) = &report.sweep else {
+            bail!(
+                "{} holds no sweep: run `tickforge bench --scenario many-matches --sweep --json FILE`",
+                args.file.display()
+            );
+        };
+        std::fs::write(out, sweep_svg(sweep, report.budget_ms, report.tick_hz))
+            .with_context(|| format!("writing {}", out.display()))?;
+        println!("  chart         {}", out.display());
+    }
+    Ok(())
+}
+
+pub fn compare(args: CompareArgs) -> Result<()> {
+    let (a, b) = (load(&args.before)?, load(&args.after)?);
+    print!("{}", comparison(&a, &b));
+    Ok(())
+}
+
+/// How a figure is read off a report.
+type Figure = fn(&Report) -> Option<f64>;
+
+/// One row per figure: before, after, and after ÷ before.
+fn comparison(a: &Report, b: &Report) -> String {
+    let mut out = format!(
+        "tickforge compare: {} ({} × {}) against {} ({} × {})\n",
+        b.scenario, b.matches, b.players_per_match, a.scenario, a.matches, a.players_per_match
+    );
+    let _ = writeln!(
+        out,
+        "  {:<28} {:>12} {:>12} {:>8}",
+        "", "before", "after", "ratio"
+    );
+    let rows: [(&str, Figure); 12] = [
+        ("match frame p50 (ms)", |r| r.match_frame_ms.map(|p| p.p50)),
+        ("match frame p99 (ms)", |r| r.match_frame_ms.map(|p| p.p99)),
+        ("match frame mean (ms)", |r| {
+            r.match_frame_ms.map(|p| p.mean)
+        }),
+        ("games/core projected", |r| r.games_per_core.projected),
+        ("games/core measured", |r| r.games_per_core.measured),
+        ("ticks on time (%)", |r| {
+            let t = &r.ticks;
+            (t.expected > 0).then(|| 100.0 * t.on_time as f64 / t.expected as f64)
+        }),
+        ("frame ÷ I/O floor", |r| r.frame_to_io_floor),
+        ("response p50 (ms)", |r| r.clients.response_time_ms.p50),
+        ("response p99 (ms)", |r| r.clients.response_time_ms.p99),
+        ("hitreg agree (%)", |r| {
+            r.hitreg.agree_rate.map(|x| 100.0 * x)
+        }),
+        ("server cpu (%)", |r| r.server_cpu_util.map(|x| 100.0 * x)),
+        ("bots cpu (%)", |r| r.bots_cpu_util.map(|x| 100.0 * x)),
+    ];
+    for (name, get) in rows {
+        let (x, y) = (get(a), get(b));
+        let cell = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.3}"));
+        let ratio = match (x, y) {
+            (Some(x), Some(y)) if x != 0.0 => format!("{:.3}", y / x),
+            _ => "n/a".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "  {name:<28} {:>12} {:>12} {ratio:>8}",
+            cell(x),
+            cell(y)
+        );
+    }
+    out
+}
+
+/// The games-per-core curve as an SVG line chart: match frame p50 and p99 (ms) against
+/// matches on the worker core, the budget as a dashed line, and each step's ticks on time
+/// under its point. Axes start at zero, so steps compare by eye.
+pub fn sweep_svg(sweep: &Sweep, budget_ms: f64, tick_hz: u32) -> String {
+    const W: f64 = 720.0;
+    const H: f64 = 420.0;
+    const L: f64 = 70.0; // left margin: the y labels
+    const R: f64 = 20.0;
+    const T: f64 = 40.0; // top: the title
+    const B: f64 = 60.0; // bottom: the x labels and the on-time row
+    let steps: Vec<_> = sweep
+        .steps
+        .iter()
+        .filter_map(|s| s.match_frame_ms.map(|p| (s, p)))
+        .collect();
+    let max_x = steps
+        .iter()
+        .map(|(s, _)| s.matches)
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let max_y = steps
+        .iter()
+        .map(|(_, p)| p.p99)
+        .fold(budget_ms, f64::max)
+        .max(1e-3)
+        * 1.15;
+    let x = |m: f64| L + (W - L - R) * m / max_x;
+    let y = |ms: f64| H - B - (H - T - B) * ms / max_y;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" \
+         font-family=\"sans-serif\" font-size=\"12\">\n\
+         <rect width=\"{W}\" height=\"{H}\" fill=\"white\"/>\n\
+         <text x=\"{L}\" y=\"24\" font-size=\"15\">match frame against matches on one \
+         core, {tick_hz} Hz: {}</text>\n",
+        sweep
+            .measured_games_per_core
+            .map_or("none held".to_string(), |g| format!(
+                "{g} games per core held"
+            )),
+    );
+    // Axes and their ticks.
+    let _ = writeln!(
+        svg,
+        "<path d=\"M{L},{T} V{} H{}\" stroke=\"black\" fill=\"none\"/>",
+        H - B,
+        W - R
+    );
+    for k in 0..=4 {
+        let v = max_y * f64::from(k) / 4.0;
+        let _ = writeln!(
+            svg,
+            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{v:.3}</text>",
+            L - 6.0,
+            y(v) + 4.0
+        );
+    }
+    let _ = writeln!(
+        svg,
+        "<text x=\"16\" y=\"{:.1}\" transform=\"rotate(-90 16 {:.1})\" text-anchor=\"middle\">\
+         match frame (ms)</text>",
+        (T + H - B) / 2.0,
+        (T + H - B) / 2.0
+    );
+    let _ = writeln!(
+        svg,
+        "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">matches on the worker core \
+         (ticks on time below)</text>",
+        (L + W - R) / 2.0,
+        H - 8.0
+    );
+    // The budget.
+    let _ = writeln!(
+        svg,
+        "<line x1=\"{L}\" y1=\"{by:.1}\" x2=\"{}\" y2=\"{by:.1}\" stroke=\"#c00\" \
+         stroke-dasharray=\"6 4\"/><text x=\"{}\" y=\"{:.1}\" fill=\"#c00\">budget \
+         {budget_ms:.3} ms</text>",
+        W - R,
+        L + 6.0,
+        y(budget_ms) - 5.0,
+        by = y(budget_ms)
+    );
+    // The two series.
+    for (name, colour, get) in [
+        (
+            "p50",
+            "#1f5fbf",
+            (|p| p.p50) as fn(&tickforge_telemetry::report::Percentiles) -> f64,
+        ),
+        ("p99", "#e08a00", |p| p.p99),
+    ] {
+        let points: Vec<String> = steps
+            .iter()
+            .map(|(s, p)| format!("{:.1},{:.1}", x(f64::from(s.matches)), y(get(p))))
+            .collect();
+        let _ = writeln!(
+            svg,
+            "<polyline class=\"{name}\" points=\"{}\" fill=\"none\" stroke=\"{colour}\" \
+             stroke-width=\"2\"/>",
+            points.join(" ")
+        );
+        for (s, p) in &steps {
+            let _ = writeln!(
+                svg,
+                "<circle class=\"{name}\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{colour}\"/>",
+                x(f64::from(s.matches)),
+                y(get(p))
+            );
+        }
+        if let Some((s, p)) = steps.first() {
+            let _ = writeln!(
+                svg,
+                "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{colour}\">{name}</text>",
+                x(f64::from(s.matches)) + 8.0,
+                y(get(p)) - 8.0
+            );
+        }
+    }
+    // Each step's matches and ticks on time; a step the bots saturated is marked.
+    for (s, _) in &steps {
+        let cx = x(f64::from(s.matches));
+        let on_time = s
+            .on_time_rate
+            .map_or("n/a".to_string(), |r| format!("{:.2}%", 100.0 * r));
+        let mark = if s.bots_saturated { "*" } else { "" };
+        let _ = writeln!(
+            svg,
+            "<text x=\"{cx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\
+             <text x=\"{cx:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"10\" \
+             fill=\"#555\">{on_time}{mark}</text>",
+            H - B + 16.0,
+            s.matches,
+            H - B + 30.0
+        );
+    }
+    if steps.iter().any(|(s, _)| s.bots_saturated) {
+        let _ = writeln!(
+            svg,
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-size=\"10\" fill=\"#555\">\
+             * the bots' core saturated</text>",
+            W - R,
+            T
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickforge_telemetry::report::{Percentiles, SweepStep};
+
+    fn step(matches: u32, p50: f64, p99: f64, saturated: bool) -> SweepStep {
+        SweepStep {
+            matches,
+            match_frame_ms: Some(Percentiles {
+                p50,
+                p99,
+                max: p99,
+                mean: p50,
+                p90: p99,
+            }),
+            on_time_rate: Some(0.998),
+            bots_saturated: saturated,
+            ..SweepStep::default()
+        }
+    }
+
+    #[test]
+    fn the_chart_has_a_point_per_step_and_series_and_rises_with_frame_time() {
+        let sweep = Sweep {
+            steps: vec![
+                step(1, 0.2, 0.3, false),
+                step(10, 0.12, 0.2, false),
+                step(40, 0.11, 0.19, true),
+            ],
+            measured_games_per_core: Some(10),
+            ..Sweep::default()
+        };
+        let svg = sweep_svg(&sweep, 0.117, 128);
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
+        assert_eq!(svg.matches("<circle class=\"p50\"").count(), 3);
+        assert_eq!(svg.matches("<circle class=\"p99\"").count(), 3);
+        assert!(svg.contains("budget 0.117 ms"));
+        assert!(svg.contains("10 games per core held"));
+        assert!(svg.contains("99.80%*"), "the saturated step is marked");
+        // SVG's y grows downward: the slower first step sits above (smaller y) the others.
+        let ys: Vec<f64> = svg
+            .lines()
+            .filter(|l| l.starts_with("<circle class=\"p50\""))
+            .map(|l| {
+                let at = l.find("cy=\"").unwrap() + 4;
+                l[at..].split('"').next().unwrap().parse().unwrap()
+            })
+            .collect();
+        assert!(ys[0] < ys[1] && ys[1] < ys[2], "{ys:?}");
+    }
+
+    #[test]
+    fn compare_gives_ratios_and_n_a_where_a_side_lacks_the_figure() {
+        let mut a = Report::default();
+        let mut b = Report::default();
+        a.match_frame_ms = Some(Percentiles {
+            p50: 0.2,
+            ..Percentiles::default()
+        });
+        b.match_frame_ms = Some(Percentiles {
+            p50: 0.1,
+            ..Percentiles::default()
+        });
+        b.games_per_core.projected = Some(60.0);
+        let text = comparison(&a, &b);
+        let row = |name: &str| text.lines().find(|l| l.contains(name)).unwrap().to_string();
+        assert!(
+            row("match frame p50").trim_end().ends_with("0.500"),
+            "{text}"
+        );
+        assert!(
+            row("games/core projected").trim_end().ends_with("n/a"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_report_is_a_clear_error() {
+        let dir = std::env::temp_dir().join(format!("tickforge-report-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bad = dir.join("bad.json");
+        std::fs::write(&bad, "{\"scenario\": 3}").unwrap();
+        let err = format!("{:#}", load(&bad).unwrap_err());
+        assert!(err.contains("not a tickforge bench report"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -59,6 +59,28 @@ pub fn set_realtime(priority: u8) -> io::Result<()> {
     Ok(())
 }
 
+/// Lets the calling thread run anywhere in `cores` and in the normal scheduling class:
+/// for a helper thread spawned by a pinned real-time worker, which inherits both and would
+/// otherwise take its time from the worker's own core, ahead of normal threads.
+pub fn release_current_thread(cores: &[usize]) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; sched_setaffinity only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cores.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+            libc::CPU_SET(c, &mut set);
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_setscheduler reads one sched_param we own; pid 0 is the calling thread.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The calling thread's real-time FIFO priority, or `None` when it is not SCHED_FIFO.
 pub fn realtime_priority() -> Option<u8> {
     // SAFETY: both calls only read the calling thread's scheduling and write `param`.
@@ -108,6 +130,8 @@ mod tests {
         std::thread::spawn(move || {
             pin_current_thread(last).unwrap();
             assert_eq!(allowed_cores(), vec![last]);
+            release_current_thread(&cores).unwrap();
+            assert_eq!(allowed_cores(), cores);
         })
         .join()
         .unwrap();
@@ -121,8 +145,12 @@ mod tests {
             assert!(set_realtime(100).is_err());
             assert_eq!(realtime_priority(), None);
             match set_realtime(1) {
-                // Root or CAP_SYS_NICE: the thread now says so.
-                Ok(()) => assert_eq!(realtime_priority(), Some(1)),
+                // Root or CAP_SYS_NICE: the thread now says so, until released.
+                Ok(()) => {
+                    assert_eq!(realtime_priority(), Some(1));
+                    release_current_thread(&allowed_cores()).unwrap();
+                    assert_eq!(realtime_priority(), None);
+                }
                 // Otherwise the kernel's refusal, and nothing changed.
                 Err(e) => {
                     assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}");

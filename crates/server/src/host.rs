@@ -202,11 +202,14 @@ impl Host {
 
         let start = time::now();
         let host_thread = std::thread::current();
+        // Read before any worker pins itself: where helper threads may go.
+        let helper_cores = cpu::allowed_cores();
         let mut threads = Vec::with_capacity(plan.workers.len());
         for (i, ((socket, _, public), wp)) in sockets.into_iter().zip(&plan.workers).enumerate() {
             let mut setup = WorkerSetup {
                 index: i,
                 realtime: None,
+                helper_cores: helper_cores.clone(),
                 matches: wp.matches.clone(),
                 start,
                 public_addr: public,

@@ -164,6 +164,9 @@ pub struct ServerStats {
     pub denied: u64,
     /// Connections completed.
     pub connects: u64,
+    /// Walks of every slot by [`Server::handle_timeout`]: one per earliest deadline
+    /// reached, none for a call before it.
+    pub timeout_walks: u64,
 }
 
 impl ServerStats {
@@ -238,6 +241,16 @@ struct Slot {
     confirmed: bool,
 }
 
+impl Slot {
+    /// When [`Server::handle_timeout`] next has work for this connection: its keep-alive or
+    /// its timeout, whichever comes first.
+    fn deadline(&self) -> Option<Instant> {
+        let keepalive = self.last_send.checked_add(PACKET_SEND_INTERVAL);
+        let timeout = self.timeout.and_then(|t| self.last_recv.checked_add(t));
+        earliest(keepalive, timeout)
+    }
+}
+
 struct Pending {
     c2s: ChaCha20Poly1305,
     s2c: ChaCha20Poly1305,
@@ -248,6 +261,13 @@ struct Pending {
     /// The connection's timeout once established (`None`: never, from a negative token
     /// timeout, for development).
     connection_timeout: Option<Duration>,
+}
+
+impl Pending {
+    /// When the handshake times out.
+    fn deadline(&self) -> Option<Instant> {
+        self.created.min(self.last_recv).checked_add(self.timeout)
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -261,7 +281,8 @@ struct Bucket {
 /// Feed datagrams to [`Server::handle_datagram`], advance time with
 /// [`Server::handle_timeout`] (drain ended connections with [`Server::poll_disconnect`]),
 /// drain handshake and keep-alive packets with [`Server::poll_transmit`], and seal payloads
-/// with [`Server::send_payload`].
+/// with [`Server::send_payload`]. [`Server::poll_timeout`] says when the timers next have
+/// work; calling `handle_timeout` on every wake-up anyway costs O(1) until then.
 pub struct Server {
     config: ServerConfig,
     private_key: XChaCha20Poly1305,
@@ -283,6 +304,11 @@ pub struct Server {
     control: VecDeque<(SocketAddr, usize, [u8; CONTROL_BYTES])>,
     control_cap: usize,
     ended: VecDeque<(ClientIndex, DisconnectReason)>,
+    /// No slot or handshake has a keep-alive or timeout due before this; `None`: none has
+    /// one at all. Never later than the true earliest deadline: a deadline that moves later
+    /// (a packet received or sent) leaves it early, which costs one walk that finds
+    /// nothing; a deadline that starts earlier (a new connection or handshake) lowers it.
+    next_timeout: Option<Instant>,
     scratch: Vec<u8>,
     stats: ServerStats,
 }
@@ -325,6 +351,7 @@ impl Server {
             control: VecDeque::with_capacity(4 * n + 10 * n + 64),
             control_cap: 4 * n + 10 * n + 64,
             ended: VecDeque::with_capacity(n),
+            next_timeout: None,
             scratch: Vec::with_capacity(CONTROL_BYTES),
             stats: ServerStats::default(),
             config,
@@ -513,17 +540,16 @@ impl Server {
         // Every accepted request sets the address's keys anew, as the reference's
         // encryption manager does: a client that restarts from the same address with a new
         // token must have its response opened with the new token's key, not the old one's.
-        self.pending.insert(
-            from,
-            Pending {
-                c2s: ChaCha20Poly1305::new((&token.client_to_server_key).into()),
-                s2c: s2c.clone(),
-                created: now,
-                last_recv: now,
-                timeout: connection_timeout.unwrap_or(Duration::from_secs(5)),
-                connection_timeout,
-            },
-        );
+        let pending = Pending {
+            c2s: ChaCha20Poly1305::new((&token.client_to_server_key).into()),
+            s2c: s2c.clone(),
+            created: now,
+            last_recv: now,
+            timeout: connection_timeout.unwrap_or(Duration::from_secs(5)),
+            connection_timeout,
+        };
+        self.schedule(pending.deadline());
+        self.pending.insert(from, pending);
         let mut challenge = [0u8; CHALLENGE_TOKEN_BYTES];
         let challenge_sequence = self.challenge_sequence;
         self.challenge_sequence += 1;
@@ -584,7 +610,7 @@ impl Server {
         };
         let pending = self.pending.remove(&from).expect("present above");
         let client = ClientIndex(index as u16);
-        self.slots[index] = Some(Slot {
+        let slot = Slot {
             addr: from,
             client_id,
             c2s: pending.c2s,
@@ -595,7 +621,9 @@ impl Server {
             last_send: now,
             timeout: pending.connection_timeout,
             confirmed: false,
-        });
+        };
+        self.schedule(slot.deadline());
+        self.slots[index] = Some(slot);
         self.by_addr.insert(from, client);
         self.by_client_id.insert(client_id, client);
         self.queue_keepalive(client);
@@ -608,8 +636,17 @@ impl Server {
     }
 
     /// Times out silent connections and pending handshakes, and schedules keep-alives for
-    /// connections with nothing sent for 100 ms. Call once per wake-up.
+    /// connections with nothing sent for 100 ms. Call once per wake-up, with a `now` that
+    /// never goes backwards.
+    ///
+    /// Costs O(1) before [`Server::poll_timeout`]'s instant; from it on, one walk over the
+    /// slots that finds what is due and the next such instant.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.next_timeout.is_none_or(|t| now < t) {
+            return;
+        }
+        self.stats.timeout_walks += 1;
+        let mut next = None;
         for i in 0..self.slots.len() {
             let Some(slot) = &self.slots[i] else { continue };
             let client = ClientIndex(i as u16);
@@ -617,17 +654,33 @@ impl Server {
             if slot.timeout.is_some_and(|t| silent >= t) {
                 self.free_slot(client);
                 self.ended.push_back((client, DisconnectReason::TimedOut));
-            } else if now.saturating_duration_since(slot.last_send) >= PACKET_SEND_INTERVAL {
+                continue;
+            }
+            if now.saturating_duration_since(slot.last_send) >= PACKET_SEND_INTERVAL {
                 self.queue_keepalive(client);
                 if let Some(s) = self.slots[i].as_mut() {
                     s.last_send = now;
                 }
             }
+            next = earliest(next, self.slots[i].as_ref().and_then(Slot::deadline));
         }
         self.pending.retain(|_, p| {
-            now.saturating_duration_since(p.last_recv) < p.timeout
-                && now.saturating_duration_since(p.created) < p.timeout
+            let alive = now.saturating_duration_since(p.last_recv) < p.timeout
+                && now.saturating_duration_since(p.created) < p.timeout;
+            if alive {
+                next = earliest(next, p.deadline());
+            }
+            alive
         });
+        self.next_timeout = next;
+    }
+
+    /// The earliest instant at which [`Server::handle_timeout`] has anything to do (a
+    /// keep-alive or a timeout due); `None` while no connection or handshake is open. May
+    /// be early by what packets since the last walk moved, never late.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.next_timeout
     }
 
     /// Next connection ended by a timeout, if any.
@@ -787,6 +840,11 @@ impl Server {
         self.control.push_back((to, self.scratch.len(), bytes));
     }
 
+    /// Lowers the next walk to `deadline` if it comes first.
+    fn schedule(&mut self, deadline: Option<Instant>) {
+        self.next_timeout = earliest(self.next_timeout, deadline);
+    }
+
     fn free_slot(&mut self, client: ClientIndex) {
         if let Some(slot) = self.slots[client.as_usize()].take() {
             self.by_addr.remove(&slot.addr);
@@ -814,6 +872,14 @@ fn seal_keepalive(
         },
     );
     slot.sequence += 1;
+}
+
+/// The earlier of two optional instants; `None` stands for never.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 fn timeout_of(seconds: i32) -> Option<Duration> {

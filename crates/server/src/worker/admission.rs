@@ -1,5 +1,5 @@
 //! A match's life in a worker: admission against the measured cost, creation between
-//! ticks, persisting its result, and removal.
+//! ticks, and removal (its result is persisted by [`super::persist`]).
 //!
 //! Capacity is measured, not configured: the mean match frame cost of the last whole
 //! second against the budget, 0.9 of a tick (DESIGN.md), with `max_matches_per_worker` as
@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use tickforge_game::rules::{MatchResult, RulesConfig};
+use tickforge_game::rules::RulesConfig;
 use tickforge_game::WorldConfig;
 use tickforge_proto::MatchId;
 
@@ -171,6 +171,7 @@ impl Worker {
             grid,
             restarts: false,
             over: false,
+            awaiting_result: None,
             counters: MatchCounters::default(),
         });
     }
@@ -205,41 +206,6 @@ impl Worker {
         let m = self.matches.swap_remove(i);
         let h = self.hosted.swap_remove(i);
         self.retired.add(&m, h.grid, m.next_deadline());
-    }
-
-    /// Writes a finished match's action file, before its result line: once the result is
-    /// on disk, everything about the match is.
-    pub(super) fn save_actions(&mut self, i: usize, actions: Option<Vec<u8>>) {
-        if let (Some(dir), Some(bytes)) = (&self.config.record_dir, actions) {
-            let path = dir.join(format!(
-                "match-{}-{}.actions",
-                self.matches[i].id(),
-                self.retired.matches_finished + 1
-            ));
-            if std::fs::write(&path, bytes).is_err() {
-                self.retired.results_failed += 1;
-            }
-        }
-    }
-
-    /// Appends a finished match's result to the results file and waits until it is on disk
-    /// (fsync), before the match that replaces it runs its first tick: a crash after the end
-    /// loses nothing. Rare (once a match), so it is done in the frame.
-    pub(super) fn persist(&mut self, result: &MatchResult) {
-        use std::io::Write;
-        self.retired.matches_finished += 1;
-        let Some(file) = self.results.as_mut() else {
-            return;
-        };
-        self.result_line.clear();
-        result.encode(&mut self.result_line);
-        if file
-            .write_all(self.result_line.as_bytes())
-            .and_then(|()| file.sync_data())
-            .is_err()
-        {
-            self.retired.results_failed += 1;
-        }
     }
 
     /// Publishes the matches and metrics to the admin thread, if it is not reading them

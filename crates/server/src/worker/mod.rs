@@ -4,8 +4,11 @@
 //! wake at the earliest match deadline        (sleep, then spin)
 //! take the admin's commands                  → create matches between ticks
 //! receive every waiting datagram             → transport → route by client → match
-//! for each match whose tick is due: run it   (snapshots queued into the send batch)
+//! for each match whose tick is due: run it   (snapshots queued into the send batch;
+//!                                            a finished match's result is queued, and
+//!                                            its replacement waits until it is on disk)
 //! send the batch
+//! hand queued results to the persister       → its thread writes and fsyncs them
 //! about once a second: publish status and metrics, roll the cost window
 //! ```
 //!
@@ -20,6 +23,7 @@
 //! than 1 ms late counts as late, and one more than a period late as a hitch.
 
 mod admission;
+mod persist;
 mod report;
 mod routing;
 
@@ -51,6 +55,9 @@ use report::{Drops, Measure, Retired, Window};
 const LATE_AFTER: Duration = Duration::from_millis(1);
 /// Datagrams read per receive batch.
 const RECV_BATCH: usize = 256;
+/// While a match waits for its predecessor's result to be durable and its deadline has
+/// passed, the worker looks again this often (its tick then starts at most this late).
+const RESULT_POLL: Duration = Duration::from_micros(500);
 
 /// How the process asks its workers to stop. Cheap to clone: every clone shares the flags.
 #[derive(Clone, Debug, Default)]
@@ -117,6 +124,9 @@ pub struct WorkerSetup {
     pub index: usize,
     /// The real-time FIFO priority the worker's thread runs at; `None`: normal class.
     pub realtime: Option<u8>,
+    /// The CPUs the worker's helper thread (the persister) runs on, in the normal class:
+    /// the process's own, read before any worker was pinned. Empty: where it starts.
+    pub helper_cores: Vec<usize>,
     /// The startup matches this worker hosts (placed by the host); they restart when they
     /// finish, until the server drains.
     pub matches: Vec<MatchId>,
@@ -148,6 +158,9 @@ struct Hosted {
     restarts: bool,
     /// Finished, to be removed after this wake-up's frames are recorded.
     over: bool,
+    /// The persister ticket of the previous match's result: this match does not tick until
+    /// it is durable.
+    awaiting_result: Option<u64>,
     counters: MatchCounters,
 }
 
@@ -173,10 +186,9 @@ pub struct Worker {
     due: Vec<(usize, FrameRecord, usize, Duration, Instant)>,
     /// Matches finished in this wake-up and not restarted.
     finished: usize,
-    /// Where finished matches' results are appended, opened at start.
-    results: Option<std::fs::File>,
-    /// A result line, reused.
-    result_line: String,
+    /// Writes finished matches' results and action files off the frame; `None`: neither
+    /// is configured.
+    persister: Option<persist::Persister>,
     admin: Option<WorkerLink>,
     /// Running totals for `/metrics`.
     metrics: MetricsSnapshot,
@@ -249,6 +261,7 @@ impl Worker {
         let setup = WorkerSetup {
             index: 0,
             realtime: None,
+            helper_cores: tickforge_io::cpu::allowed_cores(),
             matches: (1..=config.matches).map(MatchId).collect(),
             start: time::now(),
             public_addr: config.public_addr.unwrap_or(bound),
@@ -285,6 +298,7 @@ impl Worker {
                 grid,
                 restarts: true,
                 over: false,
+                awaiting_result: None,
                 counters: MatchCounters::default(),
             });
         }
@@ -309,11 +323,12 @@ impl Worker {
                     })?,
             ),
         };
+        let persister = (results.is_some() || config.record_dir.is_some())
+            .then(|| persist::Persister::new(setup.index, results, setup.helper_cores.clone()));
         Ok(Worker {
             index: setup.index,
             realtime: setup.realtime,
-            results,
-            result_line: String::with_capacity(4096),
+            persister,
             transport: Transport::new(
                 netcode::ServerConfig {
                     protocol_id: config.protocol_id,
@@ -372,9 +387,12 @@ impl Worker {
         let mut next_status = self.start + Duration::from_secs(1);
         let mut drain_until = None;
         let mut ticks_run = 0u64;
+        if let Some(p) = &mut self.persister {
+            p.start();
+        }
         let stopped_at = loop {
             // Idle (no matches): wake once a period for commands and the stop flags.
-            let earliest = self.matches.iter().map(Match::next_deadline).min();
+            let earliest = self.next_wake();
             let deadline = earliest.unwrap_or_else(|| time::now() + self.period());
             if shutdown.is_draining() && drain_until.is_none() {
                 drain_until = Some(time::now() + self.config.drain_timeout);
@@ -397,6 +415,9 @@ impl Worker {
             let ticked = time::now();
             self.send.flush(&self.socket, &mut self.io);
             let sent = time::now();
+            if let Some(p) = &mut self.persister {
+                p.hand_over();
+            }
             self.charge_send_and_record(nanos(sent - ticked), budget_ns, &window);
             self.remove_finished();
             if earliest.is_some() && window.contains(deadline) {
@@ -417,12 +438,34 @@ impl Worker {
                 });
             }
         };
+        // Every result handed over is on disk (or counted failed) before the worker stops.
+        if let Some(p) = &mut self.persister {
+            p.finish();
+        }
         self.measure.close(&window);
         self.figures(&window, stopped_at)
     }
 
-    /// Runs one tick of every match whose deadline has passed, persisting any that ends;
-    /// returns the ticks run.
+    /// The earliest deadline of a match that may tick; a match waiting for its
+    /// predecessor's result is looked at again [`RESULT_POLL`] from now. `None`: no match.
+    fn next_wake(&self) -> Option<Instant> {
+        let mut poll = None;
+        let mut next = |m: &Match, h: &Hosted| {
+            let deadline = m.next_deadline();
+            match h.awaiting_result {
+                None => deadline,
+                Some(_) => deadline.max(*poll.get_or_insert_with(|| time::now() + RESULT_POLL)),
+            }
+        };
+        self.matches
+            .iter()
+            .zip(&self.hosted)
+            .map(|(m, h)| next(m, h))
+            .min()
+    }
+
+    /// Runs one tick of every match whose deadline has passed and whose predecessor's
+    /// result is durable, persisting any that ends; returns the ticks run.
     fn run_due_ticks(&mut self, draining: bool) -> usize {
         self.due.clear();
         for i in 0..self.matches.len() {
@@ -430,6 +473,12 @@ impl Worker {
             let now = time::now();
             if deadline > now {
                 continue;
+            }
+            if let Some(ticket) = self.hosted[i].awaiting_result {
+                if !self.persister.as_ref().is_none_or(|p| p.is_done(ticket)) {
+                    continue;
+                }
+                self.hosted[i].awaiting_result = None;
             }
             let (record, queued) = self.matches[i].run_tick(
                 now,
@@ -440,13 +489,15 @@ impl Worker {
             );
             self.due.push((i, record, queued, now - deadline, deadline));
             if let Some((result, actions)) = self.matches[i].finish_if_over() {
-                self.save_actions(i, actions);
-                self.persist(&result);
-                // The match has already started over; a drained server or an admin-made
-                // match removes it instead.
+                let ticket = self.persist(i, &result, actions);
+                // The match has already started over, and its first tick waits until the
+                // result is durable; a drained server or an admin-made match removes it
+                // instead.
                 if draining || !self.hosted[i].restarts {
                     self.hosted[i].over = true;
                     self.finished += 1;
+                } else {
+                    self.hosted[i].awaiting_result = ticket;
                 }
             }
         }

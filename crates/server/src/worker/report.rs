@@ -97,9 +97,10 @@ pub(super) struct Retired {
     shots_clamped: u64,
     /// Each removed match's tick grid: first deadline, and the deadline after its last tick.
     lives: Vec<(Instant, Instant)>,
-    /// Matches that ended (their results appended to the results file).
+    /// Matches that ended (their results handed to the persister).
     pub(super) matches_finished: u64,
-    /// Results or action files that could not be written.
+    /// Results or action files that could not be written; the persister's own count is
+    /// added when the figures are made.
     pub(super) results_failed: u64,
 }
 
@@ -196,6 +197,7 @@ impl Worker {
         let mut measure = self.measure.clone();
         measure.ticks.expected = expected;
         let mut retired = self.retired.clone();
+        retired.results_failed += self.persister.as_ref().map_or(0, |p| p.failed());
         for m in &self.matches {
             retired.add(m, close, close);
         }

@@ -380,6 +380,109 @@ fn silent_clients_time_out_and_keepalives_flow_before_that() {
 }
 
 #[test]
+fn a_silent_client_times_out_exactly_at_its_deadline_and_not_before() {
+    let t0 = Instant::now();
+    let mut s = server(2, t0);
+    let mut c = Client::new(token(61), t0);
+    let t1 = connect(&mut s, &mut c, client_addr(61), t0);
+    let timeout = Duration::from_secs(5);
+    let walks = s.stats().timeout_walks;
+    let mut buf = Vec::new();
+    let mut keepalives = 0;
+    // Wake every 10 ms up to the last instant before the deadline, as a worker would.
+    let mut now = t1;
+    while now < t1 + timeout {
+        s.handle_timeout(now);
+        while s.poll_transmit(&mut buf).is_some() {
+            keepalives += 1;
+        }
+        now += Duration::from_millis(10);
+    }
+    s.handle_timeout(t1 + timeout - Duration::from_nanos(1));
+    assert_eq!(s.poll_disconnect(), None, "1 ns before the deadline");
+    assert_eq!(s.connected(), 1);
+    // Keep-alives went out every 100 ms, and each took the one walk its deadline cost.
+    assert_eq!(keepalives, 49);
+    assert_eq!(s.stats().timeout_walks - walks, 49);
+    assert_eq!(s.poll_timeout(), Some(t1 + timeout));
+    s.handle_timeout(t1 + timeout);
+    assert_eq!(
+        s.poll_disconnect(),
+        Some((ClientIndex(0), DisconnectReason::TimedOut))
+    );
+    assert_eq!(s.connected(), 0);
+    assert_eq!(s.poll_timeout(), None, "nothing left to time out");
+}
+
+#[test]
+fn a_wake_up_before_the_earliest_deadline_does_no_walk() {
+    let t0 = Instant::now();
+    let mut s = server(4, t0);
+    assert_eq!(s.poll_timeout(), None);
+    s.handle_timeout(t0 + Duration::from_secs(60));
+    assert_eq!(s.stats().timeout_walks, 0, "no connection: nothing to walk");
+    let mut c = Client::new(token(62), t0);
+    let t1 = connect(&mut s, &mut c, client_addr(62), t0);
+    let walks = s.stats().timeout_walks;
+    let mut buf = Vec::new();
+    // The first deadline is the keep-alive, 100 ms after the connection's last send.
+    assert_eq!(s.poll_timeout(), Some(t1 + PACKET_SEND_INTERVAL));
+    s.handle_timeout(t1 + Duration::from_millis(99));
+    assert_eq!(s.stats().timeout_walks, walks);
+    assert_eq!(
+        s.poll_transmit(&mut buf),
+        None,
+        "no keep-alive before it is due"
+    );
+    s.handle_timeout(t1 + PACKET_SEND_INTERVAL);
+    assert_eq!(s.stats().timeout_walks, walks + 1);
+    assert_eq!(s.poll_transmit(&mut buf), Some(client_addr(62)));
+    // A payload at 150 ms moves the keep-alive to 250 ms; the walk at 200 ms finds nothing
+    // due and learns the new deadline.
+    let mut out = Vec::new();
+    let sent = t1 + Duration::from_millis(150);
+    assert!(s
+        .send_payload(sent, ClientIndex(0), b"snapshot", &mut out)
+        .is_some());
+    s.handle_timeout(t1 + Duration::from_millis(200));
+    assert_eq!(s.stats().timeout_walks, walks + 2);
+    assert_eq!(s.poll_transmit(&mut buf), None);
+    assert_eq!(s.poll_timeout(), Some(sent + PACKET_SEND_INTERVAL));
+    s.handle_timeout(sent + PACKET_SEND_INTERVAL - Duration::from_nanos(1));
+    assert_eq!(s.stats().timeout_walks, walks + 2);
+    s.handle_timeout(sent + PACKET_SEND_INTERVAL);
+    assert_eq!(s.poll_transmit(&mut buf), Some(client_addr(62)));
+}
+
+#[test]
+fn a_new_handshake_brings_the_next_walk_forward() {
+    let t0 = Instant::now();
+    let mut s = server(4, t0);
+    let mut c = Client::new(token(63), t0);
+    let t1 = connect(&mut s, &mut c, client_addr(63), t0);
+    // Keep-alives: the next walk is at most 100 ms away.
+    s.handle_timeout(t1 + PACKET_SEND_INTERVAL);
+    assert_eq!(s.poll_timeout(), Some(t1 + 2 * PACKET_SEND_INTERVAL));
+    // A request at 150 ms opens a handshake that times out at 5.15 s: later, so the next
+    // walk stays; once the connection is gone, the handshake's deadline is the next.
+    let t2 = t1 + Duration::from_millis(150);
+    assert!(answer_to(&mut s, &token(64), client_addr(64), t2) > 0);
+    assert_eq!(s.poll_timeout(), Some(t1 + 2 * PACKET_SEND_INTERVAL));
+    s.disconnect(ClientIndex(0));
+    s.handle_timeout(t1 + 2 * PACKET_SEND_INTERVAL);
+    assert_eq!(s.poll_timeout(), Some(t2 + Duration::from_secs(5)));
+    s.handle_timeout(t2 + Duration::from_secs(5) - Duration::from_nanos(1));
+    assert!(s.poll_timeout().is_some(), "the handshake is still open");
+    s.handle_timeout(t2 + Duration::from_secs(5));
+    assert_eq!(s.poll_timeout(), None, "the handshake timed out");
+
+    // On a server with nothing open, a request sets the first deadline.
+    let mut s = server(4, t0);
+    assert!(answer_to(&mut s, &token(65), client_addr(65), t0) > 0);
+    assert_eq!(s.poll_timeout(), Some(t0 + Duration::from_secs(5)));
+}
+
+#[test]
 fn a_kicked_client_hears_why() {
     let t0 = Instant::now();
     let mut s = server(2, t0);

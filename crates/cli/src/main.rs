@@ -2,6 +2,7 @@
 
 mod bench;
 mod bots_cmd;
+mod doctor;
 mod flood;
 mod replay_cmd;
 mod report_cmd;
@@ -34,6 +35,8 @@ enum Command {
     Token(token_cmd::TokenArgs),
     /// Play a recorded match's inputs offline to its end state and result.
     Replay(replay_cmd::ReplayArgs),
+    /// Check whether this host can hold many 128 Hz matches per core, and say what to fix.
+    Doctor(doctor::DoctorArgs),
     /// Print a saved bench report (`bench --json`) again; draw its sweep as an SVG chart.
     Report(report_cmd::ReportArgs),
     /// Put two bench reports side by side: each key figure before, after, and the ratio.
@@ -48,6 +51,7 @@ fn main() {
         Command::Bench(args) => bench::run(args),
         Command::Token(args) => token_cmd::run(args),
         Command::Replay(args) => replay_cmd::run(args),
+        Command::Doctor(args) => doctor::run(args),
         Command::Report(args) => report_cmd::run(args),
         Command::Compare(args) => report_cmd::compare(args),
     };

@@ -12,6 +12,7 @@
 
 pub mod cpu;
 pub mod entropy;
+pub mod host;
 pub mod numa;
 pub mod stamped;
 pub mod time;

@@ -27,6 +27,10 @@ pub enum Scenario {
     /// to the centre (about 100 s) and fight there; 110 s measured after 2 s of warm-up
     /// (shorten with --duration-s).
     Crowd,
+    /// The Quake paper's saturation curve: one match on flat2km with 1, 2, 4 … 128 bots
+    /// (set the steps with --sweep-steps), 5 s measured each; response rate and response
+    /// time at the clients against players.
+    Saturation,
 }
 
 impl Scenario {
@@ -35,6 +39,7 @@ impl Scenario {
             Scenario::Smoke => "smoke",
             Scenario::ManyMatches => "many-matches",
             Scenario::Crowd => "crowd",
+            Scenario::Saturation => "saturation",
         }
     }
 
@@ -42,7 +47,7 @@ impl Scenario {
     fn map(self) -> BuiltinMap {
         match self {
             Scenario::Smoke | Scenario::ManyMatches => BuiltinMap::Arena,
-            Scenario::Crowd => BuiltinMap::Flat2km,
+            Scenario::Crowd | Scenario::Saturation => BuiltinMap::Flat2km,
         }
     }
 
@@ -50,7 +55,7 @@ impl Scenario {
     fn mix(self) -> BotMix {
         match self {
             Scenario::Smoke | Scenario::ManyMatches => BotMix::Arena,
-            Scenario::Crowd => BotMix::Crowd,
+            Scenario::Crowd | Scenario::Saturation => BotMix::Crowd,
         }
     }
 
@@ -60,7 +65,7 @@ impl Scenario {
             Scenario::Smoke | Scenario::ManyMatches => None,
             // The run-in alone takes ~100 s, the server's default round; a round that
             // timed out would put everyone back on the ring mid-fight.
-            Scenario::Crowd => Some(600.0),
+            Scenario::Crowd | Scenario::Saturation => Some(600.0),
         }
     }
 
@@ -71,7 +76,7 @@ impl Scenario {
             // 100 times the default: the crowd meets in the centre and keeps fighting, all
             // in view (the Iris test), instead of wiping out in seconds and running in
             // again from the ring.
-            Scenario::Crowd => Some(10_000),
+            Scenario::Crowd | Scenario::Saturation => Some(10_000),
         }
     }
 
@@ -82,6 +87,8 @@ impl Scenario {
             Scenario::ManyMatches => (10, 10, 2.0, 10.0),
             // 800 m at 8.13 m/s is ~98 s of running, then a fight at the centre.
             Scenario::Crowd => (1, 100, 2.0, 110.0),
+            // Players are the sweep's steps; 128 is the last.
+            Scenario::Saturation => (1, 128, 2.0, 5.0),
         }
     }
 }
@@ -152,9 +159,10 @@ pub struct BenchArgs {
     /// curve. Each step runs --warmup-s + --duration-s.
     #[arg(long)]
     pub sweep: bool,
-    /// The match counts a sweep tries, in order
-    /// [default: 1,5,10,20,30,40,50,60,70,80,100,120].
-    #[arg(long, value_name = "LIST", value_delimiter = ',', requires = "sweep")]
+    /// The counts a sweep tries, in order: matches with --sweep
+    /// [default: 1,5,10,20,30,40,50,60,70,80,100,120], players in the one match of
+    /// --scenario saturation [default: 1,2,4,8,16,32,64,128].
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub sweep_steps: Vec<u32>,
     /// No progress bar.
     #[arg(long)]
@@ -211,6 +219,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
         bail!("--duration-s must be more than 0 and --warmup-s 0 or more");
     }
 
+    if !args.sweep_steps.is_empty() && !args.sweep && args.scenario != Scenario::Saturation {
+        bail!("--sweep-steps needs --sweep (or --scenario saturation, which sweeps players)");
+    }
     let cores = tickforge_io::cpu::allowed_cores();
     let (server_core, bots_core) = match cores.as_slice() {
         [a, b, ..] => (Some(*a), Some(*b)),
@@ -225,8 +236,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
         bots_core,
     };
     let dir = scratch_dir()?;
-    let result = if args.sweep {
-        sweep::run(&args, &dir, &plan)
+    let result = if args.scenario == Scenario::Saturation {
+        sweep::run(&args, &dir, &plan, sweep::Axis::Players)
+    } else if args.sweep {
+        sweep::run(&args, &dir, &plan, sweep::Axis::Matches)
     } else {
         run_in(&args, &dir, &plan)
     };

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use tickforge_telemetry::report::{Report, Sweep};
+use tickforge_telemetry::report::{Report, Sweep, SweepStep};
 
 /// Flags of `report`.
 #[derive(Args, Debug)]
@@ -128,31 +128,35 @@ pub fn sweep_svg(sweep: &Sweep, budget_ms: f64, tick_hz: u32) -> String {
         .iter()
         .filter_map(|s| s.match_frame_ms.map(|p| (s, p)))
         .collect();
-    let max_x = steps
-        .iter()
-        .map(|(s, _)| s.matches)
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64;
+    // The x axis: matches on the core, or players in the one match (saturation).
+    let by_players = sweep.by == "players";
+    let count = |s: &SweepStep| f64::from(if by_players { s.players } else { s.matches });
+    let max_x = steps.iter().map(|(s, _)| count(s)).fold(1.0, f64::max);
     let max_y = steps
         .iter()
         .map(|(_, p)| p.p99)
-        .fold(budget_ms, f64::max)
+        .fold(if by_players { 0.0 } else { budget_ms }, f64::max)
         .max(1e-3)
         * 1.15;
     let x = |m: f64| L + (W - L - R) * m / max_x;
     let y = |ms: f64| H - B - (H - T - B) * ms / max_y;
+    let title = if by_players {
+        format!("match frame against players in one match, {tick_hz} Hz")
+    } else {
+        format!(
+            "match frame against matches on one core, {tick_hz} Hz: {}",
+            sweep
+                .measured_games_per_core
+                .map_or("none held".to_string(), |g| format!(
+                    "{g} games per core held"
+                ))
+        )
+    };
     let mut svg = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" \
          font-family=\"sans-serif\" font-size=\"12\">\n\
          <rect width=\"{W}\" height=\"{H}\" fill=\"white\"/>\n\
-         <text x=\"{L}\" y=\"24\" font-size=\"15\">match frame against matches on one \
-         core, {tick_hz} Hz: {}</text>\n",
-        sweep
-            .measured_games_per_core
-            .map_or("none held".to_string(), |g| format!(
-                "{g} games per core held"
-            )),
+         <text x=\"{L}\" y=\"24\" font-size=\"15\">{title}</text>\n"
     );
     // Axes and their ticks.
     let _ = writeln!(
@@ -179,22 +183,29 @@ pub fn sweep_svg(sweep: &Sweep, budget_ms: f64, tick_hz: u32) -> String {
     );
     let _ = writeln!(
         svg,
-        "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">matches on the worker core \
-         (ticks on time below)</text>",
+        "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{} (ticks on time below)</text>",
         (L + W - R) / 2.0,
-        H - 8.0
+        H - 8.0,
+        if by_players {
+            "players in the match"
+        } else {
+            "matches on the worker core"
+        }
     );
-    // The budget.
-    let _ = writeln!(
-        svg,
-        "<line x1=\"{L}\" y1=\"{by:.1}\" x2=\"{}\" y2=\"{by:.1}\" stroke=\"#c00\" \
-         stroke-dasharray=\"6 4\"/><text x=\"{}\" y=\"{:.1}\" fill=\"#c00\">budget \
-         {budget_ms:.3} ms</text>",
-        W - R,
-        L + 6.0,
-        y(budget_ms) - 5.0,
-        by = y(budget_ms)
-    );
+    // The budget per match tick: what 60 games on a core leave each; one match of many
+    // players (saturation) has the whole tick instead, so it gets no line.
+    if !by_players {
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{L}\" y1=\"{by:.1}\" x2=\"{}\" y2=\"{by:.1}\" stroke=\"#c00\" \
+             stroke-dasharray=\"6 4\"/><text x=\"{}\" y=\"{:.1}\" fill=\"#c00\" \
+             text-anchor=\"end\">budget {budget_ms:.3} ms</text>",
+            W - R,
+            W - R,
+            y(budget_ms) + 15.0,
+            by = y(budget_ms)
+        );
+    }
     // The two series.
     for (name, colour, get) in [
         (
@@ -206,7 +217,7 @@ pub fn sweep_svg(sweep: &Sweep, budget_ms: f64, tick_hz: u32) -> String {
     ] {
         let points: Vec<String> = steps
             .iter()
-            .map(|(s, p)| format!("{:.1},{:.1}", x(f64::from(s.matches)), y(get(p))))
+            .map(|(s, p)| format!("{:.1},{:.1}", x(count(s)), y(get(p))))
             .collect();
         let _ = writeln!(
             svg,
@@ -218,7 +229,7 @@ pub fn sweep_svg(sweep: &Sweep, budget_ms: f64, tick_hz: u32) -> String {
             let _ = writeln!(
                 svg,
                 "<circle class=\"{name}\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{colour}\"/>",
-                x(f64::from(s.matches)),
+                x(count(s)),
                 y(get(p))
             );
         }
@@ -226,14 +237,14 @@ pub fn sweep_svg(sweep: &Sweep, budget_ms: f64, tick_hz: u32) -> String {
             let _ = writeln!(
                 svg,
                 "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{colour}\">{name}</text>",
-                x(f64::from(s.matches)) + 8.0,
+                x(count(s)) + 8.0,
                 y(get(p)) - 8.0
             );
         }
     }
     // Each step's matches and ticks on time; a step the bots saturated is marked.
     for (s, _) in &steps {
-        let cx = x(f64::from(s.matches));
+        let cx = x(count(s));
         let on_time = s
             .on_time_rate
             .map_or("n/a".to_string(), |r| format!("{:.2}%", 100.0 * r));
@@ -244,7 +255,7 @@ pub fn sweep_svg(sweep: &Sweep, budget_ms: f64, tick_hz: u32) -> String {
              <text x=\"{cx:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"10\" \
              fill=\"#555\">{on_time}{mark}</text>",
             H - B + 16.0,
-            s.matches,
+            count(s),
             H - B + 30.0
         );
     }
@@ -264,7 +275,7 @@ pub fn sweep_svg(sweep: &Sweep, budget_ms: f64, tick_hz: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tickforge_telemetry::report::{Percentiles, SweepStep};
+    use tickforge_telemetry::report::Percentiles;
 
     fn step(matches: u32, p50: f64, p99: f64, saturated: bool) -> SweepStep {
         SweepStep {

@@ -174,14 +174,17 @@ fn scheduling(server: &ServerReport, bots: &BotsReport) -> String {
 pub fn sweep_step(s: &tickforge_telemetry::report::SweepStep) -> String {
     let ms = |v: Option<f64>| v.map_or("n/a".into(), |v| format!("{v:.3} ms"));
     format!(
-        "  {:>3} matches  frame p50 {} p99 {}  on time {}  worker {}  response p50 {}  bots {}{}",
+        "  {:>3} × {:<3}  frame p50 {} p99 {}  on time {}  worker {}  response {} Hz p50 {}  bots {}{}",
         s.matches,
+        s.players,
         ms(s.match_frame_ms.map(|p| p.p50)),
         ms(s.match_frame_ms.map(|p| p.p99)),
         s.on_time_rate
             .map_or("n/a".into(), |r| format!("{:.2}%", r * 100.0)),
         s.worker_util
             .map_or("n/a".into(), |u| format!("{:.0}%", u * 100.0)),
+        s.response_rate_hz
+            .map_or("n/a".into(), |r| format!("{r:.1}")),
         ms(s.response_time_ms.p50),
         s.bots_cpu_util
             .map_or("n/a".into(), |u| format!("{:.0}%", u * 100.0)),
@@ -263,13 +266,20 @@ pub fn bench(r: &Report) -> String {
         r.server.max_rewind_ms, r.server.shots_rewind_clamped, r.server.shots_fired
     );
     if let Some(sw) = &r.sweep {
-        let _ = writeln!(
-            out,
-            "  sweep         {} games per core measured (limited by {}):",
-            sw.measured_games_per_core
-                .map_or("n/a".into(), |g| g.to_string()),
-            sw.limited_by
-        );
+        if sw.by == "players" {
+            let _ = writeln!(
+                out,
+                "  saturation    one match, players raised step by step (matches × players):"
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "  sweep         {} games per core measured (limited by {}):",
+                sw.measured_games_per_core
+                    .map_or("n/a".into(), |g| g.to_string()),
+                sw.limited_by
+            );
+        }
         for step in &sw.steps {
             let _ = writeln!(out, "  {}", sweep_step(step));
         }

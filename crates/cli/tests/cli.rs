@@ -557,3 +557,50 @@ fn a_sweep_runs_each_step_and_reports_the_curve() {
     }
     assert!(stdout.contains("sweep"), "{stdout}");
 }
+
+#[test]
+fn saturation_raises_the_players_of_one_match_and_charts_them() {
+    let json = scratch("saturation");
+    let out = tickforge()
+        .args(["bench", "--scenario", "saturation", "--sweep-steps", "1,4"])
+        .args(["--warmup-s", "1", "--duration-s", "2", "--quiet", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "bench failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let sweep = report.sweep.expect("the curve in the report");
+    assert_eq!(sweep.by, "players");
+    let steps: Vec<(u32, u32)> = sweep.steps.iter().map(|s| (s.matches, s.players)).collect();
+    assert_eq!(steps, [(1, 1), (1, 4)], "{sweep:?}");
+    for step in &sweep.steps {
+        // Every client got (nearly) every tick's snapshot at 128 Hz.
+        let rate = step.response_rate_hz.expect("a response rate");
+        assert!(rate > 120.0, "{rate} Hz at {} players", step.players);
+    }
+    assert_eq!(report.players_per_match, 4, "the report is the last step");
+    assert_eq!(sweep.measured_games_per_core, None);
+
+    // The saved report prints again and draws as a chart with a point per step.
+    let svg = json.with_extension("svg");
+    let out = tickforge()
+        .arg("report")
+        .arg(&json)
+        .arg("--svg")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("saturation"));
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    assert_eq!(chart.matches("<circle class=\"p50\"").count(), 2);
+    assert!(chart.contains("players in the match"));
+}

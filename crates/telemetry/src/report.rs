@@ -434,6 +434,14 @@ pub struct Sweep {
     /// core saturated first: the server was not the limit), or "steps" (the last step
     /// still held).
     pub limited_by: String,
+    /// What the steps raise: "matches" (`many-matches --sweep`, the default) or "players"
+    /// in one match (`saturation`, the Quake paper's curve).
+    #[serde(default = "matches_axis")]
+    pub by: String,
+}
+
+fn matches_axis() -> String {
+    "matches".into()
 }
 
 /// One step of a [`Sweep`].
@@ -441,6 +449,12 @@ pub struct Sweep {
 pub struct SweepStep {
     /// Matches hosted on the worker core.
     pub matches: u32,
+    /// Players (bots) in each match.
+    #[serde(default)]
+    pub players: u32,
+    /// Snapshots each client received per second (the Quake paper's response rate).
+    #[serde(default)]
+    pub response_rate_hz: Option<f64>,
     /// CPU cost of one match tick, milliseconds.
     pub match_frame_ms: Option<Percentiles>,
     /// Share of the worker's core in use (0..=1).

@@ -14,65 +14,106 @@ use super::{run_in, BenchArgs, Plan};
 const ON_TIME: f64 = 0.995;
 /// Match counts tried, in order; the sweep ends at the first that does not hold.
 const STEPS: [u32; 12] = [1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 100, 120];
+/// Players in the one match of `saturation`, in order (the Quake paper's 1 … 128+).
+const PLAYER_STEPS: [u32; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
+
+/// What a sweep raises from step to step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Axis {
+    /// Matches on the worker core (`many-matches --sweep`): ends at the first step the
+    /// server does not hold.
+    Matches,
+    /// Players in one match (`saturation`): runs every step, since what happens past the
+    /// server's limit is the curve's point; ends early only if the bots saturate.
+    Players,
+}
 
 /// Runs the steps and returns the report of the last step that held (or the first, when
 /// none did), with the whole curve in [`Report::sweep`].
-pub(super) fn run(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
+pub(super) fn run(args: &BenchArgs, dir: &Path, plan: &Plan, axis: Axis) -> Result<Report> {
     let mut steps = Vec::new();
     let mut held: Option<Report> = None;
     let mut first: Option<Report> = None;
+    let mut last: Option<Report> = None;
     let mut limited_by = "steps";
-    let steps_tried: &[u32] = if args.sweep_steps.is_empty() {
-        &STEPS
+    let defaults: &[u32] = match axis {
+        Axis::Matches => &STEPS,
+        Axis::Players => &PLAYER_STEPS,
+    };
+    let steps_tried = if args.sweep_steps.is_empty() {
+        defaults
     } else {
         &args.sweep_steps
     };
-    for &matches in steps_tried {
-        if matches == 0 {
-            anyhow::bail!("--sweep-steps: expected match counts of 1 or more, got 0");
+    for &n in steps_tried {
+        if n == 0 {
+            anyhow::bail!("--sweep-steps: expected counts of 1 or more, got 0");
         }
+        let (step_plan, name) = match axis {
+            Axis::Matches => (
+                Plan {
+                    matches: n,
+                    ..*plan
+                },
+                format!("{n} match(es)"),
+            ),
+            Axis::Players => (
+                Plan {
+                    players: n,
+                    ..*plan
+                },
+                format!("{n} player(s)"),
+            ),
+        };
         if !args.quiet {
-            eprintln!("sweep: {matches} match(es)…");
+            eprintln!("sweep: {name}…");
         }
         // Each step writes its own key, logs and reports.
-        let step_dir = dir.join(format!("step-{matches}"));
+        let step_dir = dir.join(format!("step-{n}"));
         std::fs::create_dir_all(&step_dir)?;
-        let report = run_in(args, &step_dir, &Plan { matches, ..*plan })?;
+        let report = run_in(args, &step_dir, &step_plan)?;
         let step = step_of(&report);
         if !args.quiet {
             eprintln!("{}", crate::summary::sweep_step(&step));
         }
         let holds = step.on_time_rate.is_some_and(|r| r >= ON_TIME) && step.skipped == 0;
         steps.push(step.clone());
+        first.get_or_insert_with(|| report.clone());
+        last = Some(report.clone());
         if step.bots_saturated {
             limited_by = "bots";
             break;
         }
-        if !holds {
+        if !holds && axis == Axis::Matches {
             limited_by = "server";
             break;
         }
-        first.get_or_insert_with(|| report.clone());
-        held = Some(report);
+        if holds {
+            held = Some(report);
+        }
     }
-    let measured = held.as_ref().map(|r| r.matches);
-    let mut report = match held.or(first) {
-        Some(r) => r,
-        // Not even the first step held: report it as it was.
-        None => run_in(
-            args,
-            dir,
-            &Plan {
-                matches: 1,
-                ..*plan
-            },
-        )?,
+    let measured = match axis {
+        Axis::Matches => held.as_ref().map(|r| r.matches),
+        Axis::Players => None,
     };
-    report.games_per_core.measured = measured.map(f64::from);
+    let mut report = match axis {
+        Axis::Matches => held.or(first),
+        // The curve's last step: the most players the bots drove.
+        Axis::Players => last,
+    }
+    .ok_or_else(|| anyhow::anyhow!("--sweep-steps: no step to run"))?;
+    if axis == Axis::Matches {
+        report.games_per_core.measured = measured.map(f64::from);
+    }
     report.sweep = Some(Sweep {
         steps,
         measured_games_per_core: measured,
         limited_by: limited_by.to_string(),
+        by: match axis {
+            Axis::Matches => "matches",
+            Axis::Players => "players",
+        }
+        .to_string(),
     });
     Ok(report)
 }
@@ -82,6 +123,8 @@ fn step_of(r: &Report) -> SweepStep {
     let t = &r.ticks;
     SweepStep {
         matches: r.matches,
+        players: r.players_per_match,
+        response_rate_hz: r.clients.response_rate_hz,
         match_frame_ms: r.match_frame_ms,
         worker_util: r.server_cpu_util,
         on_time_rate: (t.expected > 0).then(|| t.on_time as f64 / t.expected as f64),

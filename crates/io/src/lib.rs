@@ -1,8 +1,9 @@
 //! Everything tickforge asks of the operating system, in one crate.
 //!
 //! What it does: UDP sockets ([`udp`]), the monotonic clock and precise sleeping
-//! ([`time`]), pinning threads to cores and reading CPU time ([`cpu`]), the NUMA
-//! topology and match placement ([`numa`]).
+//! ([`time`]), pinning threads to cores, real-time scheduling and CPU time ([`cpu`]), the
+//! NUMA topology and match placement ([`numa`]), receive timestamps ([`stamped`]), and
+//! what the host's kernel offers (GSO, GRO, timer slack: [`host`], for `doctor`).
 //!
 //! What it does not do: protocol or game logic. The pure crates take time as a parameter
 //! and bytes as slices; this crate supplies both.

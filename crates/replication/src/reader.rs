@@ -196,9 +196,12 @@ impl Replica {
         }
     }
 
+    /// Tick-major: one snapshot's entities sit side by side, so a read touches two runs of
+    /// neighbouring lines (the baselines, the new states) that the prefetcher follows, not
+    /// one cold line per entity. A bot process holds hundreds of replicas, and each read
+    /// comes after all the others have run: its lines are never still in cache.
     fn slot(&self, id: usize, tick: u32) -> usize {
-        let h = self.config.history_ticks;
-        id * h as usize + (tick % h) as usize
+        (tick % self.config.history_ticks) as usize * self.config.max_entities + id
     }
 
     fn decode(&mut self, body: &[u8]) -> Result<ReadInfo, ReadError> {

@@ -34,7 +34,8 @@ pub struct ServeArgs {
     /// 100 spawns on an 800 m circle, for the crowd) [default: arena].
     #[arg(long, value_name = "NAME")]
     pub map: Option<String>,
-    /// Microseconds before a deadline the worker stops sleeping and spins [default: 100].
+    /// Most microseconds before a deadline the worker stops sleeping and spins; it spins
+    /// only as long as its recent wake-ups overslept, plus 10 µs [default: 100].
     #[arg(long, value_name = "US")]
     pub spin_us: Option<u64>,
     /// Seconds after start excluded from the figures [default: 0].

@@ -26,7 +26,8 @@ pub struct ServerConfig {
     pub tick_hz: u32,
     /// The map every match is played on.
     pub map: BuiltinMap,
-    /// How long before a deadline the worker stops sleeping and spins.
+    /// The most a worker spins before a deadline instead of sleeping: it spins as long as
+    /// its recent kernel sleeps overslept, plus a margin, up to this (`io::time::Sleeper`).
     pub spin: Duration,
     /// Workers run in the real-time FIFO class at this priority (1–99) where the host
     /// allows it; 0: the normal class.

@@ -170,6 +170,8 @@ pub struct Worker {
     index: usize,
     /// The real-time FIFO priority this worker's thread runs at; `None`: normal class.
     realtime: Option<u8>,
+    /// Sleeps to each wake-up, spinning at most `spin_us` before it.
+    sleeper: time::Sleeper,
     socket: UdpSocket,
     transport: Transport,
     matches: Vec<Match>,
@@ -328,6 +330,7 @@ impl Worker {
         Ok(Worker {
             index: setup.index,
             realtime: setup.realtime,
+            sleeper: time::Sleeper::new(config.spin),
             persister,
             transport: Transport::new(
                 netcode::ServerConfig {
@@ -401,7 +404,7 @@ impl Worker {
             if shutdown.is_stopped() || drained || exit_at.is_some_and(|t| deadline >= t) {
                 break time::now();
             }
-            let woke = time::sleep_until(deadline, self.config.spin);
+            let woke = self.sleeper.sleep_until(deadline);
             if earliest.is_some() {
                 self.measure.woke(&window, deadline, woke);
             }

@@ -29,6 +29,9 @@ pub(crate) enum Arrival {
 pub(crate) struct ReceivedPackets {
     slots: Box<[Option<Seq16>]>,
     newest: Option<Seq16>,
+    /// The ack bits of the next header, kept as packets arrive: bit `i` set when
+    /// `newest - 1 - i` was received (one shift a packet, not 32 slot reads a header).
+    bits: u32,
 }
 
 impl ReceivedPackets {
@@ -36,6 +39,7 @@ impl ReceivedPackets {
         ReceivedPackets {
             slots: vec![None; history].into_boxed_slice(),
             newest: None,
+            bits: 0,
         }
     }
 
@@ -58,16 +62,31 @@ impl ReceivedPackets {
     pub(crate) fn mark(&mut self, sequence: Seq16) {
         let history = self.slots.len();
         match self.newest {
-            Some(newest) if !sequence.is_newer_than(newest) => {}
+            Some(newest) if !sequence.is_newer_than(newest) => {
+                // An older packet: its bit, if the header reaches back to it.
+                let back = u32::from(newest.distance_from(sequence));
+                if (1..=u32::from(ACK_BITS)).contains(&back) {
+                    self.bits |= 1 << (back - 1);
+                }
+            }
             Some(newest) => {
                 // Forget the sequences skipped: their slots still hold packets a history ago.
                 let skipped = usize::from(sequence.distance_from(newest)).min(history);
                 for k in 1..=skipped {
                     self.slots[slot(newest.wrapping_add(k as u16), history)] = None;
                 }
+                // The old newest and its bits move `ahead` places back.
+                let ahead = u32::from(sequence.distance_from(newest));
+                let moved = ((u64::from(self.bits) << 1) | 1)
+                    .checked_shl(ahead - 1)
+                    .unwrap_or(0);
+                self.bits = moved as u32;
                 self.newest = Some(sequence);
             }
-            None => self.newest = Some(sequence),
+            None => {
+                self.newest = Some(sequence);
+                self.bits = 0;
+            }
         }
         self.slots[slot(sequence, history)] = Some(sequence);
     }
@@ -75,6 +94,15 @@ impl ReceivedPackets {
     /// `ack` and `ack_bits` for the next header. Before anything arrived: 65535 and none,
     /// which acknowledges nothing since the peer starts at 0.
     pub(crate) fn acks(&self) -> (Seq16, u32) {
+        match self.newest {
+            Some(newest) => (newest, self.bits),
+            None => (Seq16(u16::MAX), 0),
+        }
+    }
+
+    /// `acks` as the slots say it, read one by one: what the kept bits must equal.
+    #[cfg(test)]
+    fn acks_from_slots(&self) -> (Seq16, u32) {
         let Some(newest) = self.newest else {
             return (Seq16(u16::MAX), 0);
         };
@@ -286,6 +314,24 @@ mod tests {
     }
 
     proptest! {
+        /// The ack bits kept as packets arrive are the ones the slots hold, whatever
+        /// arrives: gaps, reordering, duplicates, jumps past the history, the wrap.
+        #[test]
+        fn kept_ack_bits_match_the_slots(
+            start in any::<u16>(),
+            steps in proptest::collection::vec(-40i32..80, 1..200),
+        ) {
+            let mut r = ReceivedPackets::new(64);
+            let mut s = Seq16(start);
+            for step in steps {
+                s = if step >= 0 { s.wrapping_add(step as u16) } else { s.wrapping_sub((-step) as u16) };
+                if r.arrival(s) == Arrival::New {
+                    r.mark(s);
+                }
+                prop_assert_eq!(r.acks(), r.acks_from_slots());
+            }
+        }
+
         /// Whatever order headers come in, every sequence any of them acknowledges is
         /// reported new at least once (no ack is lost); in order, exactly once.
         #[test]

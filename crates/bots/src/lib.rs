@@ -25,7 +25,7 @@ use anyhow::{Context, Result};
 use tickforge_game::history::Posing;
 use tickforge_game::{buttons, BuiltinMap, Map, Tick, UserCmd, ViewTime};
 use tickforge_io::stamped;
-use tickforge_io::udp::{IoStats, RecvBatch, SocketOptions, UdpSocket};
+use tickforge_io::udp::{IoStats, RecvBatch, SocketOptions, UdpSocket, SLOT_BYTES};
 use tickforge_io::{cpu, entropy, time};
 use tickforge_proto::msg::{self, ClientMsg, Event, ServerMsg, NONE};
 use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
@@ -221,13 +221,25 @@ struct Conditioner {
 
 impl Conditioner {
     fn new(config: &BotsConfig, seed: u64) -> Self {
+        let half_rtt = config.rtt / 2;
+        // Datagrams held at once, each way: one a tick over the longest delay, and two to
+        // spare (the tick in progress, a read that comes late). Their buffers are made
+        // here, each large enough for any datagram, so that holding one allocates only in a
+        // burst beyond that.
+        let period_ns = 1_000_000_000 / u64::from(config.tick_hz.max(1));
+        let held = match (half_rtt + config.jitter).as_nanos() as u64 {
+            0 => 0,
+            delay_ns => delay_ns.div_ceil(period_ns) as usize + 2,
+        };
         Conditioner {
-            half_rtt: config.rtt / 2,
+            half_rtt,
             jitter: config.jitter,
             rng: Rng::new(seed),
-            out: Vec::new(),
-            inbound: Vec::new(),
-            pool: Vec::new(),
+            out: Vec::with_capacity(held),
+            inbound: Vec::with_capacity(held),
+            pool: (0..2 * held)
+                .map(|_| Vec::with_capacity(SLOT_BYTES))
+                .collect(),
         }
     }
 
@@ -254,7 +266,9 @@ impl Conditioner {
         addr: SocketAddr,
         data: &[u8],
     ) {
-        let mut bytes = pool.pop().unwrap_or_default();
+        // A buffer is made as large as any datagram: a pooled one that held a short input
+        // would otherwise grow for the snapshot it holds next.
+        let mut bytes = pool.pop().unwrap_or_else(|| Vec::with_capacity(SLOT_BYTES));
         bytes.clear();
         bytes.extend_from_slice(data);
         queue.push(Held { at, addr, bytes });
@@ -317,6 +331,21 @@ struct Scratch {
     hist: ClientHistograms,
 }
 
+impl Scratch {
+    /// The buffers of a run, each as large as the largest datagram it holds.
+    fn new() -> Self {
+        Scratch {
+            batch: RecvBatch::with_timestamps(RECV_BATCH),
+            io: IoStats::default(),
+            recv: vec![0; SLOT_BYTES],
+            payload: Vec::with_capacity(MAX_PACKET_BYTES),
+            packet: Vec::with_capacity(MAX_PACKET_BYTES),
+            frame: Vec::with_capacity(MAX_PACKET_BYTES),
+            hist: ClientHistograms::default(),
+        }
+    }
+}
+
 /// Response time, server delay and ping over every bot's snapshots.
 #[derive(Default)]
 struct ClientHistograms {
@@ -348,58 +377,11 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
     for m in 0..config.matches {
         for b in 0..config.bots_per_match {
             let i = u64::from(m * config.bots_per_match + b);
-            let options = SocketOptions {
-                recv_buffer_bytes: Some(256 << 10),
-                send_buffer_bytes: None,
-            };
-            let bind = bot_address(server_of(config, MatchId(m + 1)), i);
-            let socket = UdpSocket::bind(bind, options)
-                .with_context(|| format!("binding a bot socket to {bind}"))?;
-            socket
-                .enable_rx_timestamps()
-                .context("enabling receive timestamps")?;
-            let token = mint_token(config, MatchId(m + 1));
-            bots.push(Bot {
-                socket,
-                transport: Client::new(token, start),
-                link: Endpoint::new(msg::link_config(), start),
-                behaviour: {
-                    let seed = config.seed.wrapping_mul(1_000_003).wrapping_add(i);
-                    match config.behaviour.role(i) {
-                        Role::Wander => Behaviour::Wander(Wander::new(seed)),
-                        Role::Aim => Behaviour::Aim(Aimer::new(seed)),
-                        Role::Run => Behaviour::Run(Runner::new(seed)),
-                    }
-                },
-                slot: None,
-                view: None,
-                last_move_seq: 0,
-                early_alive: Vec::new(),
-                map: map.clone(),
-                net: Conditioner::new(config, config.seed ^ i.wrapping_mul(0x9e37_79b9)),
-                seq: 0,
-                sent_at: [(0, None); SENT_RING],
-                input_ack: 0,
-                replica: Replica::new(replica_config(config)),
-                players: config.bots_per_match.min(u32::from(u8::MAX)) as u8,
-                newest_tick: 0,
-                delay: config.view_delay(),
-                pose_every: config.pose_every,
-                metrics: BotMetrics::default(),
-                snapshots_total: 0,
-                tick_hz: config.tick_hz,
-            });
+            let role = config.behaviour.role(i);
+            bots.push(Bot::new(config, i, MatchId(m + 1), role, &map, start)?);
         }
     }
-    let mut scratch = Scratch {
-        batch: RecvBatch::with_timestamps(RECV_BATCH),
-        io: IoStats::default(),
-        recv: vec![0; tickforge_io::udp::SLOT_BYTES],
-        payload: Vec::with_capacity(MAX_PACKET_BYTES),
-        packet: Vec::with_capacity(MAX_PACKET_BYTES),
-        frame: Vec::with_capacity(MAX_PACKET_BYTES),
-        hist: ClientHistograms::default(),
-    };
+    let mut scratch = Scratch::new();
 
     let period_ns = 1_000_000_000 / u64::from(config.tick_hz);
     let period = Duration::from_nanos(period_ns);
@@ -624,6 +606,58 @@ fn mint_token(config: &BotsConfig, match_id: MatchId) -> ConnectToken {
 }
 
 impl Bot {
+    /// Bot `i` of the run (counted from 0 across every match), playing `role` in
+    /// `match_id`, on its own socket, with a token it minted; it starts connecting at
+    /// `start`.
+    fn new(
+        config: &BotsConfig,
+        i: u64,
+        match_id: MatchId,
+        role: Role,
+        map: &Arc<Map>,
+        start: Instant,
+    ) -> Result<Bot> {
+        let options = SocketOptions {
+            recv_buffer_bytes: Some(256 << 10),
+            send_buffer_bytes: None,
+        };
+        let bind = bot_address(server_of(config, match_id), i);
+        let socket = UdpSocket::bind(bind, options)
+            .with_context(|| format!("binding a bot socket to {bind}"))?;
+        socket
+            .enable_rx_timestamps()
+            .context("enabling receive timestamps")?;
+        let token = mint_token(config, match_id);
+        let seed = config.seed.wrapping_mul(1_000_003).wrapping_add(i);
+        Ok(Bot {
+            socket,
+            transport: Client::new(token, start),
+            link: Endpoint::new(msg::link_config(), start),
+            behaviour: match role {
+                Role::Wander => Behaviour::Wander(Wander::new(seed)),
+                Role::Aim => Behaviour::Aim(Aimer::new(seed)),
+                Role::Run => Behaviour::Run(Runner::new(seed)),
+            },
+            slot: None,
+            view: None,
+            last_move_seq: 0,
+            early_alive: Vec::new(),
+            map: map.clone(),
+            net: Conditioner::new(config, config.seed ^ i.wrapping_mul(0x9e37_79b9)),
+            seq: 0,
+            sent_at: [(0, None); SENT_RING],
+            input_ack: 0,
+            replica: Replica::new(replica_config(config)),
+            players: config.bots_per_match.min(u32::from(u8::MAX)) as u8,
+            newest_tick: 0,
+            delay: config.view_delay(),
+            pose_every: config.pose_every,
+            metrics: BotMetrics::default(),
+            snapshots_total: 0,
+            tick_hz: config.tick_hz,
+        })
+    }
+
     /// Reads every datagram waiting on this bot's socket, each at the instant the kernel
     /// stamped it (`now` and `realtime_now` are one reading of both clocks), or, with the
     /// conditioner on, half a round trip later: then only those arrived by `now` are read,
@@ -708,7 +742,12 @@ impl Bot {
                 Event::Alive { slot, alive } => match self.view.as_mut() {
                     Some(view) => view.set_alive(slot, alive),
                     // The deaths a late joiner is told of come before its first snapshot.
-                    None => self.early_alive.push((slot, alive)),
+                    // Only a bot that will make a view keeps them: a wanderer never makes
+                    // one, and would hoard every death of the run.
+                    None if matches!(self.behaviour, Behaviour::Aim(_) | Behaviour::Run(_)) => {
+                        self.early_alive.push((slot, alive));
+                    }
+                    None => {}
                 },
                 // The kill feed and the round's phase: nothing for a bot to act on.
                 Event::Kill { .. } | Event::Round { .. } => {}
@@ -919,6 +958,9 @@ impl Bot {
         }
     }
 }
+
+#[cfg(test)]
+mod no_alloc_tests;
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,384 @@
+//! A warm bot's packets allocate nothing: reading a snapshot datagram (netcode, the reliable
+//! link and its events, the replica, an aimer's or runner's view of the match and its shot
+//! verdicts, the response-time histograms) and sending an input, with the network
+//! conditioner off and on.
+//!
+//! Eight bots (wanderers, aimers and runners) play a real match ([`tickforge_server::Match`])
+//! over loopback sockets, driven as [`run`] drives them: each tick, every bot's
+//! [`Bot::flush_out`], [`Bot::receive`] and [`Bot::tick`]. The test serves the match from
+//! one socket, on virtual time, and seats two scripted hunters beside the bots so that
+//! players die and come back within the window (the bots alone seldom meet). The server's
+//! side is not measured here (the server's own `tick_no_alloc` test measures it).
+//!
+//! A counting global allocator sees every allocation of this crate's test binary; only
+//! those made inside the measured closure on the calling thread are counted.
+
+use tickforge_game::rules::{RulesConfig, Team};
+use tickforge_game::{PlayerSlot, Vec3, World, WorldConfig};
+use tickforge_io::udp::SendBatch;
+use tickforge_proto::netcode::{self, ServerEvent};
+use tickforge_proto::ClientIndex;
+use tickforge_server::Match;
+use tickforge_telemetry::Scopes;
+use tickforge_testkit::alloc::{allocations_in, Counting};
+
+use super::*;
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Seats of the match: the bots take the first [`BOTS`], the hunters the rest.
+const PLAYERS: u8 = 10;
+const BOTS: u8 = 8;
+/// Ticks before the measured window: connecting, the buy phase, and a few seconds of play.
+const WARMUP_TICKS: u32 = 640;
+/// The measured window: four seconds at least, and until [`Window::is_complete`]; the
+/// first round ends about 3.5 s into it.
+const MIN_MEASURED_TICKS: u32 = 512;
+const MAX_MEASURED_TICKS: u32 = 4096;
+
+/// The match the bots play, served from one loopback socket on virtual time.
+struct Host {
+    socket: UdpSocket,
+    transport: netcode::Server,
+    m: Match,
+    /// Each client index's seat.
+    seats: Vec<Option<PlayerSlot>>,
+    /// The input sequence of the hunters, one a tick.
+    hunter_seq: u32,
+    scopes: Scopes,
+    buf: Vec<u8>,
+    frame: Vec<u8>,
+    out: SendBatch,
+    io: IoStats,
+}
+
+impl Host {
+    /// A host for `config`'s one match, on `socket` (the bots' `config.servers[0]`).
+    fn new(config: &BotsConfig, socket: UdpSocket, start: Instant) -> Host {
+        let world = WorldConfig {
+            players: PLAYERS,
+            map: config.map,
+            // A short buy phase and 8 s rounds: fights within the warm-up, and a round's end
+            // and the next one's start within the window; enough rounds that the match
+            // cannot end in the test.
+            rules: RulesConfig {
+                buy: Duration::from_millis(500),
+                round: Duration::from_secs(8),
+                round_end: Duration::from_millis(500),
+                rounds: std::num::NonZeroU8::new(24).unwrap(),
+                ..RulesConfig::default()
+            },
+            ..WorldConfig::default()
+        };
+        let transport = netcode::Server::new(
+            netcode::ServerConfig {
+                protocol_id: config.protocol_id,
+                private_key: config.private_key.0,
+                public_addresses: config.servers.clone(),
+                max_clients: u16::from(BOTS),
+                requests_per_second_per_ip: 10,
+            },
+            start,
+            entropy::unix_now(),
+            entropy::random_bytes(),
+        );
+        let mut m = Match::new(MatchId(1), world, start);
+        for slot in BOTS..PLAYERS {
+            // Client indices the transport never gives: the hunters have no connection.
+            let hunter = ClientIndex(1000 + u16::from(slot));
+            assert_eq!(
+                m.seat(start, hunter, Some(PlayerSlot(slot))),
+                Some(PlayerSlot(slot))
+            );
+        }
+        Host {
+            socket,
+            transport,
+            m,
+            seats: vec![None; usize::from(BOTS)],
+            hunter_seq: 0,
+            scopes: Scopes::new(Instant::now),
+            buf: vec![0; SLOT_BYTES],
+            frame: Vec::with_capacity(MAX_PACKET_BYTES),
+            out: SendBatch::with_capacity(usize::from(PLAYERS) * 2 + 64, MAX_PACKET_BYTES),
+            io: IoStats::default(),
+        }
+    }
+
+    /// One server frame at `now`: every datagram waiting, the transport's timeouts, the
+    /// match's tick, and the send.
+    fn frame(&mut self, now: Instant) {
+        while let Some((len, from)) = self.socket.recv_from(&mut self.buf).unwrap() {
+            match self
+                .transport
+                .handle_datagram(now, from, &mut self.buf[..len])
+            {
+                Some(ServerEvent::Connected { client, .. }) => {
+                    self.seats[client.as_usize()] = self.m.seat(now, client, None);
+                }
+                Some(ServerEvent::Payload { client, data }) => {
+                    let slot = self.seats[client.as_usize()].expect("a seated client");
+                    self.m.receive(now, slot, data).expect("an honest bot");
+                }
+                Some(ServerEvent::Disconnected { client, .. }) => {
+                    panic!("{client:?} left");
+                }
+                None => {}
+            }
+        }
+        self.hunter_seq += 1;
+        // The hunters see the world as it is.
+        let shown = ViewTime::at(Tick(self.m.world().tick().0.saturating_sub(1)));
+        for slot in (BOTS..PLAYERS).map(PlayerSlot) {
+            let cmd = hunter_cmd(self.m.world(), slot);
+            self.m.queue_input(slot, self.hunter_seq, cmd, shown);
+        }
+        self.transport.handle_timeout(now);
+        assert_eq!(self.transport.poll_disconnect(), None);
+        while let Some(to) = self.transport.poll_transmit(&mut self.frame) {
+            self.out.push(to, &self.frame);
+        }
+        self.m.run_tick(
+            now,
+            &self.scopes,
+            &mut self.transport,
+            &mut self.frame,
+            &mut self.out,
+        );
+        assert!(self.m.finish_if_over().is_none(), "the match goes on");
+        self.out.flush(&self.socket, &mut self.io);
+    }
+}
+
+/// A hunter's command: out of its spawn room through the doorway (the arena's rooms open
+/// at y = 0) to a post by the centre pillar, standing to fire at the chest of the nearest
+/// living enemy in sight. It reads the server's world.
+fn hunter_cmd(world: &World, me: PlayerSlot) -> UserCmd {
+    let rules = world.rules();
+    if !rules.is_alive(me) {
+        return UserCmd::default();
+    }
+    let at = world.players()[usize::from(me.0)].state.origin;
+    let home = if World::team_of(me) == Team::Attackers {
+        -1.0
+    } else {
+        1.0
+    };
+    let post = Vec3::new(home * 3.0, 6.0, 0.0);
+    let goal = if at.x * home > 21.0 && at.y.abs() > 0.8 {
+        Vec3::new(home * 26.0, 0.0, 0.0)
+    } else if at.x * home > 21.0 {
+        Vec3::new(home * 18.0, 0.0, 0.0)
+    } else {
+        post
+    };
+    let turn = |v: Vec3| (v.y.atan2(v.x) / std::f32::consts::TAU * 65536.0).round() as i32;
+    let eye = at + Vec3::new(0.0, 0.0, 1.6);
+    let target = (0..PLAYERS)
+        .map(PlayerSlot)
+        .filter(|&s| rules.team(s) != rules.team(me) && rules.is_alive(s))
+        .map(|s| world.players()[usize::from(s.0)].state.origin + Vec3::new(0.0, 0.0, 1.2))
+        .filter(|&aim| {
+            let d = aim - eye;
+            let dist = d.length();
+            dist > 0.5 && world.map().trace_ray(eye, d * (1.0 / dist), dist).is_none()
+        })
+        .min_by(|a, b| (*a - eye).length().total_cmp(&(*b - eye).length()));
+    let to_goal = goal - at;
+    let run = to_goal.horizontal_length() > 1.0;
+    match target {
+        Some(aim) => {
+            let d = aim - eye;
+            let pitch = d.z.atan2(d.horizontal_length()) / std::f32::consts::TAU * 65536.0;
+            UserCmd {
+                forward: 0,
+                side: 0,
+                buttons: buttons::FIRE,
+                yaw: turn(d) as u16,
+                pitch: pitch.round() as i16,
+            }
+        }
+        None => UserCmd {
+            forward: if run { 127 } else { 0 },
+            side: 0,
+            buttons: 0,
+            yaw: turn(to_goal) as u16,
+            pitch: 0,
+        },
+    }
+}
+
+/// A run of [`play`], for the caller to check.
+struct Played {
+    /// Allocations the bots made in the window: `(tick, bot, allocations)`.
+    allocating: Vec<(u32, usize, u64)>,
+    bots: Vec<Bot>,
+    scratch: Scratch,
+    window: Window,
+}
+
+/// Plays the warm-up, then the measured window until it holds what
+/// [`Window::is_complete`] asks, with the conditioner adding `rtt` and `jitter`.
+fn play(rtt: Duration, jitter: Duration) -> Played {
+    let socket = UdpSocket::bind("127.0.0.1:0".parse().unwrap(), SocketOptions::default()).unwrap();
+    let config = BotsConfig {
+        servers: vec![socket.local_addr().unwrap()],
+        // Sizes each bot's replica and view: a match of this many players.
+        bots_per_match: u32::from(PLAYERS),
+        rtt,
+        jitter,
+        seed: 9,
+        ..BotsConfig::default()
+    };
+    let start = Instant::now();
+    let period = Duration::from_nanos(1_000_000_000 / u64::from(config.tick_hz));
+    let mut host = Host::new(&config, socket, start);
+    let map = Arc::new(config.map.load());
+    // Every behaviour: wanderers keep no view, aimers and runners do.
+    let roles = [Role::Wander, Role::Aim, Role::Run];
+    let mut bots: Vec<Bot> = (0..u32::from(BOTS))
+        .map(|i| {
+            let role = roles[i as usize % roles.len()];
+            Bot::new(&config, u64::from(i), MatchId(1), role, &map, start).unwrap()
+        })
+        .collect();
+    let mut scratch = Scratch::new();
+    // The bots count what arrives in the window; it ends when the test stops.
+    let window_start = start + period * WARMUP_TICKS;
+    let window_end = start + period * (WARMUP_TICKS + MAX_MEASURED_TICKS + 1);
+    let mut allocating = Vec::new();
+    let mut window = Window::default();
+    for t in 0.. {
+        let now = start + period * t;
+        if t == WARMUP_TICKS {
+            window = Window::open(&host.m);
+        }
+        let in_window = t >= WARMUP_TICKS;
+        if in_window {
+            window.update(t - WARMUP_TICKS, &host.m, &bots);
+            if window.is_complete() {
+                break;
+            }
+            assert!(
+                t - WARMUP_TICKS < MAX_MEASURED_TICKS,
+                "the match played out as planned: {window:?}"
+            );
+        }
+        let realtime_now = stamped::realtime_now();
+        for (i, bot) in bots.iter_mut().enumerate() {
+            let ((), n) = allocations_in(|| {
+                bot.flush_out(now);
+                bot.receive(now, realtime_now, window_start, window_end, &mut scratch);
+                bot.tick(now, &config, in_window, &mut scratch);
+            });
+            if in_window && n > 0 {
+                allocating.push((t, i, n));
+            }
+        }
+        host.frame(now);
+    }
+    Played {
+        allocating,
+        bots,
+        scratch,
+        window,
+    }
+}
+
+/// What the measured window held so far.
+#[derive(Debug, Default)]
+struct Window {
+    ticks: u32,
+    /// Players killed, and rounds begun, in the window: every bot is told of each.
+    deaths: u32,
+    rounds_begun: u8,
+    /// Shots the aimers and runners judged and compared with the server's verdict.
+    judged: u64,
+    /// At the window's start.
+    deaths_before: u32,
+    round_before: u8,
+}
+
+impl Window {
+    fn open(m: &Match) -> Window {
+        Window {
+            deaths_before: deaths(m),
+            round_before: m.world().rules().round_state().round(),
+            ..Window::default()
+        }
+    }
+
+    fn update(&mut self, ticks: u32, m: &Match, bots: &[Bot]) {
+        self.ticks = ticks;
+        self.deaths = deaths(m) - self.deaths_before;
+        self.rounds_begun = m.world().rules().round_state().round() - self.round_before;
+        self.judged = bots.iter().map(|b| b.metrics.hitreg.shots).sum();
+    }
+
+    /// At least [`MIN_MEASURED_TICKS`], with deaths, a round's end and the next one's
+    /// start, and shots judged in it.
+    fn is_complete(&self) -> bool {
+        self.ticks >= MIN_MEASURED_TICKS
+            && self.deaths > 0
+            && self.rounds_begun > 0
+            && self.judged > 0
+    }
+}
+
+fn deaths(m: &Match) -> u32 {
+    (0..PLAYERS)
+        .filter_map(|s| m.world().rules().stats(PlayerSlot(s)))
+        .map(|s| s.deaths)
+        .sum()
+}
+
+/// Checks that the bots allocated nothing in the window, and that every bot played all of
+/// it: a snapshot read and an input sent every tick (a tenth of the snapshots may still be
+/// held by the conditioner), none refused, and a view kept by those that aim.
+fn assert_allocated_nothing(played: &Played) {
+    let Played {
+        allocating,
+        bots,
+        scratch,
+        window,
+    } = played;
+    assert!(
+        allocating.is_empty(),
+        "(tick, bot, allocations): {allocating:?}"
+    );
+    let ticks = u64::from(window.ticks);
+    for (i, bot) in bots.iter().enumerate() {
+        let metrics = &bot.metrics;
+        assert!(
+            metrics.snapshots > ticks * 9 / 10
+                && metrics.packets_up >= ticks - 1
+                && metrics.link_errors == 0
+                && metrics.bad_snapshots == 0,
+            "bot {i} in {ticks} ticks: {} snapshots, {} up, {} link errors, {} bad snapshots",
+            metrics.snapshots,
+            metrics.packets_up,
+            metrics.link_errors,
+            metrics.bad_snapshots
+        );
+        let keeps_view = !matches!(bot.behaviour, Behaviour::Wander(_));
+        assert_eq!(bot.view.is_some(), keeps_view, "bot {i}");
+        // A wanderer hoards no deaths.
+        assert!(bot.early_alive.is_empty(), "bot {i}");
+    }
+    assert!(scratch.hist.response.len() > ticks * u64::from(BOTS) * 9 / 10);
+}
+
+#[test]
+fn a_warm_bot_s_packets_allocate_nothing() {
+    let played = play(Duration::ZERO, Duration::ZERO);
+    assert_allocated_nothing(&played);
+}
+
+#[test]
+fn a_warm_bot_s_packets_allocate_nothing_through_the_conditioner() {
+    // 40 ms ± 4 ms each way: datagrams held, reordered, and their buffers reused.
+    let played = play(Duration::from_millis(80), Duration::from_millis(4));
+    assert!(played.bots.iter().all(|b| b.net.is_active()));
+    assert_allocated_nothing(&played);
+}

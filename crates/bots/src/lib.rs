@@ -133,12 +133,13 @@ impl BotsConfig {
     }
 }
 
-/// The client half of the server's replication settings: a match's players at its tick
-/// rate, with the default ring of baselines.
-fn replica_config(config: &BotsConfig) -> ReplicaConfig {
+/// The client half of the server's replication settings: a match of `players` seats (the
+/// bots' own count in it until the welcome says) at `tick_hz`, with the default ring of
+/// baselines.
+fn replica_config(tick_hz: u32, players: u8) -> ReplicaConfig {
     let server = tickforge_replication::ReplicationConfig {
-        max_entities: config.bots_per_match.clamp(1, 1024) as usize,
-        tick_hz: config.tick_hz,
+        max_entities: usize::from(players.max(1)),
+        tick_hz,
         ..Default::default()
     };
     ReplicaConfig::matching(&server)
@@ -647,7 +648,10 @@ impl Bot {
             seq: 0,
             sent_at: [(0, None); SENT_RING],
             input_ack: 0,
-            replica: Replica::new(replica_config(config)),
+            replica: Replica::new(replica_config(
+                config.tick_hz,
+                config.bots_per_match.min(u32::from(u8::MAX)) as u8,
+            )),
             players: config.bots_per_match.min(u32::from(u8::MAX)) as u8,
             newest_tick: 0,
             delay: config.view_delay(),
@@ -735,9 +739,16 @@ impl Bot {
                 continue;
             };
             match event {
-                Event::Welcome { slot, .. } => {
+                Event::Welcome { slot, players, .. } => {
                     self.metrics.events += 1;
                     self.slot = Some(slot);
+                    // The match may hold more seats than this process fills (other
+                    // clients, other bot processes): its snapshots name them all.
+                    if players != self.players {
+                        self.players = players;
+                        self.replica = Replica::new(replica_config(self.tick_hz, players));
+                        self.view = None;
+                    }
                 }
                 Event::Alive { slot, alive } => match self.view.as_mut() {
                     Some(view) => view.set_alive(slot, alive),

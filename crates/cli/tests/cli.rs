@@ -604,3 +604,123 @@ fn saturation_raises_the_players_of_one_match_and_charts_them() {
     assert_eq!(chart.matches("<circle class=\"p50\"").count(), 2);
     assert!(chart.contains("players in the match"));
 }
+
+/// `bots` for match 1 with `n` bots, measuring `duration_s` after 1 s, reporting to `report`.
+fn bots_child(
+    server: &str,
+    n: u32,
+    duration_s: u32,
+    report: &std::path::Path,
+) -> std::process::Child {
+    tickforge()
+        .args([
+            "bots",
+            "--server",
+            server,
+            "--matches",
+            "1",
+            "--bots-per-match",
+        ])
+        .arg(n.to_string())
+        .args(["--warmup-s", "1", "--duration-s"])
+        .arg(duration_s.to_string())
+        .arg("--report")
+        .arg(report)
+        .env("TICKFORGE_PRIVATE_KEY", "22".repeat(32))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Polls the admin server's `/matches` until `ok` holds for match 1, up to `bound`;
+/// returns its entry.
+fn match_one_until(
+    admin: std::net::SocketAddr,
+    bound: std::time::Duration,
+    ok: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + bound;
+    loop {
+        let (status, body) = tickforge_testkit::http::request(admin, "GET", "/matches", "");
+        assert_eq!(status, 200, "{body}");
+        let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let one = list
+            .as_array()
+            .and_then(|l| l.iter().find(|m| m["id"] == 1))
+            .cloned()
+            .unwrap_or_default();
+        if ok(&one) {
+            return one;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "match 1 never got there: {one}"
+        );
+        // A poll of a condition, bounded above: not a sleep standing in for one.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn killing_a_bot_process_mid_match_leaves_the_match_running_for_the_rest() {
+    use std::io::BufRead;
+    let results = scratch("killed-bots-results.log");
+    let mut server = tickforge()
+        .args([
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--quiet",
+            "--matches",
+            "1",
+        ])
+        .args(["--admin-bind", "127.0.0.1:0", "--drain-timeout-s", "0"])
+        .arg("--results-file")
+        .arg(&results)
+        .env("TICKFORGE_PRIVATE_KEY", "22".repeat(32))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(server.stdout.take().unwrap()).lines();
+    let lines: Vec<String> = stdout.by_ref().take(3).map(Result::unwrap).collect();
+    std::thread::spawn(move || stdout.for_each(drop));
+    let game = lines[0].strip_prefix("listening ").unwrap().to_string();
+    let admin: std::net::SocketAddr = lines[2].strip_prefix("admin ").unwrap().parse().unwrap();
+
+    // Two bot processes share the match; the second is killed while it plays.
+    let (stays, goes) = (scratch("stays.json"), scratch("goes.json"));
+    let mut staying = bots_child(&game, 5, 6, &stays);
+    let mut going = bots_child(&game, 5, 60, &goes);
+    match_one_until(admin, std::time::Duration::from_secs(10), |m| {
+        m["players_connected"] == 10
+    });
+    going.kill().unwrap(); // SIGKILL: no disconnect packet, the sockets just go quiet.
+    going.wait().unwrap();
+
+    // The others play on at full rate while the dead connections time out…
+    assert!(staying.wait().unwrap().success());
+    let report: tickforge_telemetry::report::BotsReport =
+        serde_json::from_str(&std::fs::read_to_string(&stays).unwrap()).unwrap();
+    let c = &report.clients;
+    assert_eq!((c.bots, c.connected), (5, 5), "{c:?}");
+    let min_rate = c.min_response_rate_hz.unwrap();
+    assert!(min_rate > 120.0, "a client fell to {min_rate} snapshots/s");
+    assert_eq!(c.link_errors, 0);
+    // … and cleanly (the tokens' 5 s timeout): the match keeps ticking without them.
+    let before = match_one_until(admin, std::time::Duration::from_secs(15), |m| {
+        m["players_connected"] == 0
+    });
+    let after = match_one_until(admin, std::time::Duration::from_secs(5), |m| {
+        m["tick"].as_u64() > before["tick"].as_u64()
+    });
+    assert_eq!(after["state"], before["state"], "{before} {after}");
+    // SAFETY: kill with the pid of a child we spawned and have not reaped.
+    assert_eq!(
+        unsafe { libc::kill(server.id() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+    let status = exit_within(&mut server, std::time::Duration::from_secs(10));
+    assert!(status.success(), "{status}");
+}

@@ -5,7 +5,7 @@
 //!   client → server   1 Input     seq u32 | view_tick u32 | view_frac u8 | cmd bytes   [tag = seq]
 //!   server → client   1 Snapshot  tick u32 | input_ack u32 | body        [tag = tick]
 //! reliable, ordered, server → client:
-//!   1 Welcome     match_id u32 | slot u8 | tick_hz u16
+//!   1 Welcome     match_id u32 | slot u8 | tick_hz u16 | players u8
 //!   2 ShotResult  seq u32 | tick u32 | victim u8 | part u8 | landed u8   0xff: none
 //!   3 Alive       slot u8 | alive u8                               0 or 1
 //!   4 Kill        killer u8 | victim u8 | part u8
@@ -169,6 +169,8 @@ pub enum Event {
         slot: u8,
         /// The match's tick rate.
         tick_hz: u16,
+        /// The match's seats: every entity id its snapshots carry is below this.
+        players: u8,
     },
     /// The server's verdict on one shot of this client, sent to the shooter the tick it
     /// fired: what the hit-registration measurement compares with the client's own view.
@@ -226,6 +228,7 @@ impl Event {
                 match_id: r.u32()?,
                 slot: r.u8()?,
                 tick_hz: r.u16()?,
+                players: r.u8()?,
             },
             SHOT_RESULT => Event::ShotResult {
                 seq: r.u32()?,
@@ -265,11 +268,13 @@ impl Event {
                 match_id,
                 slot,
                 tick_hz,
+                players,
             } => {
                 w.u8(WELCOME);
                 w.u32(match_id);
                 w.u8(slot);
                 w.u16(tick_hz);
+                w.u8(players);
             }
             Event::ShotResult {
                 seq,
@@ -383,6 +388,7 @@ mod tests {
                 match_id: 3,
                 slot: 4,
                 tick_hz: 128,
+                players: 10,
             },
             Event::ShotResult {
                 seq: 1234,

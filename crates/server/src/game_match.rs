@@ -229,6 +229,7 @@ impl Match {
             match_id: self.id.0,
             slot: i as u8,
             tick_hz: self.tick_hz(),
+            players: u8::try_from(self.seats.len()).unwrap_or(u8::MAX),
         };
         self.message.clear();
         welcome.encode(&mut self.message);

@@ -98,7 +98,8 @@ fn a_tick_applies_inputs_and_snapshots_every_seat() {
         Ok(Event::Welcome {
             match_id: 1,
             slot: slot.0,
-            tick_hz: 128
+            tick_hz: 128,
+            players: 2
         })
     );
 }

@@ -188,8 +188,20 @@ impl SentPackets {
     /// (cold cache lines, one worker holds hundreds of connections) to find the one new.
     /// Only what the mask holds needs [`SentPackets::ack`]; what it leaves out was
     /// acknowledged already and would change nothing.
+    ///
+    /// Acks of sequences not sent yet (a confused or hostile peer) are left out before
+    /// anything is recorded: were they remembered, the real ack of that sequence, once
+    /// sent, would look reported already and never be applied.
     pub(crate) fn newly_reported(&mut self, ack: Seq16, ack_bits: u32) -> u64 {
-        let header = 1 | (u64::from(ack_bits) << 1);
+        let mut header = 1 | (u64::from(ack_bits) << 1);
+        if !self.next.is_newer_than(ack) {
+            // `ack - k` for k in 0..=unsent is `next` or later.
+            let unsent = u32::from(ack.distance_from(self.next));
+            header &= u64::MAX.checked_shl(unsent + 1).unwrap_or(0);
+            if header == 0 {
+                return 0;
+            }
+        }
         let Some((newest, known)) = self.reported else {
             self.reported = Some((ack, header));
             return header;
@@ -345,6 +357,9 @@ mod tests {
                 headers.sort_by_key(|h| h.0);
             }
             let mut sent = SentPackets::new(64, Instant::now());
+            // Every sequence the headers name was sent (the acks of unsent ones are
+            // another test's).
+            sent.next = Seq16(base).wrapping_add(50);
             let mut all = BTreeSet::new();
             let mut reported = Vec::new();
             for &(offset, bits) in &headers {
@@ -358,6 +373,44 @@ mod tests {
                 prop_assert_eq!(once.len(), reported.len());
             }
         }
+    }
+
+    /// Found by the `reliable_header` fuzz target: a header acknowledging a sequence we had
+    /// not sent yet made its real ack, later, look reported already.
+    #[test]
+    fn an_ack_ahead_of_what_was_sent_does_not_hide_the_real_one() {
+        let mut sent = SentPackets::new(64, Instant::now());
+        let mut stats = LinkStats::default();
+        let packet = |sent_at| SentPacket {
+            sequence: None,
+            sent_at,
+            acked: false,
+            tag: None,
+            refs_start: 0,
+            refs_count: 0,
+        };
+        // Nothing sent: acks of 0 and of 40 (bits reach down to 8) are all ahead of us.
+        assert_eq!(sent.newly_reported(Seq16(0), 0), 0);
+        assert_eq!(sent.newly_reported(Seq16(40), u32::MAX), 0);
+        for _ in 0..3 {
+            sent.record(packet(Instant::now()), &mut stats);
+        }
+        // 0, 1 and 2 are sent now; a header acking 4 with every bit names 3 and 4 too.
+        // (Its bits below 0 name 65535 and older: old sequences, matching no slot.)
+        let mask = sent.newly_reported(Seq16(4), u32::MAX);
+        let named: Vec<Seq16> = unmask(Seq16(4), mask)
+            .into_iter()
+            .filter(|s| s.0 < 100)
+            .collect();
+        assert_eq!(named, vec![Seq16(2), Seq16(1), Seq16(0)]);
+        assert!(sent.ack(Seq16(0)).is_some());
+        // Once sent, 3 and 4 are new when acknowledged.
+        sent.record(packet(Instant::now()), &mut stats);
+        sent.record(packet(Instant::now()), &mut stats);
+        assert_eq!(
+            unmask(Seq16(4), sent.newly_reported(Seq16(4), 1)),
+            vec![Seq16(4), Seq16(3)]
+        );
     }
 
     #[test]

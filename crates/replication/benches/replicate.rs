@@ -1,27 +1,41 @@
-//! Replication cost: one server tick of 100 moving entities for 100 connections that all
-//! see each other (begin_tick, set_entity × 100, acks, write × 100), acks two ticks late so
+//! Replication cost: one server tick of a match (begin_tick, set_entity for every entity,
+//! the acks the transport reports, write for every connection), acks two ticks late so
 //! deltas flow; and a client decoding one snapshot of it.
+//!
+//! - 100 entities for 100 connections that all see each other;
+//! - the server's 10-player match on the 60 × 40 m arena: 10 entities, 10 connections,
+//!   fog rows hiding some of the others, one ack in 16 lost; and 40 such matches ticked in
+//!   turn, as one worker core hosts them, so each match's tables are cold in the cache.
+//!
+//! With `TICKFORGE_REPLICATE_TICKS=N` in the environment the binary skips criterion and,
+//! after 256 warm ticks, runs `N` ticks of one arena match (`measured_one_match`), `N / 40`
+//! rounds of the 40 (`measured_forty_matches`) and `N / 10` ticks of the 100 × 100 match
+//! (`measured_hundred`), for instruction counts:
+//!
+//! ```text
+//! TICKFORGE_REPLICATE_TICKS=1000 valgrind --tool=callgrind --toggle-collect='*measured_*' \
+//!     target/release/deps/replicate-HASH
+//! ```
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, Criterion};
 use tickforge_game::Vec3;
 use tickforge_replication::{
     EntityState, NetId, Replica, ReplicaConfig, ReplicationConfig, Replicator, Viewer,
 };
 
-const N: usize = 100;
 /// Ticks of precomputed states each bench cycles through.
 const TICKS: u32 = 512;
 const ACK_DELAY: u32 = 2;
 
-/// Entity `i` at `t`: running around a 40 m circle, turning, 100 entities within 80 m.
-fn state(i: usize, t: u32) -> EntityState {
-    let phase = i as f32 * 0.063 + t as f32 * 7.0 / 128.0 / 40.0;
+/// Entity `i` of `n` at `t`: running around a circle of `radius_m`, turning.
+fn state(i: usize, n: usize, t: u32, radius_m: f32) -> EntityState {
+    let phase = i as f32 * 6.3 / n as f32 + t as f32 * 7.0 / 128.0 / radius_m;
     let (s, c) = phase.sin_cos();
     EntityState {
-        position: Vec3::new(40.0 * c, 40.0 * s, 0.0),
+        position: Vec3::new(radius_m * c, radius_m * s, 0.0),
         velocity: Vec3::new(-7.0 * s, 7.0 * c, 0.0),
         yaw: (phase * 65536.0 / std::f32::consts::TAU) as u32 as u16,
         pitch: (t % 200) as i16 * 4,
@@ -31,63 +45,138 @@ fn state(i: usize, t: u32) -> EntityState {
     }
 }
 
+/// One match's replicator and what drives it.
 struct Match {
     r: Replicator,
+    n: usize,
     states: Vec<Vec<EntityState>>,
+    /// Per tick and connection, the fog row (`None`: all visible).
+    fog: Option<Vec<Vec<[u64; 2]>>>,
     outs: Vec<Vec<u8>>,
     tick: u32,
+    /// Every `ack_loss_every`th ack is lost (0: none).
+    ack_loss_every: usize,
 }
 
 impl Match {
-    fn new() -> Match {
+    /// `n` entities, each one connection's player, on a circle of `radius_m`.
+    fn new(n: usize, max_entities: usize, radius_m: f32) -> Match {
         let config = ReplicationConfig {
-            max_entities: 128,
-            max_connections: N,
+            max_entities,
+            max_connections: n,
             ..ReplicationConfig::default()
         };
         let mut r = Replicator::new(config);
-        for c in 0..N {
+        for c in 0..n {
             r.connect(c, Some(NetId(c as u16)));
         }
         Match {
             r,
+            n,
             states: (0..TICKS)
-                .map(|t| (0..N).map(|i| state(i, t)).collect())
+                .map(|t| (0..n).map(|i| state(i, n, t, radius_m)).collect())
                 .collect(),
-            outs: (0..N).map(|_| Vec::with_capacity(1500)).collect(),
+            fog: None,
+            outs: (0..n).map(|_| Vec::with_capacity(1500)).collect(),
             tick: 0,
+            ack_loss_every: 0,
         }
+    }
+
+    /// The server's 10-player arena match: in a 20 m circle, walls hiding a changing few.
+    fn arena() -> Match {
+        const N: usize = 10;
+        let mut m = Match::new(N, N, 20.0);
+        m.fog = Some(
+            (0..TICKS)
+                .map(|t| {
+                    (0..N)
+                        .map(|c| {
+                            let mut row = [(1u64 << N) - 1, 0];
+                            for e in 0..N {
+                                if e != c && (e * 7 + c * 3 + t as usize / 64).is_multiple_of(5) {
+                                    row[0] &= !(1 << e);
+                                }
+                            }
+                            row
+                        })
+                        .collect()
+                })
+                .collect(),
+        );
+        m.ack_loss_every = 16;
+        m
     }
 
     fn step(&mut self) -> usize {
         let t = self.tick;
         self.tick += 1;
-        let states = &self.states[(t % TICKS) as usize];
+        let at = (t % TICKS) as usize;
+        // As the server does: acks as datagrams arrive, then the tick.
+        if t >= ACK_DELAY {
+            for c in 0..self.n {
+                let lost = self.ack_loss_every != 0
+                    && (t as usize + c * 5).is_multiple_of(self.ack_loss_every);
+                if !lost {
+                    self.r.on_ack(c, t - ACK_DELAY);
+                }
+            }
+        }
+        let states = &self.states[at];
         self.r.begin_tick(t);
         for (i, s) in states.iter().enumerate() {
             self.r.set_entity(NetId(i as u16), s);
         }
         let mut bytes = 0;
         for (c, (out, own)) in self.outs.iter_mut().zip(states).enumerate() {
-            if t >= ACK_DELAY {
-                self.r.on_ack(c, t - ACK_DELAY);
-            }
             out.clear();
             let viewer = Viewer {
                 position: own.position,
                 yaw: own.yaw,
             };
-            bytes += self.r.write(c, &viewer, None, 1400, out).bytes;
+            let fog = self.fog.as_ref().map(|f| &f[at][c][..]);
+            bytes += self.r.write(c, &viewer, fog, 1200, out).bytes;
         }
         bytes
     }
 }
 
-fn replicate(c: &mut Criterion) {
-    let mut m = Match::new();
-    for _ in 0..2 * TICKS {
-        m.step();
+/// Matches ticked in turn, each one tick per round, as a worker hosts them.
+struct Worker {
+    matches: Vec<Match>,
+}
+
+impl Worker {
+    fn new(matches: usize) -> Worker {
+        Worker {
+            matches: (0..matches).map(|_| Match::arena()).collect(),
+        }
     }
+
+    fn step(&mut self) -> usize {
+        self.matches.iter_mut().map(Match::step).sum()
+    }
+}
+
+/// `ticks` ticks of one match: instructions counted in `TICKFORGE_REPLICATE_TICKS` mode.
+#[inline(never)]
+fn measured_one_match(m: &mut Match, ticks: u32) -> usize {
+    (0..ticks).map(|_| m.step()).sum()
+}
+
+/// `rounds` ticks of each of the worker's matches, in turn.
+#[inline(never)]
+fn measured_forty_matches(w: &mut Worker, rounds: u32) -> usize {
+    (0..rounds).map(|_| w.step()).sum()
+}
+
+/// `ticks` ticks of 100 entities for 100 connections.
+#[inline(never)]
+fn measured_hundred(m: &mut Match, ticks: u32) -> usize {
+    (0..ticks).map(|_| m.step()).sum()
+}
+
+fn report(name: &str, m: &mut Match) {
     let before = m.r.stats();
     let mut bytes = 0;
     for _ in 0..TICKS {
@@ -95,19 +184,47 @@ fn replicate(c: &mut Criterion) {
     }
     let s = m.r.stats();
     eprintln!(
-        "100 x 100: {} B per client per tick, cache hit rate {:.3}, {} full / {} delta records",
-        bytes / (TICKS as usize * N),
+        "{name}: {} B per client per tick, cache hit rate {:.3}, {} full / {} delta records",
+        bytes / (TICKS as usize * m.n),
         (s.cache_hits - before.cache_hits) as f64
             / ((s.cache_hits - before.cache_hits) + (s.cache_misses - before.cache_misses)) as f64,
         s.full_records - before.full_records,
         s.delta_records - before.delta_records,
     );
+}
+
+fn replicate(c: &mut Criterion) {
+    let mut m = Match::new(100, 128, 40.0);
+    for _ in 0..2 * TICKS {
+        m.step();
+    }
+    report("100 x 100", &mut m);
     c.bench_function("replicate 100 entities x 100 connections, one tick", |b| {
         b.iter(|| black_box(m.step()));
     });
 
+    let mut m = Match::arena();
+    for _ in 0..2 * TICKS {
+        m.step();
+    }
+    report("arena 10 x 10", &mut m);
+    c.bench_function(
+        "replicate arena 10 entities x 10 connections, one tick",
+        |b| {
+            b.iter(|| black_box(m.step()));
+        },
+    );
+
+    let mut w = Worker::new(40);
+    for _ in 0..TICKS {
+        w.step();
+    }
+    c.bench_function("replicate 40 arena matches in turn, one tick each", |b| {
+        b.iter(|| black_box(w.step()));
+    });
+
     // The client: connection 0's snapshots of TICKS ticks, decoded in order.
-    let mut m = Match::new();
+    let mut m = Match::new(100, 128, 40.0);
     let bodies: Vec<Vec<u8>> = (0..TICKS)
         .map(|_| {
             m.step();
@@ -136,4 +253,31 @@ fn replicate(c: &mut Criterion) {
 }
 
 criterion_group!(benches, replicate);
-criterion_main!(benches);
+
+fn main() {
+    if let Some(ticks) = std::env::var("TICKFORGE_REPLICATE_TICKS")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+    {
+        let mut one = Match::arena();
+        let mut forty = Worker::new(40);
+        let mut hundred = Match::new(100, 128, 40.0);
+        for _ in 0..256 {
+            one.step();
+            forty.step();
+            hundred.step();
+        }
+        let one_bytes = measured_one_match(&mut one, ticks);
+        let forty_bytes = measured_forty_matches(&mut forty, ticks / 40);
+        let hundred_bytes = measured_hundred(&mut hundred, ticks / 10);
+        println!(
+            "{ticks} ticks of one arena match: {one_bytes} B; {} rounds of 40: {forty_bytes} B; \
+             {} ticks of 100 x 100: {hundred_bytes} B",
+            ticks / 40,
+            ticks / 10
+        );
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

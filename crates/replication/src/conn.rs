@@ -31,12 +31,10 @@ pub(crate) enum Status {
     Gone,
 }
 
-/// One (connection, entity) pair.
+/// One (connection, entity) pair; its baseline lives apart, in [`Conn::baselines`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PerEntity {
     pub priority: f32,
-    /// Newest acked tick whose packet carried this entity's state; [`NO_BASELINE`] if none.
-    pub baseline: u32,
     /// Tick the state was last sent, or the entity became relevant.
     pub last_sent: u32,
     /// Last tick the entity counts as in range (hysteresis included).
@@ -51,7 +49,6 @@ pub(crate) struct PerEntity {
 impl PerEntity {
     const NEW: PerEntity = PerEntity {
         priority: 0.0,
-        baseline: NO_BASELINE,
         last_sent: 0,
         in_range_until: 0,
         status: Status::Absent,
@@ -60,47 +57,55 @@ impl PerEntity {
     };
 }
 
-#[derive(Clone, Copy, Debug, Default)]
-struct SentPacket {
-    tick: u32,
-    written: bool,
-    acked: bool,
-    judged_lost: bool,
-}
+/// Bits of a ring slot's head word above the tick (bits 0..32).
+const WRITTEN: u64 = 1 << 32;
+const ACKED: u64 = 1 << 33;
+const JUDGED_LOST: u64 = 1 << 34;
 
+/// One connection. The fields an ack reads come first and share a cache line (the
+/// `repr`): a worker hosting many matches finds them cold when the acks arrive, and an ack
+/// then costs that line, its slot's record and the baselines, rather than a line per table.
+#[repr(C, align(64))]
 pub(crate) struct Conn {
-    pub active: bool,
-    pub own: Option<NetId>,
-    pub ents: Vec<PerEntity>,
-    /// Entities Relevant or Gone (and Absent ones until the next write compacts them).
-    pub tracked: Vec<u16>,
-    packets: Vec<SentPacket>,
-    /// Per ring slot, `words` words: the entities whose state the packet carried...
-    state_bits: Vec<u64>,
-    /// ...and those it carried a gone record for.
-    gone_bits: Vec<u64>,
-    words: usize,
+    /// Per ring slot, `1 + 2 × words` words: a head word (the tick, and whether the packet
+    /// was written, acked, judged lost), then `words` words of the entities whose state the
+    /// packet carried, then `words` words of those it carried a gone record for.
+    slots: Box<[u64]>,
+    /// Per entity: the newest acked tick whose packet carried its state; [`NO_BASELINE`]
+    /// if none.
+    pub baselines: Box<[u32]>,
     pub newest_acked: Option<u32>,
     /// Packets before this tick have been judged.
     judged_through: u32,
+    ring: u32,
+    words: u32,
+    pub active: bool,
+    pub own: Option<NetId>,
+    pub ents: Box<[PerEntity]>,
+    /// Entities Relevant or Gone (and Absent ones until the next write compacts them).
+    pub tracked: Vec<u16>,
     pub bucket: TokenBucket,
 }
+
+const _: () = assert!(
+    std::mem::offset_of!(Conn, active) < 64,
+    "what an ack reads fits the first cache line"
+);
 
 impl Conn {
     pub fn new(max_entities: usize, ring_ticks: u32) -> Conn {
         let words = max_entities.div_ceil(64);
-        let ring = ring_ticks as usize;
         Conn {
-            active: false,
-            own: None,
-            ents: vec![PerEntity::NEW; max_entities],
-            tracked: Vec::with_capacity(max_entities),
-            packets: vec![SentPacket::default(); ring],
-            state_bits: vec![0; ring * words],
-            gone_bits: vec![0; ring * words],
-            words,
+            slots: vec![0; ring_ticks as usize * (1 + 2 * words)].into_boxed_slice(),
+            baselines: vec![NO_BASELINE; max_entities].into_boxed_slice(),
             newest_acked: None,
             judged_through: 0,
+            ring: ring_ticks,
+            words: words as u32,
+            active: false,
+            own: None,
+            ents: vec![PerEntity::NEW; max_entities].into_boxed_slice(),
+            tracked: Vec::with_capacity(max_entities),
             bucket: TokenBucket::default(),
         }
     }
@@ -110,56 +115,59 @@ impl Conn {
         self.active = active;
         self.own = own;
         self.ents.fill(PerEntity::NEW);
+        self.baselines.fill(NO_BASELINE);
         self.tracked.clear();
-        self.packets.fill(SentPacket::default());
+        self.slots.fill(0);
         self.newest_acked = None;
         self.judged_through = 0;
         self.bucket = TokenBucket::default();
     }
 
-    fn ring(&self) -> u32 {
-        self.packets.len() as u32
+    /// Where the record of ring slot `tick % ring` starts in `slots`.
+    fn slot_at(&self, tick: u32) -> usize {
+        (tick % self.ring) as usize * (1 + 2 * self.words as usize)
     }
 
     /// Records the packet written for `tick`: the entities whose state and whose gone
     /// record it carried.
     pub fn record_packet(&mut self, tick: u32, states: &[u64], gone: &[u64]) {
-        let slot = (tick % self.ring()) as usize;
-        self.packets[slot] = SentPacket {
-            tick,
-            written: true,
-            acked: false,
-            judged_lost: false,
-        };
-        let w = slot * self.words..(slot + 1) * self.words;
-        self.state_bits[w.clone()].copy_from_slice(states);
-        self.gone_bits[w].copy_from_slice(gone);
+        let at = self.slot_at(tick);
+        let words = self.words as usize;
+        let record = &mut self.slots[at..at + 1 + 2 * words];
+        record[0] = u64::from(tick) | WRITTEN;
+        record[1..1 + words].copy_from_slice(states);
+        record[1 + words..].copy_from_slice(gone);
     }
 
     /// The packet for `tick` arrived. `now` is the current tick; acks for packets no
     /// longer in the ring, or never written, change nothing. Returns the packets this ack
     /// shows lost.
     pub fn on_ack(&mut self, tick: u32, now: u32, lost_bump: f32) -> u32 {
-        let ring = self.ring();
-        if tick > now || now - tick >= ring {
+        if tick > now || now - tick >= self.ring {
             return 0;
         }
-        let slot = (tick % ring) as usize;
-        let p = self.packets[slot];
-        if !p.written || p.tick != tick || p.acked {
+        let at = self.slot_at(tick);
+        let head = self.slots[at];
+        if head & WRITTEN == 0 || head as u32 != tick || head & ACKED != 0 {
             return 0;
         }
-        self.packets[slot].acked = true;
-        let words = slot * self.words..(slot + 1) * self.words;
-        for (w, &bits) in self.state_bits[words.clone()].iter().enumerate() {
-            for e in BitIter(bits).map(|b| w * 64 + b) {
-                let pe = &mut self.ents[e];
-                if pe.baseline == NO_BASELINE || pe.baseline < tick {
-                    pe.baseline = tick;
+        self.slots[at] = head | ACKED;
+        let words = self.words as usize;
+        let (states, gone) = self.slots[at + 1..at + 1 + 2 * words].split_at(words);
+        for (chunk, &bits) in self.baselines.chunks_mut(64).zip(states) {
+            if bits == 0 {
+                continue;
+            }
+            // Every entity of the word, branch-free: a packet carries most of them, and the
+            // loop runs several at a time.
+            for (i, baseline) in chunk.iter_mut().enumerate() {
+                // NO_BASELINE wraps to 0: any acked tick is newer than none.
+                if bits >> i & 1 != 0 && baseline.wrapping_add(1) <= tick {
+                    *baseline = tick;
                 }
             }
         }
-        for (w, &bits) in self.gone_bits[words].iter().enumerate() {
+        for (w, &bits) in gone.iter().enumerate() {
             for e in BitIter(bits).map(|b| w * 64 + b) {
                 let pe = &mut self.ents[e];
                 // Relevant again since: the state it now gets puts it back in the view.
@@ -183,18 +191,18 @@ impl Conn {
         };
         let first = self
             .judged_through
-            .max(newest.saturating_sub(self.ring() - 1));
+            .max(newest.saturating_sub(self.ring - 1));
+        let words = self.words as usize;
         let mut lost = 0;
         for t in first..=last {
-            let slot = (t % self.ring()) as usize;
-            let p = self.packets[slot];
-            if !p.written || p.tick != t || p.acked || p.judged_lost {
+            let at = self.slot_at(t);
+            let head = self.slots[at];
+            if head & WRITTEN == 0 || head as u32 != t || head & (ACKED | JUDGED_LOST) != 0 {
                 continue;
             }
-            self.packets[slot].judged_lost = true;
+            self.slots[at] = head | JUDGED_LOST;
             lost += 1;
-            let words = slot * self.words..(slot + 1) * self.words;
-            for (w, &bits) in self.state_bits[words].iter().enumerate() {
+            for (w, &bits) in self.slots[at + 1..at + 1 + words].iter().enumerate() {
                 for e in BitIter(bits).map(|b| w * 64 + b) {
                     let pe = &mut self.ents[e];
                     if pe.status == Status::Relevant {
@@ -236,9 +244,9 @@ mod tests {
         c.record_packet(11, &bits(&[1]), &bits(&[]));
         assert_eq!(c.on_ack(11, 12, 1.0), 0);
         assert_eq!(c.on_ack(10, 12, 1.0), 0, "a late ack");
-        assert_eq!((c.ents[1].baseline, c.ents[70].baseline), (11, 10));
+        assert_eq!((c.baselines[1], c.baselines[70]), (11, 10));
         assert_eq!(c.on_ack(10, 12, 1.0), 0, "a duplicate");
-        assert_eq!(c.ents[2].baseline, NO_BASELINE);
+        assert_eq!(c.baselines[2], NO_BASELINE);
     }
 
     #[test]
@@ -246,10 +254,7 @@ mod tests {
         let mut c = conn();
         c.record_packet(10, &bits(&[1]), &bits(&[]));
         c.on_ack(10, 18, 1.0);
-        assert_eq!(
-            c.ents[1].baseline, NO_BASELINE,
-            "8 ticks old in a ring of 8"
-        );
+        assert_eq!(c.baselines[1], NO_BASELINE, "8 ticks old in a ring of 8");
         c.on_ack(12, 13, 1.0);
         c.on_ack(30, 13, 1.0);
         assert_eq!(c.newest_acked, None);
@@ -267,7 +272,7 @@ mod tests {
         assert_eq!(c.ents[11].priority, 0.0);
         assert_eq!(c.on_ack(14, 15, 5.0), 1, "11 now");
         assert_eq!(c.on_ack(11, 15, 5.0), 0, "judged lost, then acked late");
-        assert_eq!(c.ents[11].baseline, 11);
+        assert_eq!(c.baselines[11], 11);
         assert_eq!(c.ents[10].priority, 5.0, "judged once");
     }
 

@@ -229,7 +229,13 @@ fn expected(base: Base<'_>, field: &Field, l: usize, cur: &QState) -> i32 {
     // round((base_v + v) × back / (2 × tick_hz)) in i64: no input overflows it.
     let num = (i64::from(state.0[v]) + i64::from(cur.0[v])) * i64::from(back);
     let den = 2 * i64::from(tick_hz.max(1));
-    let step = (2 * num + den).div_euclid(2 * den);
+    let (n, d) = (2 * num + den, 2 * den);
+    // A power-of-two rate (128 Hz) divides by shifting: the same floor, without a division.
+    let step = if d & (d - 1) == 0 {
+        n >> d.trailing_zeros()
+    } else {
+        n.div_euclid(d)
+    };
     b.wrapping_add(step as i32)
 }
 
@@ -257,30 +263,46 @@ fn lane_apply(l: usize, expected: i32, d: i32) -> i32 {
 /// Writes the fields of `cur` that differ from what `base` leads the reader to expect, and
 /// returns the change mask. With [`Measure`] as the sink this is the size estimate.
 pub(crate) fn encode_fields<S: Sink>(base: Base<'_>, cur: &QState, sink: &mut S) -> u16 {
-    let mut mask = 0u16;
-    for (bit, f) in FIELDS.iter().enumerate() {
-        let l = f.lane;
-        let d0 = lane_delta(l, cur.0[l], expected(base, f, l, cur));
-        match f.coding {
-            Coding::Pair => {
-                let d1 = lane_delta(l + 1, cur.0[l + 1], expected(base, f, l + 1, cur));
-                if d0 != 0 || d1 != 0 {
-                    mask |= 1 << bit;
-                    put_varint(sink, interleave(zigzag(d0), zigzag(d1)));
-                }
-            }
-            Coding::Scalar if d0 != 0 => {
-                mask |= 1 << bit;
-                put_varint(sink, u64::from(zigzag(d0)));
-            }
-            Coding::Byte if d0 != 0 => {
-                mask |= 1 << bit;
-                sink.put(cur.0[l] as u8);
-            }
-            Coding::Scalar | Coding::Byte => {}
-        }
-    }
+    // The table, row by row: each call sees a constant row, so its coding and lanes fold
+    // into straight-line code rather than a loop that looks them up per field.
+    const _: () = assert!(FIELD_COUNT == 8, "one call per row of FIELDS");
+    let mut mask = 0;
+    mask |= encode_field(0, base, cur, sink);
+    mask |= encode_field(1, base, cur, sink);
+    mask |= encode_field(2, base, cur, sink);
+    mask |= encode_field(3, base, cur, sink);
+    mask |= encode_field(4, base, cur, sink);
+    mask |= encode_field(5, base, cur, sink);
+    mask |= encode_field(6, base, cur, sink);
+    mask |= encode_field(7, base, cur, sink);
     mask
+}
+
+/// Row `bit` of the table: writes its field if it differs, and returns its mask bit.
+#[inline(always)]
+fn encode_field<S: Sink>(bit: usize, base: Base<'_>, cur: &QState, sink: &mut S) -> u16 {
+    let f = &FIELDS[bit];
+    let l = f.lane;
+    let d0 = lane_delta(l, cur.0[l], expected(base, f, l, cur));
+    match f.coding {
+        Coding::Pair => {
+            let d1 = lane_delta(l + 1, cur.0[l + 1], expected(base, f, l + 1, cur));
+            if d0 != 0 || d1 != 0 {
+                put_varint(sink, interleave(zigzag(d0), zigzag(d1)));
+                return 1 << bit;
+            }
+        }
+        Coding::Scalar if d0 != 0 => {
+            put_varint(sink, u64::from(zigzag(d0)));
+            return 1 << bit;
+        }
+        Coding::Byte if d0 != 0 => {
+            sink.put(cur.0[l] as u8);
+            return 1 << bit;
+        }
+        Coding::Scalar | Coding::Byte => {}
+    }
+    0
 }
 
 /// Why a record's fields did not decode.

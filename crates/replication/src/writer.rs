@@ -7,11 +7,12 @@
 //! The bytes of a (entity, baseline) encoding are cached for the tick, so connections that
 //! acked the same tick share one encoding: the usual case at a steady tick rate.
 
+use tickforge_game::math::BitIter;
 use tickforge_game::Vec3;
 
 use crate::conn::{Conn, Status, NO_BASELINE};
 use crate::delta::{
-    encode_fields, head, put_varint, varint_len, Base, Measure, KIND_DELTA_BACK,
+    encode_fields, head, put_varint, varint_len, Base, Measure, Sink, KIND_DELTA_BACK,
     KIND_DELTA_DEFAULT, KIND_FULL, KIND_GONE, MAX_BODY_BYTES, MAX_HEADER_BYTES,
 };
 use crate::priority::{PriorityConfig, Viewer, ViewerFrame};
@@ -197,54 +198,123 @@ pub struct WriteInfo {
 /// Encoding cache ways per entity: distinct baselines one entity is encoded against in a
 /// tick before further ones go uncached. Clients of similar ping ack the same few ticks.
 const CACHE_WAYS: usize = 4;
-/// Cache key of a full state.
-const FULL_KEY: u32 = u32::MAX;
+/// Cache key of a full state: the baseline of an entity that has none.
+const FULL_KEY: u32 = NO_BASELINE;
+/// Bytes copied for one encoding body: at least [`MAX_BODY_BYTES`], so every body is moved
+/// with one fixed-size copy (buffers it is copied from and to keep this much slack).
+const COPY_BYTES: usize = 48;
+/// Largest record: head, id gap, back, body.
+const MAX_RECORD_BYTES: usize = 2 + 2 + 1 + MAX_BODY_BYTES;
 
+/// One cached encoding: where its body is in the arena and its change mask.
 #[derive(Clone, Copy, Debug, Default)]
-struct CacheEntry {
-    generation: u32,
-    key: u32,
-    mask: u16,
+struct Way {
     start: u32,
     len: u16,
+    mask: u16,
 }
 
-/// One entity's encoding, for a write: where its body is and what its head says.
+/// One entity's encodings of this tick, by baseline (`FULL_KEY`: in full). Ways fill in
+/// order; a set last filled in an earlier tick (`generation`) is empty.
 #[derive(Clone, Copy, Debug, Default)]
+struct CacheSet {
+    generation: u32,
+    used: u32,
+    keys: [u32; CACHE_WAYS],
+    ways: [Way; CACHE_WAYS],
+}
+
+/// One entity's encoding, for a write: where its body is and what its head says. Small, as
+/// a write moves one per relevant entity: a body is at most [`MAX_BODY_BYTES`], a mask has
+/// `FIELD_COUNT` (8) bits and `back` is below `ring_ticks`.
+#[derive(Clone, Copy, Debug)]
 struct Enc {
-    full: bool,
-    back: u32,
-    mask: u16,
-    in_arena: bool,
     start: u32,
-    len: u16,
+    len: u8,
+    mask: u8,
+    back: u8,
+    full: bool,
+    in_arena: bool,
+    /// The record kind, once the write knows its connection's default baseline.
+    kind: u8,
+}
+
+impl Enc {
+    const NONE: Enc = Enc {
+        start: 0,
+        len: 0,
+        mask: 0,
+        back: 0,
+        full: true,
+        in_arena: false,
+        kind: KIND_FULL as u8,
+    };
+}
+
+/// A byte buffer of fixed size filled from the front, with [`COPY_BYTES`] of slack past
+/// what it is meant to hold.
+struct Bytes {
+    buf: Vec<u8>,
+    len: usize,
+}
+
+impl Bytes {
+    fn new(room: usize) -> Bytes {
+        Bytes {
+            buf: vec![0; room + COPY_BYTES],
+            len: 0,
+        }
+    }
+
+    /// Bytes it may hold.
+    fn room(&self) -> usize {
+        self.buf.len() - COPY_BYTES
+    }
+}
+
+impl Sink for Bytes {
+    fn put(&mut self, byte: u8) {
+        self.buf[self.len] = byte;
+        self.len += 1;
+    }
 }
 
 /// Entity states, their past, and this tick's encodings.
 struct Entities {
+    n: usize,
     ring_ticks: u32,
     tick_hz: u32,
-    exists: Vec<bool>,
+    /// Bit `e % 64` of word `e / 64`: entity `e` is in the match.
+    exists: Vec<u64>,
     position: Vec<Vec3>,
     current: Vec<QState>,
+    /// Past states, by ring slot then entity: the states of one tick are together.
     ring: Vec<Stored>,
-    cache: Vec<CacheEntry>,
-    arena: Vec<u8>,
+    cache: Vec<CacheSet>,
+    arena: Bytes,
     /// Encodings that found no room in the arena or no free way, for one write.
-    overflow: Vec<u8>,
+    overflow: Bytes,
     generation: u32,
 }
 
 impl Entities {
+    fn exists(&self, e: usize) -> bool {
+        self.exists[e / 64] >> (e % 64) & 1 != 0
+    }
+
+    fn slot(&self, e: usize, tick: u32) -> usize {
+        (tick % self.ring_ticks) as usize * self.n + e
+    }
+
     fn stored(&self, e: usize, tick: u32) -> Option<&QState> {
-        let s = &self.ring[e * self.ring_ticks as usize + (tick % self.ring_ticks) as usize];
+        let s = &self.ring[self.slot(e, tick)];
         (s.filled && s.tick == tick).then_some(&s.q)
     }
 
     /// The state every connection is sent for `e` this tick: the current one, frozen at
-    /// the first write of the tick so that all connections see the same.
+    /// the first write of the tick that encodes it, so that all connections see the same.
     fn state_now(&mut self, e: usize, now: u32) -> QState {
-        let at = e * self.ring_ticks as usize + (now % self.ring_ticks) as usize;
+        let at = self.slot(e, now);
         let s = &mut self.ring[at];
         if !(s.filled && s.tick == now) {
             *s = Stored {
@@ -264,102 +334,125 @@ impl Entities {
             && self.stored(e, baseline).is_some()
     }
 
-    /// The encoding of `e` against `baseline` (or in full), from the cache when another
-    /// connection needed the same one this tick.
+    /// The encoding of `e` against `baseline`, the newest state of it the connection
+    /// acked (in full when there is none, or it is no longer usable: then `baseline`
+    /// becomes [`NO_BASELINE`]), from the cache when another connection needed the same
+    /// one this tick.
     fn encoding(
         &mut self,
         e: usize,
-        baseline: Option<u32>,
+        baseline: &mut u32,
         now: u32,
         stats: &mut ReplicationStats,
     ) -> Enc {
-        let cur = self.state_now(e, now);
-        let key = baseline.unwrap_or(FULL_KEY);
-        let back = baseline.map_or(0, |b| now - b);
-        let ways = e * CACHE_WAYS..(e + 1) * CACHE_WAYS;
-        let mut free = None;
-        for w in ways {
-            let c = self.cache[w];
-            if c.generation == self.generation {
-                if c.key == key {
-                    stats.cache_hits += 1;
-                    return Enc {
-                        full: baseline.is_none(),
-                        back,
-                        mask: c.mask,
-                        in_arena: true,
-                        start: c.start,
-                        len: c.len,
-                    };
-                }
-            } else if free.is_none() {
-                free = Some(w);
-            }
+        let generation = self.generation;
+        let set = &mut self.cache[e];
+        if set.generation != generation {
+            set.generation = generation;
+            set.used = 0;
+        }
+        // Only usable baselines are ever cached, and a tick's ring slots hold still once
+        // written: a hit needs no further check.
+        let mut key = *baseline;
+        let mut found = set.keys[..set.used as usize].iter().position(|&k| k == key);
+        if found.is_none() && key != FULL_KEY && !self.usable(e, key, now) {
+            *baseline = NO_BASELINE;
+            key = FULL_KEY;
+            let set = &self.cache[e];
+            found = set.keys[..set.used as usize].iter().position(|&k| k == key);
+        }
+        let full = key == FULL_KEY;
+        let back = if full { 0 } else { now - key };
+        if let Some(w) = found {
+            stats.cache_hits += 1;
+            let way = self.cache[e].ways[w];
+            return Enc {
+                start: way.start,
+                len: way.len as u8,
+                mask: way.mask as u8,
+                back: back as u8,
+                full,
+                in_arena: true,
+                kind: 0,
+            };
         }
         stats.cache_misses += 1;
+        let cur = self.state_now(e, now);
         let base_q;
-        let base = match baseline {
-            None => Base::Zero,
-            Some(b) => {
-                base_q = *self.stored(e, b).expect("checked usable");
-                Base::Delta {
-                    state: &base_q,
-                    back,
-                    tick_hz: self.tick_hz,
-                }
+        let base = if full {
+            Base::Zero
+        } else {
+            base_q = *self.stored(e, key).expect("checked usable");
+            Base::Delta {
+                state: &base_q,
+                back,
+                tick_hz: self.tick_hz,
             }
         };
-        let in_arena = free.is_some() && self.arena.capacity() - self.arena.len() >= MAX_BODY_BYTES;
+        let set = &mut self.cache[e];
+        let free = (set.used as usize) < CACHE_WAYS;
+        let in_arena = free && self.arena.room() - self.arena.len >= MAX_BODY_BYTES;
         let buf = if in_arena {
             &mut self.arena
         } else {
             &mut self.overflow
         };
-        let start = buf.len();
+        let start = buf.len;
         let mask = encode_fields(base, &cur, buf);
-        let len = (buf.len() - start) as u16;
+        let len = (buf.len - start) as u16;
         debug_assert_eq!(
             usize::from(len),
             measure(base, &cur),
             "measured size equals written size"
         );
-        if let (true, Some(w)) = (in_arena, free) {
-            self.cache[w] = CacheEntry {
-                generation: self.generation,
-                key,
-                mask,
+        if in_arena {
+            let w = set.used as usize;
+            set.keys[w] = key;
+            set.ways[w] = Way {
                 start: start as u32,
                 len,
+                mask,
             };
+            set.used += 1;
         }
         Enc {
-            full: baseline.is_none(),
-            back,
-            mask,
-            in_arena,
             start: start as u32,
-            len,
+            len: len as u8,
+            mask: mask as u8,
+            back: back as u8,
+            full,
+            in_arena,
+            kind: 0,
         }
     }
 
-    fn body(&self, enc: &Enc) -> &[u8] {
+    /// The body of `enc`, followed by slack: [`COPY_BYTES`] bytes, of which `enc.len` count.
+    fn body_copy(&self, enc: &Enc) -> &[u8; COPY_BYTES] {
         let buf = if enc.in_arena {
             &self.arena
         } else {
             &self.overflow
         };
-        &buf[enc.start as usize..enc.start as usize + usize::from(enc.len)]
+        let start = enc.start as usize;
+        buf.buf[start..start + COPY_BYTES]
+            .try_into()
+            .expect("COPY_BYTES long")
     }
 }
 
 /// Per-write working storage, shared by every connection's write.
 struct Scratch {
+    /// Entities in the match and not fogged for this write's connection.
+    seen: Vec<u64>,
     /// Relevant entities of this write: (priority, id, size upper bound).
     candidates: Vec<(f32, u16, u16)>,
     gone: Vec<u16>,
+    /// Per entity, this write's encoding.
     enc: Vec<Enc>,
     sel_states: Vec<u64>,
     sel_gone: Vec<u64>,
+    /// The body being written.
+    body: Bytes,
 }
 
 /// Server-side replication of one match: relevancy, priority, byte budgets, the ring of
@@ -383,7 +476,7 @@ pub struct Replicator {
 impl Replicator {
     /// A replicator with every table sized by `config`.
     ///
-    /// Memory: about `max_entities × (ring_ticks × 48 + max_connections × 28)` bytes plus
+    /// Memory: about `max_entities × (ring_ticks × 52 + max_connections × 22)` bytes plus
     /// `max_connections × ring_ticks × max_entities / 4`.
     ///
     /// # Panics
@@ -403,16 +496,17 @@ impl Replicator {
             config,
             tick: 0,
             entities: Entities {
+                n,
                 ring_ticks: config.ring_ticks,
                 tick_hz: config.tick_hz,
-                exists: vec![false; n],
+                exists: vec![0; words],
                 position: vec![Vec3::default(); n],
                 current: vec![QState::ZERO; n],
                 ring: vec![empty; n * config.ring_ticks as usize],
-                cache: vec![CacheEntry::default(); n * CACHE_WAYS],
+                cache: vec![CacheSet::default(); n],
                 // Two encodings per entity at their widest; typical ones are a tenth of that.
-                arena: Vec::with_capacity(2 * n * MAX_BODY_BYTES),
-                overflow: Vec::with_capacity(n * MAX_BODY_BYTES),
+                arena: Bytes::new(2 * n * MAX_BODY_BYTES),
+                overflow: Bytes::new(n * MAX_BODY_BYTES),
                 generation: 1,
             },
             grid: Grid::new(n, config.cell_size_m),
@@ -420,11 +514,13 @@ impl Replicator {
                 .map(|_| Conn::new(n, config.ring_ticks))
                 .collect(),
             scratch: Scratch {
+                seen: vec![0; words],
                 candidates: Vec::with_capacity(n),
                 gone: Vec::with_capacity(n),
-                enc: vec![Enc::default(); n],
+                enc: vec![Enc::NONE; n],
                 sel_states: vec![0; words],
                 sel_gone: vec![0; words],
+                body: Bytes::new(MAX_HEADER_BYTES + n * MAX_RECORD_BYTES),
             },
             stats: ReplicationStats::default(),
         }
@@ -446,7 +542,7 @@ impl Replicator {
     pub fn begin_tick(&mut self, tick: u32) {
         debug_assert!(tick >= self.tick, "ticks go forward");
         self.tick = tick;
-        self.entities.arena.clear();
+        self.entities.arena.len = 0;
         self.entities.generation = self.entities.generation.wrapping_add(1).max(1);
         self.stats.max_staleness_ticks = 0;
     }
@@ -460,7 +556,7 @@ impl Replicator {
     pub fn set_entity(&mut self, id: NetId, state: &EntityState) {
         let e = id.index();
         let ents = &mut self.entities;
-        ents.exists[e] = true;
+        ents.exists[e / 64] |= 1 << (e % 64);
         ents.position[e] = state.position;
         ents.current[e] = QState::from_state(state);
         self.grid.place(e, state.position.x, state.position.y);
@@ -472,7 +568,8 @@ impl Replicator {
     /// # Panics
     /// If `id` is not below `max_entities`.
     pub fn remove_entity(&mut self, id: NetId) {
-        self.entities.exists[id.index()] = false;
+        let e = id.index();
+        self.entities.exists[e / 64] &= !(1 << (e % 64));
         self.grid.remove(id.index());
     }
 
@@ -527,7 +624,7 @@ impl Replicator {
         out: &mut Vec<u8>,
     ) -> WriteInfo {
         let now = self.tick;
-        let cfg = self.config;
+        let cfg = &self.config;
         let Replicator {
             entities,
             grid,
@@ -545,14 +642,20 @@ impl Replicator {
             .bucket
             .refill(now, per_tick, per_tick * f64::from(cfg.burst_ticks));
         let limit = budget_bytes.min(allowed);
-        let is_visible = |e: usize| {
-            visible.is_none_or(|row| row.get(e / 64).is_some_and(|w| w >> (e % 64) & 1 != 0))
-        };
+        // The entities this connection may be sent: in the match, and not fogged.
+        for (w, seen) in scratch.seen.iter_mut().enumerate() {
+            let fog = visible.map_or(u64::MAX, |row| row.get(w).copied().unwrap_or(0));
+            *seen = entities.exists[w] & fog;
+        }
+        let seen = &scratch.seen[..];
+        let is_seen = |e: usize| seen[e / 64] >> (e % 64) & 1 != 0;
         let frame = ViewerFrame::new(viewer, cfg.relevant_radius_m);
         let radius2 = cfg.relevant_radius_m * cfg.relevant_radius_m;
         let until = now.saturating_add(cfg.hysteresis_ticks);
+        let enter_bump = cfg.priority.enter_bump;
 
-        // In range: the cells around the viewer, then the viewer's own entity.
+        // In range: the cells around the viewer, then the viewer's own entity. The order
+        // entities enter the tracked list is the order they compete for room in.
         let enter = |c: &mut Conn, e: usize| {
             let pe = &mut c.ents[e];
             if !pe.in_list {
@@ -563,20 +666,18 @@ impl Replicator {
                 // Staleness counts from when the entity became relevant.
                 pe.last_sent = now;
                 pe.status = Status::Relevant;
-                pe.priority += cfg.priority.enter_bump;
+                pe.priority += enter_bump;
             }
         };
         let mut visited = 0u64;
+        let position = &entities.position[..];
         grid.query(
             viewer.position.x,
             viewer.position.y,
             cfg.relevant_radius_m,
             |e| {
                 visited += 1;
-                if entities.exists[e]
-                    && frame.distance2(&entities.position[e]) <= radius2
-                    && is_visible(e)
-                {
+                if is_seen(e) && frame.distance2(&position[e]) <= radius2 {
                     c.ents[e].in_range_until = until;
                     enter(c, e);
                 }
@@ -586,7 +687,7 @@ impl Replicator {
         let own = c
             .own
             .map(NetId::index)
-            .filter(|&e| e < cfg.max_entities && entities.exists[e]);
+            .filter(|&e| e < cfg.max_entities && entities.exists(e));
         if let Some(e) = own {
             enter(c, e);
         }
@@ -598,8 +699,8 @@ impl Replicator {
         while i < c.tracked.len() {
             let e = usize::from(c.tracked[i]);
             let pe = &mut c.ents[e];
-            let relevant = entities.exists[e]
-                && (own == Some(e) || (is_visible(e) && now <= pe.in_range_until));
+            let is_own = own == Some(e);
+            let relevant = is_own || (is_seen(e) && now <= pe.in_range_until);
             match (pe.status, relevant) {
                 (Status::Relevant, false) | (Status::Gone, false) => {
                     pe.status = if pe.known {
@@ -611,34 +712,41 @@ impl Replicator {
                 (Status::Gone, true) => {
                     pe.last_sent = now;
                     pe.status = Status::Relevant;
-                    pe.priority += cfg.priority.enter_bump;
+                    pe.priority += enter_bump;
                 }
                 _ => {}
             }
             match pe.status {
                 Status::Relevant => {
-                    pe.priority += if own == Some(e) {
+                    pe.priority += if is_own {
                         cfg.priority.own
                     } else {
-                        frame.weight(&cfg.priority, &entities.position[e])
+                        frame.weight(&cfg.priority, &position[e])
                     };
                     scratch.candidates.push((pe.priority, e as u16, 0));
+                    i += 1;
                 }
-                Status::Gone => scratch.gone.push(e as u16),
-                Status::Absent => {}
-            }
-            if pe.status == Status::Absent {
-                pe.in_list = false;
-                c.tracked.swap_remove(i);
-            } else {
-                i += 1;
+                Status::Gone => {
+                    scratch.gone.push(e as u16);
+                    i += 1;
+                }
+                Status::Absent => {
+                    pe.in_list = false;
+                    c.tracked.swap_remove(i);
+                }
             }
         }
 
         let rate_bound = allowed < budget_bytes;
         if limit < MAX_HEADER_BYTES {
             stats.rate_limited += u64::from(rate_bound);
-            note_staleness(stats, c, &scratch.candidates, now);
+            let worst = scratch
+                .candidates
+                .iter()
+                .map(|&(_, e, _)| now.saturating_sub(c.ents[usize::from(e)].last_sent))
+                .max()
+                .unwrap_or(0);
+            note_staleness(stats, worst);
             return WriteInfo::default();
         }
 
@@ -649,29 +757,25 @@ impl Replicator {
             .map_or(0, |a| now - a);
         let mut room = limit - MAX_HEADER_BYTES;
         let mut total = 0usize;
+        // Every candidate, until it turns out they do not all fit.
+        scratch.sel_states.fill(0);
         for cand in &mut scratch.candidates {
             let e = usize::from(cand.1);
-            let pe = &mut c.ents[e];
-            let baseline = if entities.usable(e, pe.baseline, now) {
-                Some(pe.baseline)
-            } else {
-                pe.baseline = NO_BASELINE;
-                None
-            };
-            let enc = entities.encoding(e, baseline, now, stats);
-            scratch.enc[e] = enc;
+            let mut enc = entities.encoding(e, &mut c.baselines[e], now, stats);
             let kind = record_kind(&enc, default_back);
-            let size = varint_len(head(kind, true, enc.mask))
+            enc.kind = kind as u8;
+            scratch.enc[e] = enc;
+            let size = varint_len(head(kind, true, enc.mask.into()))
                 + varint_len(e as u64)
                 + usize::from(kind == KIND_DELTA_BACK)
                 + usize::from(enc.len);
             cand.2 = size as u16;
             total += size;
+            set_bit(&mut scratch.sel_states, e);
         }
 
         // Gone records first: they are small and must get through. Then states by priority
         // when not all fit.
-        scratch.sel_states.fill(0);
         scratch.sel_gone.fill(0);
         let mut count = 0usize;
         let mut info = WriteInfo::default();
@@ -684,53 +788,64 @@ impl Replicator {
                 info.gone += 1;
             }
         }
-        if total > room {
+        // Staleness: what is sent now has none; the worst of the rest.
+        let mut worst = 0;
+        if total <= room {
+            count += scratch.candidates.len();
+        } else {
             scratch
                 .candidates
                 .sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
-        }
-        for &(_, e, size) in &scratch.candidates {
-            let size = usize::from(size);
-            if size <= room {
-                room -= size;
-                set_bit(&mut scratch.sel_states, usize::from(e));
-                count += 1;
-            } else {
-                info.deferred += 1;
+            scratch.sel_states.fill(0);
+            for &(_, e, size) in &scratch.candidates {
+                let size = usize::from(size);
+                let e = usize::from(e);
+                if size <= room {
+                    room -= size;
+                    set_bit(&mut scratch.sel_states, e);
+                    count += 1;
+                } else {
+                    info.deferred += 1;
+                    worst = worst.max(now.saturating_sub(c.ents[e].last_sent));
+                }
             }
         }
         stats.rate_limited += u64::from(rate_bound && info.deferred > 0);
 
         // The body, ids in increasing order.
-        let start = out.len();
-        out.extend_from_slice(&now.to_le_bytes());
-        out.push(default_back as u8);
-        put_varint(out, count as u64);
+        let body = &mut scratch.body;
+        body.len = 0;
+        for b in now.to_le_bytes() {
+            body.put(b);
+        }
+        body.put(default_back as u8);
+        put_varint(body, count as u64);
         let mut prev: Option<usize> = None;
-        for w in 0..scratch.sel_states.len() {
-            let (states, gone) = (scratch.sel_states[w], scratch.sel_gone[w]);
-            for b in tickforge_game::math::BitIter(states | gone) {
+        for (w, (&states, &gone)) in scratch.sel_states.iter().zip(&scratch.sel_gone).enumerate() {
+            for b in BitIter(states | gone) {
                 let e = w * 64 + b;
                 let gap = e - prev.map_or(0, |p| p + 1);
                 prev = Some(e);
-                let pe = &mut c.ents[e];
                 if gone >> b & 1 != 0 {
-                    put_varint(out, head(KIND_GONE, gap != 0, 0));
+                    put_varint(body, head(KIND_GONE, gap != 0, 0));
                     if gap != 0 {
-                        put_varint(out, gap as u64);
+                        put_varint(body, gap as u64);
                     }
                     continue;
                 }
-                let enc = scratch.enc[e];
-                let kind = record_kind(&enc, default_back);
-                put_varint(out, head(kind, gap != 0, enc.mask));
+                let enc = &scratch.enc[e];
+                let kind = u32::from(enc.kind);
+                put_varint(body, head(kind, gap != 0, enc.mask.into()));
                 if gap != 0 {
-                    put_varint(out, gap as u64);
+                    put_varint(body, gap as u64);
                 }
                 if kind == KIND_DELTA_BACK {
-                    out.push(enc.back as u8);
+                    body.put(enc.back);
                 }
-                out.extend_from_slice(entities.body(&enc));
+                let at = body.len;
+                body.buf[at..at + COPY_BYTES].copy_from_slice(entities.body_copy(enc));
+                body.len += usize::from(enc.len);
+                let pe = &mut c.ents[e];
                 pe.priority = 0.0;
                 pe.last_sent = now;
                 pe.known = true;
@@ -738,8 +853,9 @@ impl Replicator {
                 info.full += u16::from(enc.full);
             }
         }
-        entities.overflow.clear();
-        info.bytes = out.len() - start;
+        out.extend_from_slice(&body.buf[..body.len]);
+        entities.overflow.len = 0;
+        info.bytes = body.len;
         debug_assert!(
             info.bytes <= limit,
             "{} bytes written, {limit} allowed",
@@ -747,7 +863,7 @@ impl Replicator {
         );
         c.record_packet(now, &scratch.sel_states, &scratch.sel_gone);
         c.bucket.spend(info.bytes);
-        note_staleness(stats, c, &scratch.candidates, now);
+        note_staleness(stats, worst);
 
         stats.snapshots += 1;
         stats.bytes += info.bytes as u64;
@@ -781,7 +897,7 @@ fn measure(base: Base<'_>, cur: &QState) -> usize {
 fn record_kind(enc: &Enc, default_back: u32) -> u32 {
     if enc.full {
         KIND_FULL
-    } else if enc.back == default_back {
+    } else if u32::from(enc.back) == default_back {
         KIND_DELTA_DEFAULT
     } else {
         KIND_DELTA_BACK
@@ -792,17 +908,8 @@ fn set_bit(row: &mut [u64], i: usize) {
     row[i / 64] |= 1 << (i % 64);
 }
 
-fn note_staleness(
-    stats: &mut ReplicationStats,
-    c: &Conn,
-    candidates: &[(f32, u16, u16)],
-    now: u32,
-) {
-    let worst = candidates
-        .iter()
-        .map(|&(_, e, _)| now.saturating_sub(c.ents[usize::from(e)].last_sent))
-        .max()
-        .unwrap_or(0);
+/// Counts `worst`, the ticks the stalest entity relevant to a connection went unsent.
+fn note_staleness(stats: &mut ReplicationStats, worst: u32) {
     stats.max_staleness_ticks = stats.max_staleness_ticks.max(worst);
     stats.worst_staleness_ticks = stats.worst_staleness_ticks.max(worst);
 }

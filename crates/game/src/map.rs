@@ -30,7 +30,10 @@
 //! swept as a point against boxes grown by its size, the trace stops [`SKIN_M`] short of the
 //! first face it would cross, and a box the trace starts inside is ignored so that a player
 //! can always leave it. Candidates come from a uniform grid of box indices over the map's x-y
-//! extent, built at load; a query visits each box once and allocates nothing.
+//! extent, built at load; a query visits each box once and allocates nothing. A player's tick
+//! sweeps its hull four times or so through the same metre: [`crate::movement::pmove`] asks
+//! the grid once for the boxes near the player (`Map::near`) and traces through those, to
+//! the same result bit for bit (`map/hull.rs` says how ties between boxes keep it so).
 //!
 //! # Barriers
 //!
@@ -52,10 +55,18 @@ use crate::math::Vec3;
 use crate::rules::Team;
 
 mod grid;
+mod hull;
 mod parse;
+#[cfg(test)]
+mod reference;
+
+use std::ops::ControlFlow;
 
 use grid::Grid;
+use hull::Sweep;
 use parse::quote;
+
+pub(crate) use hull::Near;
 
 /// Largest coordinate magnitude a map may use, metres: f32 still resolves 1 mm there.
 pub const MAX_COORD_M: f32 = 10_000.0;
@@ -400,11 +411,17 @@ impl Map {
     /// some barrier when they are raised.
     pub fn hull_overlaps(&self, hull: Hull, origin: Vec3) -> bool {
         let body = hull.at(origin);
-        let mut hit = false;
-        self.grid.for_each_box(body.min, body.max, |i| {
-            hit |= self.boxes[i].overlaps(&body);
+        let in_box = self.grid.for_each_box(body.min, body.max, |index| {
+            if self.boxes[index as usize].overlaps(&body) {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
         });
-        hit || self.raised_barriers().iter().any(|b| b.overlaps(&body))
+        let hit = in_box.is_break() || self.raised_barriers().iter().any(|b| b.overlaps(&body));
+        #[cfg(test)]
+        assert_eq!(hit, reference::hull_overlaps(self, hull, origin));
+        hit
     }
 
     /// The barriers hull traces test: all of them when raised, none when lowered.
@@ -421,53 +438,33 @@ impl Map {
     /// following move starts outside every box. Boxes and barriers the hull starts inside are
     /// ignored.
     pub fn trace_hull(&self, start: Vec3, end: Vec3, hull: Hull) -> HullTrace {
-        let grow_lo = Vec3::new(hull.half_width, hull.half_width, hull.height);
-        let grow_hi = Vec3::new(hull.half_width, hull.half_width, 0.0);
-        let skin = Vec3::new(SKIN_M, SKIN_M, SKIN_M);
-        // The points the feet sweep, padded by the skin: only boxes grown by the hull that
-        // reach this region can stop the move.
-        let lo = start.min(end) - skin;
-        let hi = start.max(end) + skin;
-        let mut trace = HullTrace {
-            fraction: 1.0,
-            end,
-            normal: Vec3::ZERO,
-            box_index: None,
-            barrier_index: None,
-            start_solid: false,
-        };
-        // The box grown by the hull, when it reaches the swept region.
-        let grown_near = |b: &Aabb| {
-            let grown = Aabb {
-                min: b.min - grow_lo,
-                max: b.max + grow_hi,
-            };
-            let far = hi.x < grown.min.x
-                || lo.x > grown.max.x
-                || hi.y < grown.min.y
-                || lo.y > grown.max.y
-                || hi.z < grown.min.z
-                || lo.z > grown.max.z;
-            (!far).then_some(grown)
-        };
-        self.grid.for_each_box(lo - grow_hi, hi + grow_hi, |index| {
-            if let Some(grown) = grown_near(&self.boxes[index]) {
-                if clip_to_box(start, end, &grown, &mut trace) {
-                    trace.box_index = Some(index);
+        let sweep = Sweep::new(start, end, hull);
+        let mut trace = HullTrace::unstopped(end);
+        // The boxes `Grid::for_each_box` reports, in its order, for the first box entered at
+        // the least fraction wins. Walked here rather than through its callback, which the
+        // compiler leaves out of line: this loop is the hot one.
+        let g = &self.grid;
+        for &index in &g.large {
+            trace.clip_box(&sweep, &g.corners[index as usize], index);
+        }
+        let (min, max) = sweep.query();
+        if let Some(q) = g.query_cells(min, max) {
+            for row in q[2]..=q[3] {
+                for col in q[0]..=q[1] {
+                    for &index in g.cell(col, row) {
+                        if g.reports_in(index, col, row, q) {
+                            trace.clip_box(&sweep, &g.corners[index as usize], index);
+                        }
+                    }
                 }
             }
-        });
+        }
         for (index, b) in self.raised_barriers().iter().enumerate() {
-            if let Some(grown) = grown_near(b) {
-                if clip_to_box(start, end, &grown, &mut trace) {
-                    trace.box_index = None;
-                    trace.barrier_index = Some(index);
-                }
-            }
+            trace.clip_barrier(&sweep, b, index);
         }
-        if trace.fraction < 1.0 {
-            trace.end = start + (end - start) * trace.fraction;
-        }
+        let trace = trace.finish(start);
+        #[cfg(test)]
+        reference::assert_same_trace(self, start, end, hull, &trace);
         trace
     }
 
@@ -598,61 +595,6 @@ fn step_of(d: f32) -> i32 {
     }
 }
 
-/// Quake III's `CM_TraceThroughBrush` for one box already grown by the hull: the feet move
-/// as a point from `start` to `end`; `trace` keeps the earliest entry found so far. Returns
-/// true when this box's entry became it, for the caller to record which box that was.
-fn clip_to_box(start: Vec3, end: Vec3, grown: &Aabb, trace: &mut HullTrace) -> bool {
-    let (s, e) = (start.to_array(), end.to_array());
-    let (lo, hi) = (grown.min.to_array(), grown.max.to_array());
-    let mut enter = -1.0_f32;
-    let mut leave = 1.0_f32;
-    let mut normal = Vec3::ZERO;
-    let mut starts_out = false;
-    for axis in 0..3 {
-        for outward in [-1.0_f32, 1.0] {
-            // Signed distance in front of the face whose normal is `outward` along `axis`.
-            let (d1, d2) = if outward > 0.0 {
-                (s[axis] - hi[axis], e[axis] - hi[axis])
-            } else {
-                (lo[axis] - s[axis], lo[axis] - e[axis])
-            };
-            if d1 > 0.0 {
-                starts_out = true;
-            }
-            // Wholly in front of one face, or moving away from it: the move misses the box.
-            if d1 > 0.0 && (d2 >= SKIN_M || d2 >= d1) {
-                return false;
-            }
-            if d1 <= 0.0 && d2 <= 0.0 {
-                continue;
-            }
-            if d1 > d2 {
-                let f = ((d1 - SKIN_M) / (d1 - d2)).max(0.0);
-                if f > enter {
-                    enter = f;
-                    let mut n = [0.0; 3];
-                    n[axis] = outward;
-                    normal = Vec3::from_array(n);
-                }
-            } else {
-                let f = ((d1 + SKIN_M) / (d1 - d2)).min(1.0);
-                leave = leave.min(f);
-            }
-        }
-    }
-    if !starts_out {
-        // Already inside: let the move leave rather than trap the player.
-        trace.start_solid = true;
-        return false;
-    }
-    if enter < leave && enter > -1.0 && enter < trace.fraction {
-        trace.fraction = enter;
-        trace.normal = normal;
-        return true;
-    }
-    false
-}
-
 /// The slab test of a ray (unit `d`) against one box: the distance and face normal of the
 /// entry, within `max_t`.
 fn ray_box(o: [f32; 3], d: [f32; 3], b: &Aabb, max_t: f32) -> Option<(f32, Vec3)> {
@@ -728,7 +670,7 @@ mod tests {
                 min: b.min - lo,
                 max: b.max + hi,
             };
-            if clip_to_box(start, end, &grown, &mut t) {
+            if reference::clip(start, end, &grown, &mut t) {
                 t.box_index = Some(i);
             }
         }
@@ -822,7 +764,10 @@ mod tests {
             let map = BuiltinMap::Arena.load();
             let (lo, hi) = (a.min(b), a.max(b));
             let mut seen = vec![0u32; map.boxes().len()];
-            map.grid.for_each_box(lo, hi, |i| seen[i] += 1);
+            let _ = map.grid.for_each_box(lo, hi, |i| {
+                seen[i as usize] += 1;
+                ControlFlow::Continue(())
+            });
             for (i, bx) in map.boxes().iter().enumerate() {
                 prop_assert!(seen[i] <= 1);
                 let reaches = bx.min.x <= hi.x && bx.max.x >= lo.x && bx.min.y <= hi.y && bx.max.y >= lo.y;

@@ -12,7 +12,7 @@ use tickforge_game::rules::RulesConfig;
 use tickforge_game::WorldConfig;
 use tickforge_proto::MatchId;
 
-use super::{world_config, Hosted, MatchCounters, Worker};
+use super::{world_config, Hosted, Worker};
 use crate::admin::{AdminCommand, CreateError, MatchSpec, MatchState, MatchStatus, WorkerLink};
 use crate::game_match::Match;
 
@@ -167,13 +167,7 @@ impl Worker {
             m.record_actions();
         }
         self.matches.push(m);
-        self.hosted.push(Hosted {
-            grid,
-            restarts: false,
-            over: false,
-            awaiting_result: None,
-            counters: MatchCounters::default(),
-        });
+        self.hosted.push(Hosted::new(grid, false));
     }
 
     /// Removes every match marked over in this wake-up.

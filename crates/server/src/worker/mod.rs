@@ -23,6 +23,7 @@
 //! than 1 ms late counts as late, and one more than a period late as a hitch.
 
 mod admission;
+mod fair;
 mod persist;
 mod report;
 mod routing;
@@ -162,6 +163,21 @@ struct Hosted {
     /// it is durable.
     awaiting_result: Option<u64>,
     counters: MatchCounters,
+    /// Its recent frame cost, against its fair share of the tick.
+    cost: fair::FrameCost,
+}
+
+impl Hosted {
+    fn new(grid: Instant, restarts: bool) -> Hosted {
+        Hosted {
+            grid,
+            restarts,
+            over: false,
+            awaiting_result: None,
+            counters: MatchCounters::default(),
+            cost: fair::FrameCost::default(),
+        }
+    }
 }
 
 /// One worker thread's state: it lives as long as the thread.
@@ -186,6 +202,8 @@ pub struct Worker {
     /// Frames of this wake-up waiting for their share of the send cost:
     /// (match index, record, datagrams queued, lateness, deadline).
     due: Vec<(usize, FrameRecord, usize, Duration, Instant)>,
+    /// The matches due in this wake-up, in the order they run ([`fair::order`]).
+    order: Vec<fair::Due>,
     /// Matches finished in this wake-up and not restarted.
     finished: usize,
     /// Writes finished matches' results and action files off the frame; `None`: neither
@@ -296,13 +314,7 @@ impl Worker {
             // Match k starts (k mod G)/G of a period after the first.
             let grid = start + period * (k as u32 % groups) / groups;
             matches.push(Match::new(id, world, grid));
-            hosted.push(Hosted {
-                grid,
-                restarts: true,
-                over: false,
-                awaiting_result: None,
-                counters: MatchCounters::default(),
-            });
+            hosted.push(Hosted::new(grid, true));
         }
         if let Some(dir) = &config.record_dir {
             std::fs::create_dir_all(dir).map_err(|source| WorkerError::Results {
@@ -350,6 +362,7 @@ impl Worker {
             frame_buf: Vec::with_capacity(MAX_PACKET_BYTES),
             routed: Vec::with_capacity(room),
             due: Vec::with_capacity(room),
+            order: Vec::with_capacity(room),
             finished: 0,
             admin: setup.admin,
             metrics: MetricsSnapshot::default(),
@@ -468,12 +481,14 @@ impl Worker {
     }
 
     /// Runs one tick of every match whose deadline has passed and whose predecessor's
-    /// result is durable, persisting any that ends; returns the ticks run.
+    /// result is durable, persisting any that ends; returns the ticks run. The matches
+    /// within their fair share of the tick run first ([`fair::order`]).
     fn run_due_ticks(&mut self, draining: bool) -> usize {
         self.due.clear();
+        self.order.clear();
+        let now = time::now();
         for i in 0..self.matches.len() {
             let deadline = self.matches[i].next_deadline();
-            let now = time::now();
             if deadline > now {
                 continue;
             }
@@ -483,6 +498,19 @@ impl Worker {
                 }
                 self.hosted[i].awaiting_result = None;
             }
+            self.order.push(fair::Due {
+                index: i,
+                deadline,
+                cost_ns: self.hosted[i].cost.mean_ns(),
+            });
+        }
+        let share = fair::share_ns(nanos(self.period()), self.matches.len());
+        fair::order(&mut self.order, share);
+        for k in 0..self.order.len() {
+            let fair::Due {
+                index: i, deadline, ..
+            } = self.order[k];
+            let now = time::now();
             let (record, queued) = self.matches[i].run_tick(
                 now,
                 &self.scopes,
@@ -526,6 +554,53 @@ fn nanos(d: Duration) -> u64 {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+
+    /// A worker whose matches were all due a second ago: no sleeping to make them due.
+    fn worker_started_in_the_past(matches: u32) -> Worker {
+        let config = ServerConfig {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            ..ServerConfig::default()
+        };
+        let (socket, bound) = bind_game_socket(config.bind).unwrap();
+        let setup = WorkerSetup {
+            index: 0,
+            realtime: None,
+            helper_cores: Vec::new(),
+            matches: (1..=matches).map(MatchId).collect(),
+            start: time::now() - Duration::from_secs(1),
+            public_addr: bound,
+            admin: None,
+        };
+        Worker::with_socket(config, socket, setup).unwrap()
+    }
+
+    #[test]
+    fn a_match_over_its_share_runs_after_the_others_and_still_ticks() {
+        let mut w = worker_started_in_the_past(4);
+        // Match 0 is due first (its grid is the earliest) and costs 3 ms a frame: over its
+        // share of a tick among 4 (1.76 ms).
+        for _ in 0..64 {
+            w.hosted[0].cost.add(3_000_000);
+        }
+        for round in 0..3 {
+            assert_eq!(
+                w.run_due_ticks(false),
+                4,
+                "round {round}: every due match ticks"
+            );
+            let order: Vec<usize> = w.due.iter().map(|d| d.0).collect();
+            assert_eq!(order, vec![1, 2, 3, 0], "round {round}");
+        }
+        // Back within its share, it runs in deadline order again.
+        for _ in 0..64 {
+            w.hosted[0].cost.add(50_000);
+        }
+        w.run_due_ticks(false);
+        assert_eq!(
+            w.due.iter().map(|d| d.0).collect::<Vec<_>>(),
+            vec![0, 1, 2, 3]
+        );
+    }
 
     #[test]
     fn startup_matches_spread_over_groups_of_at_most_four() {

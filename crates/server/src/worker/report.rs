@@ -160,6 +160,7 @@ impl Worker {
             let is_late = late > LATE_AFTER;
             let hitch =
                 late > self.matches[mi].period() || record.total_ns as f64 > 2.0 * budget_ns;
+            self.hosted[mi].cost.add(record.total_ns);
             let c = &mut self.hosted[mi].counters;
             c.ticks += 1;
             c.late += u64::from(is_late);

@@ -11,8 +11,8 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use tickforge_bots::behaviour::BotMix;
 use tickforge_game::BuiltinMap;
+use tickforge_telemetry::match_budget_ms;
 use tickforge_telemetry::report::{BotsReport, GamesPerCore, Host, Report, ServerReport};
-use tickforge_telemetry::{budget_ms, TARGET_GAMES_PER_CORE};
 
 use crate::summary;
 
@@ -482,7 +482,7 @@ fn merge(scenario: &str, s: ServerReport, b: BotsReport, warmup_s: f64) -> Repor
         map: s.map.clone(),
         duration_s: s.duration_s,
         warmup_s,
-        budget_ms: budget_ms(s.tick_hz, TARGET_GAMES_PER_CORE),
+        budget_ms: match_budget_ms(s.tick_hz, s.players_per_match),
         match_frame_ms: s.match_frame_ms,
         worker_frame_ms: s.worker_frame_ms,
         categories_ms: s.categories_ms,

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use tickforge_telemetry::report::{BotsReport, Clients, Hitreg, Percentiles, Report, ServerReport};
-use tickforge_telemetry::Category;
+use tickforge_telemetry::{Category, REFERENCE_PLAYERS};
 
 fn ms(v: Option<f64>) -> String {
     v.map_or("n/a".into(), |v| format!("{v:.3} ms"))
@@ -203,8 +203,17 @@ pub fn bench(r: &Report) -> String {
     frame_line(&mut out, "match frame", &r.match_frame_ms);
     let _ = writeln!(
         out,
-        "  budget        {:.3} ms per match tick (60 games per core)",
-        r.budget_ms
+        "  budget        {:.3} ms per match tick ({})",
+        r.budget_ms,
+        if r.players_per_match > REFERENCE_PLAYERS {
+            format!(
+                "60 ten-player games per core, {} players as {} of them",
+                r.players_per_match,
+                f64::from(r.players_per_match) / f64::from(REFERENCE_PLAYERS)
+            )
+        } else {
+            "60 games per core".to_string()
+        }
     );
     categories_line(&mut out, &r.server);
     ticks_line(&mut out, &r.server);

@@ -133,6 +133,18 @@ pub fn budget_ms(tick_hz: u32, games_per_core: u32) -> f64 {
     1000.0 / f64::from(tick_hz) / f64::from(games_per_core) * 0.9
 }
 
+/// Players of the match the frame budget is for: VALORANT's 5-v-5.
+pub const REFERENCE_PLAYERS: u32 = 10;
+
+/// Frame budget of one match of `players` at `tick_hz`: [`budget_ms`] at the target games
+/// per core for a match of up to [`REFERENCE_PLAYERS`], and as much again per ten players
+/// beyond (a 100-player match is given ten matches' time), so that a large match within its
+/// means is not counted a hitch on every tick.
+pub fn match_budget_ms(tick_hz: u32, players: u32) -> f64 {
+    let matches = f64::from(players.max(REFERENCE_PLAYERS)) / f64::from(REFERENCE_PLAYERS);
+    budget_ms(tick_hz, TARGET_GAMES_PER_CORE) * matches
+}
+
 /// Games per core that a mean match frame cost allows at `tick_hz`, 10% kept for the OS.
 pub fn projected_games_per_core(tick_hz: u32, mean_match_frame_ms: f64) -> Option<f64> {
     (mean_match_frame_ms > 0.0).then(|| 0.9 * 1000.0 / f64::from(tick_hz) / mean_match_frame_ms)
@@ -150,6 +162,15 @@ mod tests {
         // VALORANT: 3 games per core at 128 Hz is 2.34 ms.
         assert!((budget_ms(128, 3) - 2.34375).abs() < 1e-9);
         assert!((budget_ms(128, TARGET_GAMES_PER_CORE) - 0.1171875).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_match_budget_grows_with_players_beyond_ten_only() {
+        let ten = budget_ms(128, TARGET_GAMES_PER_CORE);
+        assert_eq!(match_budget_ms(128, 1), ten);
+        assert_eq!(match_budget_ms(128, 10), ten);
+        assert!((match_budget_ms(128, 100) - 10.0 * ten).abs() < 1e-12);
+        assert!((match_budget_ms(30, 20) - 2.0 * budget_ms(30, 60)).abs() < 1e-12);
     }
 
     #[test]

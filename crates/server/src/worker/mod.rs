@@ -40,7 +40,7 @@ use tickforge_io::{entropy, time};
 use tickforge_proto::netcode::{self, Server as Transport};
 use tickforge_proto::{MatchId, MAX_PACKET_BYTES};
 use tickforge_telemetry::prometheus::MetricsSnapshot;
-use tickforge_telemetry::{budget_ms, FrameRecord, Scopes, TARGET_GAMES_PER_CORE};
+use tickforge_telemetry::{FrameRecord, Scopes};
 
 use crate::admin::WorkerLink;
 use crate::config::ServerConfig;
@@ -399,7 +399,6 @@ impl Worker {
         time::tighten_timer_slack();
         let window = Window::new(self.start, self.config.warmup, self.config.duration);
         let exit_at = window.end.zip(linger).map(|(end, l)| end + l);
-        let budget_ns = budget_ms(self.config.tick_hz, TARGET_GAMES_PER_CORE) * 1e6;
         let mut next_status = self.start + Duration::from_secs(1);
         let mut drain_until = None;
         let mut ticks_run = 0u64;
@@ -434,7 +433,7 @@ impl Worker {
             if let Some(p) = &mut self.persister {
                 p.hand_over();
             }
-            self.charge_send_and_record(nanos(sent - ticked), budget_ns, &window);
+            self.charge_send_and_record(nanos(sent - ticked), &window);
             self.remove_finished();
             if earliest.is_some() && window.contains(deadline) {
                 self.measure.worker_frames.record_ns(nanos(sent - woke));

@@ -8,7 +8,7 @@ use tickforge_io::udp::IoStats;
 use tickforge_replication::ReplicationStats;
 use tickforge_telemetry::report::{Datagrams, Replication, ServerReport, Ticks};
 use tickforge_telemetry::{
-    projected_games_per_core, Category, DurationHistogram, FrameStats, Phase,
+    match_budget_ms, projected_games_per_core, Category, DurationHistogram, FrameStats, Phase,
 };
 
 use super::{nanos, Worker, LATE_AFTER};
@@ -149,7 +149,7 @@ fn grid_ticks(grid: Instant, period_ns: f64, from: Instant, to: Instant) -> u64 
 impl Worker {
     /// Records each frame of this wake-up, after adding its share of the send cost: in the
     /// metrics, the match's counters, the cost window and, inside the window, the measure.
-    pub(super) fn charge_send_and_record(&mut self, send_ns: u64, budget_ns: f64, window: &Window) {
+    pub(super) fn charge_send_and_record(&mut self, send_ns: u64, window: &Window) {
         let queued: u64 = self.due.iter().map(|d| d.2 as u64).sum();
         let due = self.due.len() as u64;
         for &(mi, mut record, q, late, deadline) in &self.due {
@@ -158,8 +158,10 @@ impl Worker {
                 .unwrap_or(send_ns / due.max(1));
             record.add(Category::Network, Phase::Send, share);
             let is_late = late > LATE_AFTER;
-            let hitch =
-                late > self.matches[mi].period() || record.total_ns as f64 > 2.0 * budget_ns;
+            let m = &self.matches[mi];
+            let world = m.world().config();
+            let budget_ns = match_budget_ms(world.tick_hz, u32::from(world.players)) * 1e6;
+            let hitch = late > m.period() || record.total_ns as f64 > 2.0 * budget_ns;
             self.hosted[mi].cost.add(record.total_ns);
             let c = &mut self.hosted[mi].counters;
             c.ticks += 1;

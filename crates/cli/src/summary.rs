@@ -174,13 +174,14 @@ fn scheduling(server: &ServerReport, bots: &BotsReport) -> String {
 pub fn sweep_step(s: &tickforge_telemetry::report::SweepStep) -> String {
     let ms = |v: Option<f64>| v.map_or("n/a".into(), |v| format!("{v:.3} ms"));
     format!(
-        "  {:>3} × {:<3}  frame p50 {} p99 {}  on time {}  worker {}  response {} Hz p50 {}  bots {}{}",
+        "  {:>3} × {:<3}  frame p50 {} p99 {}  on time {} (start p99 {})  worker {}  response {} Hz p50 {}  bots {}{}",
         s.matches,
         s.players,
         ms(s.match_frame_ms.map(|p| p.p50)),
         ms(s.match_frame_ms.map(|p| p.p99)),
         s.on_time_rate
             .map_or("n/a".into(), |r| format!("{:.2}%", r * 100.0)),
+        ms(s.tick_start_late_ms.map(|p| p.p99)),
         s.worker_util
             .map_or("n/a".into(), |u| format!("{:.0}%", u * 100.0)),
         s.response_rate_hz

@@ -145,7 +145,11 @@ fn crowd_bench_runs_its_bots_on_flat2km() {
     );
     assert_eq!(r.server.map, "flat2km");
     // A 20-player match is given two ten-player matches' budget (0.117 ms each at 128 Hz).
-    assert!((r.budget_ms - 2.0 * 0.1171875).abs() < 1e-9, "{}", r.budget_ms);
+    assert!(
+        (r.budget_ms - 2.0 * 0.1171875).abs() < 1e-9,
+        "{}",
+        r.budget_ms
+    );
     assert_eq!(r.clients.connected, 20);
     assert_eq!(r.clients.link_errors, 0);
 }

@@ -461,6 +461,13 @@ pub struct SweepStep {
     pub worker_util: Option<f64>,
     /// Share of ticks started within 1 ms of their deadline.
     pub on_time_rate: Option<f64>,
+    /// How late the worker woke for its earliest deadline, milliseconds.
+    #[serde(default)]
+    pub wake_late_ms: Option<Percentiles>,
+    /// How late each match tick started after its deadline, milliseconds: what decides
+    /// `on_time_rate`.
+    #[serde(default)]
+    pub tick_start_late_ms: Option<Percentiles>,
     /// Ticks never run.
     pub skipped: u64,
     /// Response time at the clients, milliseconds.

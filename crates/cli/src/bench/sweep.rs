@@ -128,6 +128,8 @@ fn step_of(r: &Report) -> SweepStep {
         match_frame_ms: r.match_frame_ms,
         worker_util: r.server_cpu_util,
         on_time_rate: (t.expected > 0).then(|| t.on_time as f64 / t.expected as f64),
+        wake_late_ms: r.server.wake_late_ms,
+        tick_start_late_ms: r.server.tick_start_late_ms,
         skipped: t.skipped,
         response_time_ms: r.clients.response_time_ms,
         bots_cpu_util: r.bots_cpu_util,
@@ -163,11 +165,23 @@ mod tests {
             }),
             ..Report::default()
         };
+        r.server.tick_start_late_ms = Some(Percentiles {
+            p50: 0.1,
+            p90: 0.2,
+            p99: 1.25,
+            max: 3.0,
+            mean: 0.15,
+        });
         let s = step_of(&r);
         assert_eq!(s.matches, 20);
         assert_eq!(s.on_time_rate, Some(0.996));
+        assert_eq!(s.tick_start_late_ms.map(|p| p.p99), Some(1.25));
         assert!(!s.bots_saturated);
-        assert!(crate::summary::sweep_step(&s).contains("99.60%"));
+        let line = crate::summary::sweep_step(&s);
+        assert!(
+            line.contains("99.60%") && line.contains("start p99 1.250 ms"),
+            "{line}"
+        );
         r.bots_saturated = Some(true);
         r.ticks.expected = 0;
         let s = step_of(&r);

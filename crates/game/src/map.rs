@@ -655,14 +655,7 @@ mod tests {
     }
 
     fn brute_hull(map: &Map, start: Vec3, end: Vec3) -> HullTrace {
-        let mut t = HullTrace {
-            fraction: 1.0,
-            end,
-            normal: Vec3::ZERO,
-            box_index: None,
-            barrier_index: None,
-            start_solid: false,
-        };
+        let mut t = HullTrace::unstopped(end);
         let lo = Vec3::new(HULL.half_width, HULL.half_width, HULL.height);
         let hi = Vec3::new(HULL.half_width, HULL.half_width, 0.0);
         for (i, b) in map.boxes().iter().enumerate() {

@@ -210,6 +210,17 @@ impl HullTrace {
         }
     }
 
+    /// Takes an entry at `fraction` if it comes before every one so far: true when it did.
+    #[inline(always)]
+    fn enters_first(&mut self, fraction: f32, normal: Vec3) -> bool {
+        let first = fraction < self.fraction;
+        if first {
+            self.fraction = fraction;
+            self.normal = normal;
+        }
+        first
+    }
+
     /// Clips against box `index` of the map, whose turn it is: the first box entered at the
     /// least fraction wins.
     #[inline(always)]
@@ -221,9 +232,7 @@ impl HullTrace {
             Touch::Misses => {}
             Touch::StartsInside => self.start_solid = true,
             Touch::Enters(fraction, normal) => {
-                if fraction < self.fraction {
-                    self.fraction = fraction;
-                    self.normal = normal;
+                if self.enters_first(fraction, normal) {
                     self.box_index = Some(index as usize);
                 }
             }
@@ -237,9 +246,7 @@ impl HullTrace {
             Touch::Misses => {}
             Touch::StartsInside => self.start_solid = true,
             Touch::Enters(fraction, normal) => {
-                if fraction < self.fraction {
-                    self.fraction = fraction;
-                    self.normal = normal;
+                if self.enters_first(fraction, normal) {
                     self.box_index = None;
                     self.barrier_index = Some(index);
                 }

@@ -66,14 +66,7 @@ pub(super) fn trace_hull(map: &Map, start: Vec3, end: Vec3, hull: Hull) -> HullT
             || lo.z > g.max.z;
         (!beyond).then_some(g)
     };
-    let mut trace = HullTrace {
-        fraction: 1.0,
-        end,
-        normal: Vec3::ZERO,
-        box_index: None,
-        barrier_index: None,
-        start_solid: false,
-    };
+    let mut trace = HullTrace::unstopped(end);
     for index in boxes_in_grid_order(map, lo - grow_hi, hi + grow_hi) {
         if let Some(g) = grown(&map.boxes[index]) {
             if clip(start, end, &g, &mut trace) {

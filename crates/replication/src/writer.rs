@@ -203,6 +203,7 @@ const FULL_KEY: u32 = NO_BASELINE;
 /// Bytes copied for one encoding body: at least [`MAX_BODY_BYTES`], so every body is moved
 /// with one fixed-size copy (buffers it is copied from and to keep this much slack).
 const COPY_BYTES: usize = 48;
+const _: () = assert!(COPY_BYTES >= MAX_BODY_BYTES, "one copy moves any body");
 /// Largest record: head, id gap, back, body.
 const MAX_RECORD_BYTES: usize = 2 + 2 + 1 + MAX_BODY_BYTES;
 

@@ -165,6 +165,13 @@ mod tests {
             }),
             ..Report::default()
         };
+        r.server.wake_late_ms = Some(Percentiles {
+            p50: 0.02,
+            p90: 0.03,
+            p99: 0.06,
+            max: 2.5,
+            mean: 0.025,
+        });
         r.server.tick_start_late_ms = Some(Percentiles {
             p50: 0.1,
             p90: 0.2,
@@ -176,6 +183,7 @@ mod tests {
         assert_eq!(s.matches, 20);
         assert_eq!(s.on_time_rate, Some(0.996));
         assert_eq!(s.tick_start_late_ms.map(|p| p.p99), Some(1.25));
+        assert_eq!(s.wake_late_ms.map(|p| p.max), Some(2.5));
         assert!(!s.bots_saturated);
         let line = crate::summary::sweep_step(&s);
         assert!(

@@ -277,13 +277,18 @@ impl Worker {
     /// A lone worker: binds `config.bind` and hosts matches `1..=config.matches`, with no
     /// admin link. The host ([`crate::host`]) uses [`Worker::with_socket`] instead.
     pub fn new(config: ServerConfig) -> Result<Self, WorkerError> {
+        Worker::lone(config, time::now())
+    }
+
+    /// [`Worker::new`] with its first match's tick 0 due at `start`.
+    fn lone(config: ServerConfig, start: Instant) -> Result<Self, WorkerError> {
         let (socket, bound) = bind_game_socket(config.bind)?;
         let setup = WorkerSetup {
             index: 0,
             realtime: None,
             helper_cores: tickforge_io::cpu::allowed_cores(),
             matches: (1..=config.matches).map(MatchId).collect(),
-            start: time::now(),
+            start,
             public_addr: config.public_addr.unwrap_or(bound),
             admin: None,
         };
@@ -558,19 +563,10 @@ mod tests {
     fn worker_started_in_the_past(matches: u32) -> Worker {
         let config = ServerConfig {
             bind: "127.0.0.1:0".parse().unwrap(),
+            matches,
             ..ServerConfig::default()
         };
-        let (socket, bound) = bind_game_socket(config.bind).unwrap();
-        let setup = WorkerSetup {
-            index: 0,
-            realtime: None,
-            helper_cores: Vec::new(),
-            matches: (1..=matches).map(MatchId).collect(),
-            start: time::now() - Duration::from_secs(1),
-            public_addr: bound,
-            admin: None,
-        };
-        Worker::with_socket(config, socket, setup).unwrap()
+        Worker::lone(config, time::now() - Duration::from_secs(1)).unwrap()
     }
 
     #[test]

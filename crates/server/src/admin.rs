@@ -333,7 +333,7 @@ impl Admin {
             });
         }
         let mut body = String::new();
-        prometheus::render_with_matches(&total, &matches, &mut body);
+        prometheus::render_with_matches(&total, &matches, &[], &mut body);
         Reply {
             status: 200,
             content_type: prometheus::CONTENT_TYPE,

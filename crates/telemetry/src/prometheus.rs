@@ -22,6 +22,10 @@
 //! | `tickforge_ticks_total`, `tickforge_late_ticks_total`, `tickforge_skipped_ticks_total`, `tickforge_hitches_total` | counter | — |
 //! | `tickforge_bytes_total`, `tickforge_packets_total` | counter | `direction` (`in`, `out`) |
 //! | `tickforge_players_connected`, `tickforge_matches` | gauge | — |
+//! | `tickforge_datagrams_dropped_total`, `tickforge_connections_refused_total`, `tickforge_connections_kicked_total` | counter | `reason` |
+//! | `tickforge_results_written_total`, `tickforge_results_failed_total` | counter | — |
+//! | `tickforge_results_pending` | gauge | — |
+//! | `tickforge_admin_requests_total` | counter | `code` (only with [`render_with_matches`]) |
 //! | `tickforge_match_ticks_total`, `tickforge_match_late_ticks_total`, `tickforge_match_hitches_total` | counter | `match` (the match id; only with [`render_with_matches`]) |
 
 use std::borrow::Cow;
@@ -118,6 +122,94 @@ pub struct MetricsSnapshot {
     pub players_connected: u64,
     /// Matches hosted now.
     pub matches: u64,
+    /// Datagrams dropped, by reason: the transport's (garbage, replays, bad tokens, rate
+    /// limits) and the worker's (oversize, a payload from no seat, bad messages).
+    pub dropped: ReasonCounts,
+    /// Connections refused after the handshake, by reason (`no_such_match`, `match_full`).
+    pub refused: ReasonCounts,
+    /// Connections the server closed on a client's misbehaviour, by reason (`misbehaved`:
+    /// broke the protocol above the transport; `flooding`: far more than a packet a tick).
+    pub kicked: ReasonCounts,
+    /// Finished matches' result lines written and fsynced.
+    pub results_written: u64,
+    /// Attempts to write or fsync a result line (or an action file) that failed.
+    pub results_failed: u64,
+    /// Result lines not yet durable: waiting for the disk, or kept in memory after a failed
+    /// write until it comes back.
+    pub results_pending: u64,
+}
+
+/// Most distinct reasons one [`ReasonCounts`] holds; a count for a reason past them is
+/// added to `other`.
+pub const MAX_REASONS: usize = 32;
+
+/// Counts by reason, for a counter family with a `reason` label: a fixed table of
+/// `(name, count)` pairs in the order reasons were first counted. `Copy` and fixed-size, so
+/// counting and publishing it never allocate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReasonCounts {
+    entries: [(&'static str, u64); MAX_REASONS],
+    len: usize,
+}
+
+impl Default for ReasonCounts {
+    fn default() -> Self {
+        ReasonCounts {
+            entries: [("", 0); MAX_REASONS],
+            len: 0,
+        }
+    }
+}
+
+impl ReasonCounts {
+    fn slot(&mut self, reason: &'static str) -> &mut u64 {
+        let i = match self.entries[..self.len].iter().position(|e| e.0 == reason) {
+            Some(i) => i,
+            None if self.len < MAX_REASONS => {
+                self.entries[self.len] = (reason, 0);
+                self.len += 1;
+                self.len - 1
+            }
+            // Full: the last entry becomes (or already is) the catch-all.
+            None => {
+                self.entries[MAX_REASONS - 1].0 = "other";
+                MAX_REASONS - 1
+            }
+        };
+        &mut self.entries[i].1
+    }
+
+    /// Sets the count of `reason` (for a running total kept elsewhere).
+    pub fn set(&mut self, reason: &'static str, n: u64) {
+        *self.slot(reason) = n;
+    }
+
+    /// Adds `n` to the count of `reason`.
+    pub fn add(&mut self, reason: &'static str, n: u64) {
+        *self.slot(reason) += n;
+    }
+
+    /// The count of `reason` (0 when never counted).
+    pub fn get(&self, reason: &str) -> u64 {
+        self.iter().find(|e| e.0 == reason).map_or(0, |e| e.1)
+    }
+
+    /// Every reason counted, with its count, in the order first counted.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        self.entries[..self.len].iter().copied()
+    }
+
+    /// The sum over every reason.
+    pub fn total(&self) -> u64 {
+        self.iter().map(|e| e.1).sum()
+    }
+
+    /// Adds every count of `other`, reason by reason.
+    pub fn merge(&mut self, other: &ReasonCounts) {
+        for (reason, n) in other.iter() {
+            self.add(reason, n);
+        }
+    }
 }
 
 impl MetricsSnapshot {
@@ -150,6 +242,12 @@ impl MetricsSnapshot {
         self.packets_out += other.packets_out;
         self.players_connected += other.players_connected;
         self.matches += other.matches;
+        self.dropped.merge(&other.dropped);
+        self.refused.merge(&other.refused);
+        self.kicked.merge(&other.kicked);
+        self.results_written += other.results_written;
+        self.results_failed += other.results_failed;
+        self.results_pending += other.results_pending;
     }
 }
 
@@ -178,14 +276,25 @@ pub enum LabelError {
 /// Appends `snapshot` to `out` as OpenMetrics text, ending with `# EOF`. Call when
 /// `/metrics` is scraped, never in a frame: it allocates.
 pub fn render(snapshot: &MetricsSnapshot, out: &mut String) {
-    render_with_matches(snapshot, &[], out);
+    render_with_matches(snapshot, &[], &[], out);
 }
 
 /// Like [`render`], with one series per match in each of the per-match families (late
-/// ticks and hitches by match). Call when `/metrics` is scraped, never in a frame.
-pub fn render_with_matches(snapshot: &MetricsSnapshot, matches: &[MatchTicks], out: &mut String) {
+/// ticks and hitches by match), and the admin server's requests by status code
+/// (`tickforge_admin_requests_total{code}`, left out when empty). Call when `/metrics` is
+/// scraped, never in a frame.
+pub fn render_with_matches(
+    snapshot: &MetricsSnapshot,
+    matches: &[MatchTicks],
+    admin_requests: &[(u16, u64)],
+    out: &mut String,
+) {
     let mut registry = Registry::default();
-    registry.register_collector(Box::new(SnapshotCollector(*snapshot, matches.to_vec())));
+    registry.register_collector(Box::new(SnapshotCollector(
+        *snapshot,
+        matches.to_vec(),
+        admin_requests.to_vec(),
+    )));
     // Writing to a String cannot fail, and the collector fails only when its writer does.
     let _ = prometheus_client::encoding::text::encode(out, &registry);
 }
@@ -207,7 +316,11 @@ pub fn render_with_labels(
             .iter()
             .map(|(k, v)| (Cow::Owned(k.to_string()), Cow::Owned(v.to_string()))),
     );
-    registry.register_collector(Box::new(SnapshotCollector(*snapshot, Vec::new())));
+    registry.register_collector(Box::new(SnapshotCollector(
+        *snapshot,
+        Vec::new(),
+        Vec::new(),
+    )));
     // Writing to a String cannot fail, and the collector fails only when its writer does.
     let _ = prometheus_client::encoding::text::encode(out, &registry);
     Ok(())
@@ -221,7 +334,7 @@ fn is_label_name(name: &str) -> bool {
 
 /// Hands a snapshot's numbers, and each match's, to the encoder on each scrape.
 #[derive(Debug)]
-struct SnapshotCollector(MetricsSnapshot, Vec<MatchTicks>);
+struct SnapshotCollector(MetricsSnapshot, Vec<MatchTicks>, Vec<(u16, u64)>);
 
 impl Collector for SnapshotCollector {
     fn encode(&self, mut enc: DescriptorEncoder<'_>) -> fmt::Result {
@@ -293,6 +406,56 @@ impl Collector for SnapshotCollector {
             "Matches hosted now.",
             s.matches,
         )?;
+        by_reason(
+            &mut enc,
+            "tickforge_datagrams_dropped",
+            "Datagrams dropped, by reason.",
+            &s.dropped,
+        )?;
+        by_reason(
+            &mut enc,
+            "tickforge_connections_refused",
+            "Connections refused after the handshake, by reason.",
+            &s.refused,
+        )?;
+        by_reason(
+            &mut enc,
+            "tickforge_connections_kicked",
+            "Connections closed for the client's misbehaviour, by reason.",
+            &s.kicked,
+        )?;
+        counter(
+            &mut enc,
+            "tickforge_results_written",
+            "Result lines written and fsynced.",
+            s.results_written,
+        )?;
+        counter(
+            &mut enc,
+            "tickforge_results_failed",
+            "Writes or fsyncs of a result line or action file that failed.",
+            s.results_failed,
+        )?;
+        gauge(
+            &mut enc,
+            "tickforge_results_pending",
+            "Result lines not yet durable (waiting for the disk, or kept after a failure).",
+            s.results_pending,
+        )?;
+        if !self.2.is_empty() {
+            let mut m = enc.encode_descriptor(
+                "tickforge_admin_requests",
+                "Admin HTTP requests answered, by status code.",
+                None,
+                MetricType::Counter,
+            )?;
+            for (status, n) in &self.2 {
+                let code = status.to_string();
+                let labels = [("code", code.as_str())];
+                m.encode_family(&labels)?
+                    .encode_counter::<NoLabelSet, _, u64>(n, None)?;
+            }
+        }
         if self.1.is_empty() {
             return Ok(());
         }
@@ -372,6 +535,21 @@ fn directed(
     Ok(())
 }
 
+fn by_reason(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    counts: &ReasonCounts,
+) -> fmt::Result {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (reason, n) in counts.iter() {
+        let labels = [("reason", reason)];
+        m.encode_family(&labels)?
+            .encode_counter::<NoLabelSet, _, u64>(&n, None)?;
+    }
+    Ok(())
+}
+
 fn gauge(enc: &mut DescriptorEncoder<'_>, name: &str, help: &str, v: u64) -> fmt::Result {
     enc.encode_descriptor(name, help, None, MetricType::Gauge)?
         .encode_gauge(&v)
@@ -398,6 +576,13 @@ mod tests {
         s.packets_out = 20;
         s.players_connected = 9;
         s.matches = 1;
+        s.dropped.add("decrypt", 5);
+        s.dropped.add("oversize", 1);
+        s.refused.add("no_such_match", 2);
+        s.kicked.add("flooding", 1);
+        s.results_written = 4;
+        s.results_failed = 3;
+        s.results_pending = 1;
         s
     }
 
@@ -591,8 +776,10 @@ mod tests {
                 hitches: 0,
             },
         ];
-        render_with_matches(&sample(), &matches, &mut out);
+        render_with_matches(&sample(), &matches, &[(200, 7), (401, 2)], &mut out);
         for line in [
+            "tickforge_admin_requests_total{code=\"200\"} 7",
+            "tickforge_admin_requests_total{code=\"401\"} 2",
             "# TYPE tickforge_match_late_ticks counter",
             "tickforge_match_late_ticks_total{match=\"3\"} 4",
             "tickforge_match_late_ticks_total{match=\"11\"} 0",
@@ -606,6 +793,54 @@ mod tests {
         let mut out = String::new();
         render(&sample(), &mut out);
         assert!(!out.contains("tickforge_match_late_ticks"), "{out}");
+        assert!(!out.contains("tickforge_admin_requests"), "{out}");
+    }
+
+    #[test]
+    fn faults_are_counted_by_reason() {
+        let mut out = String::new();
+        render(&sample(), &mut out);
+        for line in [
+            "tickforge_datagrams_dropped_total{reason=\"decrypt\"} 5",
+            "tickforge_datagrams_dropped_total{reason=\"oversize\"} 1",
+            "tickforge_connections_refused_total{reason=\"no_such_match\"} 2",
+            "tickforge_connections_kicked_total{reason=\"flooding\"} 1",
+            "tickforge_results_written_total 4",
+            "tickforge_results_failed_total 3",
+            "tickforge_results_pending 1",
+        ] {
+            assert!(out.lines().any(|l| l == line), "{line} missing:\n{out}");
+        }
+    }
+
+    #[test]
+    fn reason_counts_keep_order_merge_by_name_and_overflow_into_other() {
+        let mut a = ReasonCounts::default();
+        a.add("b", 1);
+        a.add("a", 2);
+        a.add("b", 3);
+        let mut b = ReasonCounts::default();
+        b.set("a", 10);
+        b.set("c", 1);
+        a.merge(&b);
+        assert_eq!(
+            a.iter().collect::<Vec<_>>(),
+            [("b", 4), ("a", 12), ("c", 1)]
+        );
+        assert_eq!(a.total(), 17);
+        assert_eq!(a.get("z"), 0);
+        const NAMES: [&str; MAX_REASONS + 3] = [
+            "r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11", "r12", "r13",
+            "r14", "r15", "r16", "r17", "r18", "r19", "r20", "r21", "r22", "r23", "r24", "r25",
+            "r26", "r27", "r28", "r29", "r30", "r31", "r32", "r33", "r34",
+        ];
+        let mut full = ReasonCounts::default();
+        for name in NAMES {
+            full.add(name, 1);
+        }
+        assert_eq!(full.iter().count(), MAX_REASONS);
+        assert_eq!(full.total(), NAMES.len() as u64, "nothing is lost");
+        assert_eq!(full.get("other"), 4);
     }
 
     #[test]
@@ -618,5 +853,7 @@ mod tests {
         assert_eq!(host.categories[Category::Network.index()].count(), 10);
         assert_eq!(host.players_connected, 18);
         assert_eq!(host.bytes_out, 68_000);
+        assert_eq!(host.dropped.get("decrypt"), 10);
+        assert_eq!(host.results_pending, 2);
     }
 }

@@ -205,13 +205,17 @@ impl Worker {
     /// Publishes the matches and metrics to the admin thread, if it is not reading them
     /// right now. About once a second, off the tick; reuses the status's memory.
     pub(super) fn publish(&mut self) {
-        let Some(link) = &self.admin else { return };
+        if self.admin.is_none() {
+            return;
+        }
         self.metrics.bytes_in = self.io.bytes_in;
         self.metrics.bytes_out = self.io.bytes_out;
         self.metrics.packets_in = self.io.received;
         self.metrics.packets_out = self.io.sent;
         self.metrics.players_connected = self.matches.iter().map(|m| m.connected() as u64).sum();
         self.metrics.matches = self.matches.len() as u64;
+        self.count_faults();
+        let Some(link) = &self.admin else { return };
         let (matches, hosted, metrics) = (&self.matches, &self.hosted, &self.metrics);
         link.publish(|status| {
             status.metrics = *metrics;
@@ -232,6 +236,35 @@ impl Worker {
                     hitches: h.counters.hitches,
                 }));
         });
+    }
+}
+
+impl Worker {
+    /// Copies the running fault counts into the metrics: datagrams dropped, connections
+    /// refused and kicked, by reason. Off the tick; allocates nothing.
+    fn count_faults(&mut self) {
+        let m = &mut self.metrics;
+        for (reason, n) in self.transport.stats().dropped_all() {
+            m.dropped.set(reason, n);
+        }
+        let d = &self.drops;
+        let far_inputs =
+            self.retired.far_inputs + self.matches.iter().map(|m| m.far_inputs).sum::<u64>();
+        for (reason, n) in [
+            ("oversize", d.oversize),
+            ("bad_message", d.bad_message),
+            ("bad_cmd", d.bad_cmd),
+            ("far_inputs", far_inputs),
+        ] {
+            m.dropped.set(reason, n);
+        }
+        m.refused.set("no_such_match", d.no_such_match);
+        m.refused.set("match_full", d.match_full);
+        m.kicked.set("misbehaved", d.misbehaved);
+        m.kicked.set("flooding", d.flooding);
+        if let Some(p) = &self.persister {
+            m.results_failed = p.failed();
+        }
     }
 }
 

@@ -42,8 +42,10 @@ pub(super) struct Drops {
     pub(super) misbehaved: u64,
     /// Clients disconnected for sending far more than one packet a tick.
     pub(super) flooding: u64,
-    /// Connections refused: no such match, or no free slot.
-    pub(super) refused: u64,
+    /// Connections refused: the token names a match this worker does not host.
+    pub(super) no_such_match: u64,
+    /// Connections refused: no free slot in the match.
+    pub(super) match_full: u64,
     pub(super) oversize: u64,
     pub(super) bad_message: u64,
     pub(super) bad_cmd: u64,
@@ -92,7 +94,7 @@ pub(super) struct Retired {
     snapshots: u64,
     body_bytes: u64,
     full_state_bytes: u64,
-    far_inputs: u64,
+    pub(super) far_inputs: u64,
     shots_fired: u64,
     shots_clamped: u64,
     /// Each removed match's tick grid: first deadline, and the deadline after its last tick.
@@ -208,7 +210,10 @@ impl Worker {
         for (name, n) in self.transport.stats().dropped_all() {
             dropped.insert(name.to_string(), n);
         }
-        dropped.insert("refused".into(), self.drops.refused);
+        dropped.insert(
+            "refused".into(),
+            self.drops.no_such_match + self.drops.match_full,
+        );
         dropped.insert("misbehaved".into(), self.drops.misbehaved);
         dropped.insert("flooding".into(), self.drops.flooding);
         dropped.insert("far_inputs".into(), retired.far_inputs);

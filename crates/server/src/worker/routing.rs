@@ -39,9 +39,12 @@ impl Worker {
                     Some(ServerEvent::Connected {
                         client, user_data, ..
                     }) => match place(now, matches, &UserData::parse(&user_data), client) {
-                        Some(route) => routes[client.as_usize()] = Some(route),
-                        None => {
-                            drops.refused += 1;
+                        Ok(route) => routes[client.as_usize()] = Some(route),
+                        Err(refusal) => {
+                            match refusal {
+                                Refusal::NoSuchMatch => drops.no_such_match += 1,
+                                Refusal::MatchFull => drops.match_full += 1,
+                            }
                             transport.disconnect(client);
                         }
                     },
@@ -93,26 +96,34 @@ impl Worker {
     }
 }
 
+/// Why a connection was refused after its handshake.
+enum Refusal {
+    /// Its token names a match this worker does not host.
+    NoSuchMatch,
+    /// The match (or, for a token from another backend, every match) has no free slot.
+    MatchFull,
+}
+
 /// Seats a new connection: in the match and slot its token names, or, for a token from
-/// another backend, in the first match with a free slot. `None`: refused.
+/// another backend, in the first match with a free slot.
 fn place(
     now: Instant,
     matches: &mut [Match],
     user_data: &Option<UserData>,
     client: ClientIndex,
-) -> Option<(usize, PlayerSlot)> {
+) -> Result<(usize, PlayerSlot), Refusal> {
     match user_data {
         Some(ud) => {
-            let mi = matches.iter().position(|m| m.id() == ud.match_id)?;
+            let mi =
+                (matches.iter().position(|m| m.id() == ud.match_id)).ok_or(Refusal::NoSuchMatch)?;
             let preferred = (ud.slot != ANY).then_some(PlayerSlot(ud.slot));
-            matches[mi]
-                .seat(now, client, preferred)
+            (matches[mi].seat(now, client, preferred))
                 .map(|slot| (mi, slot))
+                .ok_or(Refusal::MatchFull)
         }
-        None => matches
-            .iter_mut()
-            .enumerate()
-            .find_map(|(mi, m)| m.seat(now, client, None).map(|slot| (mi, slot))),
+        None => (matches.iter_mut().enumerate())
+            .find_map(|(mi, m)| m.seat(now, client, None).map(|slot| (mi, slot)))
+            .ok_or(Refusal::MatchFull),
     }
 }
 

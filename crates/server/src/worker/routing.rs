@@ -97,6 +97,7 @@ impl Worker {
 }
 
 /// Why a connection was refused after its handshake.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Refusal {
     /// Its token names a match this worker does not host.
     NoSuchMatch,
@@ -177,22 +178,28 @@ mod tests {
         let mut m = two_matches(now);
         assert_eq!(
             place(now, &mut m, &ours(2, 1), ClientIndex(0)),
-            Some((1, PlayerSlot(1)))
+            Ok((1, PlayerSlot(1)))
         );
         // The slot is taken: the next free one in the same match.
         assert_eq!(
             place(now, &mut m, &ours(2, 1), ClientIndex(1)),
-            Some((1, PlayerSlot(0)))
+            Ok((1, PlayerSlot(0)))
         );
         // The match is full: refused, not moved to another match.
-        assert_eq!(place(now, &mut m, &ours(2, ANY), ClientIndex(2)), None);
+        assert_eq!(
+            place(now, &mut m, &ours(2, ANY), ClientIndex(2)),
+            Err(Refusal::MatchFull)
+        );
     }
 
     #[test]
     fn a_token_naming_no_such_match_is_refused() {
         let now = Instant::now();
         let mut m = two_matches(now);
-        assert_eq!(place(now, &mut m, &ours(9, ANY), ClientIndex(0)), None);
+        assert_eq!(
+            place(now, &mut m, &ours(9, ANY), ClientIndex(0)),
+            Err(Refusal::NoSuchMatch)
+        );
         assert_eq!(m.iter().map(Match::connected).sum::<usize>(), 0);
     }
 
@@ -206,15 +213,15 @@ mod tests {
         assert_eq!(
             placed,
             [
-                Some((0, PlayerSlot(0))),
-                Some((0, PlayerSlot(1))),
-                Some((1, PlayerSlot(0))),
-                Some((1, PlayerSlot(1)))
+                Ok((0, PlayerSlot(0))),
+                Ok((0, PlayerSlot(1))),
+                Ok((1, PlayerSlot(0))),
+                Ok((1, PlayerSlot(1)))
             ]
         );
         assert_eq!(
             place(now, &mut m, &None, ClientIndex(4)),
-            None,
+            Err(Refusal::MatchFull),
             "every match full"
         );
     }

@@ -34,12 +34,14 @@ fn metrics_count_garbage_and_refusals_by_reason() {
     let (server, admin) = (host.addrs()[0], host.admin_addr().unwrap());
     let (key, id) = (config.private_key.clone(), config.protocol_id);
 
-    // Five datagrams from an address with no connection: dropped unopened. A token for a
-    // match that does not exist: refused after the handshake.
+    // Five connection requests of the wrong size (a request is exactly 1078 bytes): dropped
+    // unopened, under a reason nothing else here triggers (the refused player's own late
+    // packets count as `unknown_address`). A token for a match that does not exist: refused
+    // after the handshake.
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let attacker = UdpSocket::bind(any, SocketOptions::default()).unwrap();
     for _ in 0..5 {
-        attacker.send_to(&[0x05], server).unwrap();
+        attacker.send_to(&[0; 10], server).unwrap();
     }
     let mut players = [
         Player::new(token_for(server, &key, id, 1)),
@@ -54,7 +56,7 @@ fn metrics_count_garbage_and_refusals_by_reason() {
         assert_eq!(status, 200);
         let short = sample(
             &text,
-            "tickforge_datagrams_dropped_total{reason=\"unknown_address\"}",
+            "tickforge_datagrams_dropped_total{reason=\"request_size\"}",
         );
         let refused = sample(
             &text,

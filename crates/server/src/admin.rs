@@ -217,6 +217,7 @@ impl AdminServer {
             config,
             workers,
             draining: Arc::clone(&draining),
+            stop: stopped.clone(),
             requests: Mutex::new(BTreeMap::new()),
         });
         let thread = std::thread::Builder::new()
@@ -269,6 +270,8 @@ struct Admin {
     workers: Vec<AdminHandle>,
     draining: Arc<AtomicBool>,
     next_id: AtomicU32,
+    /// Turns true when the server stops: a body still arriving is not waited for.
+    stop: watch::Receiver<bool>,
     /// Requests answered, by status code, for `/metrics`.
     requests: Mutex<BTreeMap<u16, u64>>,
 }
@@ -475,7 +478,14 @@ impl Admin {
         }
         let timeout = self.config.body_timeout;
         let limited = Limited::new(request.into_body(), MAX_BODY_BYTES);
-        match tokio::time::timeout(timeout, limited.collect()).await {
+        let mut stop = self.stop.clone();
+        let collected = tokio::select! {
+            collected = tokio::time::timeout(timeout, limited.collect()) => collected,
+            _ = stop.wait_for(|s| *s) => {
+                return Err(Reply::error(503, "the admin server is stopping").closing())
+            }
+        };
+        match collected {
             Ok(Ok(collected)) => Ok(collected.to_bytes()),
             Ok(Err(e)) if e.is::<LengthLimitError>() => {
                 Err(Reply::error(413, format!("body over {MAX_BODY_BYTES} bytes")).closing())

@@ -17,8 +17,9 @@
 //! - a cap on open connections: at the cap, a new connection closes the one idle the
 //!   longest (then the one slowest to send its head); if every connection is inside a
 //!   request the new one is closed instead;
-//! - shutdown: stop accepting, let the requests in hand finish for at most
-//!   [`SHUTDOWN_GRACE`], then drop whatever is left, stalled clients included.
+//! - shutdown: stop accepting, close every connection between requests, cut short the
+//!   bodies still arriving (503), let the answers in hand go out for at most
+//!   [`SHUTDOWN_GRACE`], then drop whatever is left.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -142,6 +143,17 @@ impl Shared {
             }
             None => false,
         }
+    }
+
+    /// Closes every connection that is not inside a request (shutdown).
+    fn close_all_but_requests(&self) {
+        self.registry().conns.retain(|_, slot| {
+            let keep = slot.get().0 == Phase::Request;
+            if !keep {
+                slot.close.notify_one();
+            }
+            keep
+        });
     }
 
     /// Closes every connection idle past `idle_timeout` or in its head past
@@ -280,8 +292,10 @@ pub(super) async fn serve(
         }
     }
     drop(listener);
-    // Every connection's task has seen `stop` too: idle ones close at once, the others
-    // after their request. Wait for them, within the grace.
+    // Connections between requests close now. Those inside one have seen `stop` too: a
+    // body still arriving is cut short (503), an answer in hand is sent, then they close.
+    // Wait for them, within the grace.
+    shared.close_all_but_requests();
     let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
         loop {
             let emptied = shared.emptied.notified();

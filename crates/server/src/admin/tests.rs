@@ -692,10 +692,12 @@ fn shutdown_does_not_wait_for_a_stalled_client() {
     let t0 = Instant::now();
     host.stop();
     let took = t0.elapsed();
-    assert!(
-        took < http::SHUTDOWN_GRACE + Duration::from_millis(500),
-        "shutdown took {took:?}"
-    );
-    read_until_closed(&mut stalled);
+    // Nothing was left to wait for: the idle connection closed at once, and the body still
+    // arriving was cut short with a 503 (closing when unread bytes remain may reset it
+    // before it is read).
+    assert!(took < http::SHUTDOWN_GRACE, "shutdown took {took:?}");
+    let got = read_until_closed(&mut stalled);
+    let text = String::from_utf8_lossy(&got);
+    assert!(got.is_empty() || text.starts_with("HTTP/1.1 503"), "{text}");
     assert!(read_until_closed(&mut idle).is_empty());
 }

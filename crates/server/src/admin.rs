@@ -390,8 +390,9 @@ impl Admin {
 
     async fn handle(&self, request: Request<Incoming>) -> Reply {
         let path = request.uri().path().to_owned();
-        let probe = matches!(path.as_str(), "/healthz" | "/metrics");
-        if !(probe && !self.config.auth_probes) && !self.authorized(&request) {
+        // The probes are open unless `auth_probes`; every other route needs the token.
+        let open = matches!(path.as_str(), "/healthz" | "/metrics") && !self.config.auth_probes;
+        if !open && !self.authorized(&request) {
             return Reply {
                 www_authenticate: true,
                 ..Reply::error(

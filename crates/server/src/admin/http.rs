@@ -15,8 +15,8 @@
 //!   previous response, so it is set to `idle_timeout` as a backstop and the shorter head
 //!   deadline is enforced here, by watching the bytes read);
 //! - a cap on open connections: at the cap, a new connection closes the one idle the
-//!   longest (then the one slowest to send its head); if every connection is inside a
-//!   request the new one is closed instead;
+//!   longest (then the one slowest to send its head, then the oldest request), so a
+//!   probe is always served;
 //! - shutdown: stop accepting, close every connection between requests, cut short the
 //!   bodies still arriving (503), let the answers in hand go out for at most
 //!   [`SHUTDOWN_GRACE`], then drop whatever is left.
@@ -93,10 +93,15 @@ impl Slot {
 /// The connection limits, from [`super::AdminConfig`].
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Limits {
+    /// A head must be complete this long after its first byte.
     pub header_timeout: Duration,
+    /// A connection between requests is closed after this long.
     pub idle_timeout: Duration,
+    /// Most bytes of a request's head (431 past it).
     pub max_header_bytes: usize,
+    /// Most header fields of a request (431 past it).
     pub max_headers: usize,
+    /// Most connections open at once.
     pub max_connections: usize,
 }
 
@@ -118,21 +123,22 @@ impl Shared {
         self.registry.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Closes the connection idle the longest, else the one slowest to send its head;
-    /// returns false when every connection is inside a request.
+    /// Closes the connection idle the longest, else the one slowest to send its head,
+    /// else the request running the longest (all of them inside a request at the cap is a
+    /// flood of stalled bodies, not a matchmaker); false when there is none.
     fn evict_one(&self) -> bool {
         let mut reg = self.registry();
         let victim = reg
             .conns
             .iter()
-            .filter_map(|(id, slot)| {
+            .map(|(id, slot)| {
                 let (phase, since) = slot.get();
                 let rank = match phase {
                     Phase::Idle => 0,
                     Phase::Head => 1,
-                    Phase::Request => return None,
+                    Phase::Request => 2,
                 };
-                Some(((rank, since), *id))
+                ((rank, since), *id)
             })
             .min()
             .map(|(_, id)| id);
@@ -318,11 +324,8 @@ fn accept(
     limits: &Limits,
     stop: watch::Receiver<bool>,
 ) {
-    let full = shared.registry().conns.len() >= limits.max_connections;
-    if full && !shared.evict_one() {
-        // Every connection is inside a request, each bounded by its deadlines.
-        drop(stream);
-        return;
+    if shared.registry().conns.len() >= limits.max_connections {
+        shared.evict_one();
     }
     let _ = stream.set_nodelay(true);
     let slot = Arc::new(Slot::new(Instant::now()));

@@ -635,6 +635,46 @@ fn idle_connections_over_the_cap_close_the_idlest_first() {
 }
 
 #[test]
+fn stalled_bodies_filling_the_cap_do_not_lock_out_a_probe() {
+    let mut c = config();
+    c.max_connections = 4;
+    let host = Host::start_with(c, &[Behaviour::Accept], no_status);
+    let addr = host.server.local_addr();
+    let mut stalled: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut s = connect(addr);
+            write!(
+                s,
+                "POST /matches HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
+                 Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
+            )
+            .unwrap();
+            s
+        })
+        .collect();
+    probe(addr);
+    // One of them made room for it: the oldest.
+    let t0 = Instant::now();
+    loop {
+        let gone = stalled.iter().position(|s| {
+            s.set_nonblocking(true).unwrap();
+            !matches!(s.peek(&mut [0; 1]), Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock)
+        });
+        if let Some(i) = gone {
+            stalled[i].set_nonblocking(false).unwrap();
+            read_until_closed(&mut stalled[i]);
+            break;
+        }
+        assert!(
+            t0.elapsed() < BOUND,
+            "none of the stalled connections was closed"
+        );
+        std::thread::yield_now();
+    }
+    host.stop();
+}
+
+#[test]
 fn keep_alive_serves_many_requests_then_closes_when_idle() {
     let mut c = config();
     c.idle_timeout = Duration::from_millis(300);

@@ -359,6 +359,46 @@ mod tests {
     }
 
     #[test]
+    fn only_admin_made_matches_nobody_joined_are_reclaimed_after_the_ttl() {
+        let config = crate::config::ServerConfig {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            matches: 1,
+            unjoined_match_ttl: Duration::from_secs(60),
+            ..Default::default()
+        };
+        let mut w = Worker::new(config).unwrap();
+        let now = time::now();
+        let spec = MatchSpec::default();
+        w.create_match(now, MatchId(2), &spec);
+        w.create_match(now, MatchId(3), &spec);
+        w.create_match(now, MatchId(4), &spec);
+        let index = |w: &Worker, id: u32| w.matches.iter().position(|m| m.id() == MatchId(id));
+        let joined = index(&w, 3).unwrap();
+        w.hosted[joined].joined = true;
+        let ids = |w: &Worker| {
+            let mut ids: Vec<u32> = w.matches.iter().map(|m| m.id().0).collect();
+            ids.sort_unstable();
+            ids
+        };
+
+        // Before the TTL (counted from each match's first deadline) nothing goes.
+        w.reclaim_unjoined(now + Duration::from_secs(59));
+        assert_eq!(ids(&w), vec![1, 2, 3, 4]);
+        assert_eq!(w.metrics.matches_reclaimed, 0);
+        // After it, the two nobody joined go; the startup match and the joined one stay.
+        w.reclaim_unjoined(now + Duration::from_secs(61));
+        assert_eq!(ids(&w), vec![1, 3]);
+        assert_eq!(w.metrics.matches_reclaimed, 2);
+        assert_eq!(w.matches.len(), w.hosted.len());
+        assert!(
+            w.hosted[index(&w, 3).unwrap()].joined,
+            "kept beside its match"
+        );
+        w.reclaim_unjoined(now + Duration::from_secs(3600));
+        assert_eq!(ids(&w), vec![1, 3]);
+    }
+
+    #[test]
     fn a_new_match_joins_the_emptiest_phase_group() {
         assert_eq!(emptiest_group(&[], 100, 4), 0);
         assert_eq!(emptiest_group(&[0], 100, 4), 25);

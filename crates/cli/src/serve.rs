@@ -79,9 +79,23 @@ pub struct ServeArgs {
     #[arg(long, value_name = "S")]
     pub drain_timeout_s: Option<f64>,
     /// Address of the admin HTTP server: /metrics, /healthz, /matches, POST /matches
-    /// [default: off].
+    /// [default: off]. Off loopback it needs an admin token.
     #[arg(long, value_name = "ADDR")]
     pub admin_bind: Option<String>,
+    /// File holding the admin API's bearer token (16 to 1024 visible ASCII characters):
+    /// every route but /healthz and /metrics then needs `Authorization: Bearer <token>`
+    /// [default: the TICKFORGE_ADMIN_TOKEN environment variable; neither: no check, on a
+    /// loopback --admin-bind only]. Never logged.
+    #[arg(long, value_name = "FILE")]
+    pub admin_token_file: Option<PathBuf>,
+    /// /healthz and /metrics need the admin token too (for probes and scrapers that send
+    /// it).
+    #[arg(long)]
+    pub admin_auth_probes: bool,
+    /// Seconds after which a match created with POST /matches that no player has joined
+    /// is removed, without a result [default: 60].
+    #[arg(long, value_name = "S")]
+    pub unjoined_match_ttl_s: Option<f64>,
     /// Protocol id; clients with another are ignored [default: 8388345093885489767].
     #[arg(long, value_name = "ID")]
     pub protocol_id: Option<u64>,
@@ -166,6 +180,9 @@ impl ServeArgs {
             phase_groups: self.phase_groups,
             drain_timeout_s: self.drain_timeout_s,
             admin_bind: self.admin_bind.clone(),
+            admin_token_file: self.admin_token_file.clone(),
+            admin_auth_probes: self.admin_auth_probes.then_some(true),
+            unjoined_match_ttl_s: self.unjoined_match_ttl_s,
             protocol_id: self.protocol_id,
             public_addr: self.public_addr.clone(),
             key_file: self.key_file.clone(),

@@ -214,6 +214,49 @@ fn bad_config_stops_startup_with_key_and_form() {
 }
 
 #[test]
+fn serve_refuses_an_admin_port_off_loopback_without_a_token() {
+    let out = tickforge()
+        .args([
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--admin-bind",
+            "0.0.0.0:0",
+        ])
+        .env("TICKFORGE_PRIVATE_KEY", "00".repeat(32))
+        .env_remove("TICKFORGE_ADMIN_TOKEN")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("config key `admin_bind`: expected a loopback address")
+            && err.contains("admin_token_file")
+            && err.contains("TICKFORGE_ADMIN_TOKEN"),
+        "{err}"
+    );
+    // A token that is too short is refused by name, not echoed.
+    let out = tickforge()
+        .args([
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--admin-bind",
+            "127.0.0.1:0",
+        ])
+        .env("TICKFORGE_PRIVATE_KEY", "00".repeat(32))
+        .env("TICKFORGE_ADMIN_TOKEN", "hunter2")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("config key `admin_token_file`") && !err.contains("hunter2"),
+        "{err}"
+    );
+}
+
+#[test]
 fn help_documents_every_serve_option_with_its_default() {
     let out = tickforge().args(["serve", "--help"]).output().unwrap();
     let help = String::from_utf8_lossy(&out.stdout);
@@ -230,6 +273,10 @@ fn help_documents_every_serve_option_with_its_default() {
             d.max_matches_per_worker.to_string(),
         ),
         ("--drain-timeout-s", d.drain_timeout.as_secs().to_string()),
+        (
+            "--unjoined-match-ttl-s",
+            d.unjoined_match_ttl.as_secs().to_string(),
+        ),
         ("--protocol-id", d.protocol_id.to_string()),
         (
             "--requests-per-second-per-ip",

@@ -3,33 +3,48 @@
 //!
 //! | request | answer |
 //! |---|---|
-//! | `GET /metrics` | the workers' metrics summed, and each match's ticks, late ticks and hitches, as OpenMetrics text (`tickforge_telemetry::prometheus`) |
-//! | `GET /healthz` | 200 `ok` while serving, 503 `draining` while draining |
+//! | `GET /metrics` | the workers' metrics summed, each match's ticks, late ticks and hitches, and this server's requests by status code, as OpenMetrics text (`tickforge_telemetry::prometheus`) |
+//! | `GET /healthz` | 200 `ok` while serving; 200 `degraded: N result(s) not yet written` while a worker holds finished matches' results it could not yet write (alive, so a liveness probe does not kill it); 503 `draining` while draining |
 //! | `GET /matches` | JSON list: `id`, `worker`, `players_connected`, `tick`, `state` |
-//! | `POST /matches` | JSON body, every field optional: `map`, `players`, `rounds`, `tick_hz` (default: a 10-player match). 201 with `match_id` and one base64 connect token per player; 400 for a bad body, 422 when no worker can host it, 503 when full, draining or a worker does not answer within [`AdminConfig::reply_timeout`] |
+//! | `POST /matches` | JSON body (`Content-Type: application/json`; an empty body needs none), every field optional: `map`, `players`, `rounds`, `tick_hz` (default: a 10-player match). 201 with `match_id` and one base64 connect token per player; 400 for a bad body, 408 when it does not arrive within [`AdminConfig::body_timeout`], 413 over [`MAX_BODY_BYTES`], 415 for another content type, 422 when no worker can host it, 503 when full, draining or a worker does not answer within [`AdminConfig::reply_timeout`] |
+//!
+//! **Access.** With a token ([`AdminConfig::token`]: `admin_token_file` or
+//! `TICKFORGE_ADMIN_TOKEN`), every route but `/healthz` and `/metrics` needs
+//! `Authorization: Bearer <token>` (compared in constant time), and those two as well with
+//! [`AdminConfig::auth_probes`]; a request without it gets 401 with `WWW-Authenticate:
+//! Bearer`. Without a token the server only starts on a loopback address. A match created
+//! here that nobody joins is removed by its worker after `unjoined_match_ttl_s`, so tokens
+//! handed out and never used do not hold capacity.
+//!
+//! **Connections.** No client can hold up another or the server's shutdown: each
+//! connection has a head deadline, a body deadline, an idle timeout and caps on header
+//! bytes and count, the open connections are capped (the idlest closed first), and all of
+//! them are tasks on one thread, not a thread each (see [`http`] for the stack and why).
 //!
 //! The admin thread never blocks a worker. They share plain data only ([`worker_link`]):
 //! a command channel the worker polls with `try_recv`, and a status slot the worker
-//! publishes into with `try_lock` about once a second. The admin thread waits for a
-//! worker's answer, never the reverse; it picks the id of each new match itself (unique in
-//! the process, so workers need not coordinate), and mints the tokens once the worker has
-//! accepted.
-//!
-//! Built on `tiny_http`: a synchronous HTTP/1.1 server made for exactly this, with no async
-//! runtime to host beside the workers.
+//! publishes into with `try_lock` about once a second. The admin thread awaits a worker's
+//! answer (without blocking other requests), never the reverse; it picks the id of each
+//! new match itself (unique in the process, so workers need not coordinate), and mints the
+//! tokens once the worker has accepted.
 
+mod auth;
+pub mod http;
 mod link;
 mod spec;
 
-use std::io::Read;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use base64::Engine;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::body::Incoming;
+use hyper::{header, Method, Request, Response};
 use serde::Serialize;
 use tickforge_io::entropy;
 use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
@@ -37,8 +52,9 @@ use tickforge_proto::netcode::PrivateKey;
 use tickforge_proto::user_data::{UserData, ANY};
 use tickforge_proto::MatchId;
 use tickforge_telemetry::prometheus::{self, MetricsSnapshot};
-use tiny_http::{Header, Method, Request, Response};
+use tokio::sync::{oneshot, watch};
 
+pub use auth::{AdminToken, MAX_TOKEN_CHARS, MIN_TOKEN_CHARS, TOKEN_ENV};
 pub use link::{
     worker_link, AdminCommand, AdminHandle, CreateError, CreateMatch, MatchState, MatchStatus,
     WorkerLink, WorkerStatus,
@@ -66,6 +82,26 @@ pub struct AdminConfig {
     pub token_expire_s: i64,
     /// Seconds of silence before a connection made with a minted token times out.
     pub token_timeout_s: i32,
+    /// The bearer token every route but the probes needs; `None`: no check, which
+    /// [`AdminServer::start`] allows on a loopback address only.
+    pub token: Option<AdminToken>,
+    /// `/healthz` and `/metrics` need the token too.
+    pub auth_probes: bool,
+    /// A request's head (request line and headers) must arrive within this of its first
+    /// byte, or the connection is closed.
+    pub header_timeout: Duration,
+    /// A request's body must arrive within this of its head, or it gets 408 and the
+    /// connection is closed.
+    pub body_timeout: Duration,
+    /// A keep-alive connection with no request for this long is closed.
+    pub idle_timeout: Duration,
+    /// Most bytes of a request's head; more gets 431 (at least 8 KiB is read regardless).
+    pub max_header_bytes: usize,
+    /// Most header fields in a request; more gets 431.
+    pub max_headers: usize,
+    /// Most connections open at once; at the cap a new one closes the one idle the
+    /// longest.
+    pub max_connections: usize,
 }
 
 impl AdminConfig {
@@ -81,6 +117,18 @@ impl AdminConfig {
             // Long enough for a matchmaker to hand tokens to ten clients that then connect.
             token_expire_s: 60,
             token_timeout_s: 5, // as `tickforge token` and the bots
+            token: None,
+            auth_probes: false,
+            // A real client sends its head and a few dozen bytes of body in one packet.
+            header_timeout: Duration::from_secs(5),
+            body_timeout: Duration::from_secs(5),
+            // Longer than Prometheus' usual 15-30 s scrape interval: a scraper keeps its
+            // connection.
+            idle_timeout: Duration::from_secs(60),
+            max_header_bytes: 8 * 1024,
+            max_headers: 64,
+            // A matchmaker, a scraper and a few operators need a handful.
+            max_connections: 256,
         }
     }
 }
@@ -96,7 +144,16 @@ pub enum AdminError {
         /// What the OS said.
         reason: String,
     },
-    /// The thread could not be started.
+    /// A non-loopback address without a token: anyone who reaches it could mint tokens.
+    #[error(
+        "--admin-bind {addr} is not a loopback address and no admin token is set: set \
+         admin_token_file (--admin-token-file) or TICKFORGE_ADMIN_TOKEN"
+    )]
+    Unprotected {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
+    /// The thread or its runtime could not be started.
     #[error("starting the admin thread: {0}")]
     Spawn(#[source] std::io::Error),
     /// The admin thread panicked.
@@ -107,8 +164,7 @@ pub enum AdminError {
 /// The running admin server. Stop it with [`AdminServer::shutdown`]; dropping it also
 /// stops it.
 pub struct AdminServer {
-    http: Arc<tiny_http::Server>,
-    stop: Arc<AtomicBool>,
+    stop: watch::Sender<bool>,
     draining: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     addr: SocketAddr,
@@ -120,47 +176,59 @@ impl AdminServer {
         config: AdminConfig,
         workers: Vec<AdminHandle>,
     ) -> Result<AdminServer, AdminError> {
-        let bind_error = |reason: String| AdminError::Bind {
-            addr: config.bind,
-            reason,
+        let addr = config.bind;
+        if config.token.is_none() && !addr.ip().is_loopback() {
+            return Err(AdminError::Unprotected { addr });
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(AdminError::Spawn)?;
+        let bind_error = |e: std::io::Error| AdminError::Bind {
+            addr,
+            reason: e.to_string(),
         };
-        let http = tiny_http::Server::http(config.bind).map_err(|e| bind_error(e.to_string()))?;
-        let addr = http
-            .server_addr()
-            .to_ip()
-            .ok_or_else(|| bind_error("not an IP address".to_string()))?;
-        let http = Arc::new(http);
-        let stop = Arc::new(AtomicBool::new(false));
+        let listener = {
+            // Registers the socket with this runtime's reactor.
+            let _entered = runtime.enter();
+            let socket = match addr {
+                SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+                SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
+            }
+            .map_err(bind_error)?;
+            socket.set_reuseaddr(true).map_err(bind_error)?;
+            socket.bind(addr).map_err(bind_error)?;
+            // Room for a burst of connections while the thread is busy.
+            socket.listen(1024).map_err(bind_error)?
+        };
+        let local = listener.local_addr().map_err(bind_error)?;
+        let (stop, stopped) = watch::channel(false);
         let draining = Arc::new(AtomicBool::new(false));
-        let mut admin = Admin {
-            next_id: config.first_match_id.max(1),
+        let limits = http::Limits {
+            header_timeout: config.header_timeout,
+            idle_timeout: config.idle_timeout,
+            max_header_bytes: config.max_header_bytes,
+            max_headers: config.max_headers,
+            max_connections: config.max_connections.max(1),
+        };
+        let admin = Arc::new(Admin {
+            next_id: AtomicU32::new(config.first_match_id.max(1)),
             config,
             workers,
             draining: Arc::clone(&draining),
-        };
-        let thread = {
-            let (http, stop) = (Arc::clone(&http), Arc::clone(&stop));
-            std::thread::Builder::new()
-                .name("tickforge-admin".to_string())
-                .spawn(move || loop {
-                    match http.recv() {
-                        Ok(mut request) => {
-                            let reply = admin.handle(&mut request);
-                            // The client may be gone; nothing to do about it.
-                            let _ = request.respond(reply.into_response());
-                        }
-                        Err(_) if stop.load(Ordering::Acquire) => break,
-                        Err(_) => continue,
-                    }
-                })
-                .map_err(AdminError::Spawn)?
-        };
+            stop: stopped.clone(),
+            requests: Mutex::new(BTreeMap::new()),
+        });
+        let thread = std::thread::Builder::new()
+            .name("tickforge-admin".to_string())
+            .spawn(move || runtime.block_on(http::serve(listener, admin, limits, stopped)))
+            .map_err(AdminError::Spawn)?;
         Ok(AdminServer {
-            http,
             stop,
             draining,
             thread: Some(thread),
-            addr,
+            addr: local,
         })
     }
 
@@ -174,9 +242,9 @@ impl AdminServer {
         self.draining.store(draining, Ordering::Release);
     }
 
-    /// Stops serving and joins the thread, after the request in hand (at most
-    /// [`AdminConfig::reply_timeout`] when it waits on a worker). The workers' links see
-    /// their command channels close.
+    /// Stops serving and joins the thread: requests in hand get at most
+    /// [`http::SHUTDOWN_GRACE`] to finish, and every connection still open then (a stalled
+    /// client) is closed. The workers' links see their command channels close.
     pub fn shutdown(mut self) -> Result<(), AdminError> {
         self.stop_and_join()
     }
@@ -185,8 +253,7 @@ impl AdminServer {
         let Some(thread) = self.thread.take() else {
             return Ok(());
         };
-        self.stop.store(true, Ordering::Release);
-        self.http.unblock();
+        self.stop.send_replace(true);
         thread.join().map_err(|_| AdminError::Panicked)
     }
 }
@@ -197,20 +264,28 @@ impl Drop for AdminServer {
     }
 }
 
-/// The admin thread's state.
+/// The admin thread's state, shared by its connections' tasks.
 struct Admin {
     config: AdminConfig,
     workers: Vec<AdminHandle>,
     draining: Arc<AtomicBool>,
-    next_id: u32,
+    next_id: AtomicU32,
+    /// Turns true when the server stops: a body still arriving is not waited for.
+    stop: watch::Receiver<bool>,
+    /// Requests answered, by status code, for `/metrics`.
+    requests: Mutex<BTreeMap<u16, u64>>,
 }
 
-/// An answer before it becomes a `tiny_http` response.
+/// An answer before it becomes an HTTP response.
 struct Reply {
     status: u16,
     content_type: &'static str,
     body: String,
     allow: Option<&'static str>,
+    /// Adds `WWW-Authenticate: Bearer` (a 401).
+    www_authenticate: bool,
+    /// Adds `Connection: close`: the request's body was not (all) read.
+    close: bool,
 }
 
 const JSON: &str = "application/json";
@@ -223,6 +298,8 @@ impl Reply {
             content_type: TEXT,
             body: format!("{body}\n"),
             allow: None,
+            www_authenticate: false,
+            close: false,
         }
     }
 
@@ -233,6 +310,8 @@ impl Reply {
             // Our own plain structs always serialize.
             body: serde_json::to_string(value).unwrap_or_default(),
             allow: None,
+            www_authenticate: false,
+            close: false,
         }
     }
 
@@ -240,17 +319,31 @@ impl Reply {
         Reply::json(status, &serde_json::json!({ "error": reason.to_string() }))
     }
 
-    fn into_response(self) -> Response<std::io::Cursor<Vec<u8>>> {
-        let mut response = Response::from_string(self.body).with_status_code(self.status);
-        if let Ok(h) = Header::from_bytes("Content-Type", self.content_type) {
-            response = response.with_header(h);
+    fn closing(self) -> Reply {
+        Reply {
+            close: true,
+            ..self
         }
+    }
+
+    fn into_response(self) -> Response<Full<Bytes>> {
+        let mut response = Response::builder()
+            .status(self.status)
+            .header(header::CONTENT_TYPE, self.content_type);
         if let Some(allow) = self.allow {
-            if let Ok(h) = Header::from_bytes("Allow", allow) {
-                response = response.with_header(h);
-            }
+            response = response.header(header::ALLOW, allow);
         }
+        if self.www_authenticate {
+            response = response.header(header::WWW_AUTHENTICATE, "Bearer");
+        }
+        if self.close {
+            response = response.header(header::CONNECTION, "close");
+        }
+        let body = Full::new(Bytes::from(self.body));
+        // Our own status codes and ASCII header values: the builder cannot fail on them.
         response
+            .body(body)
+            .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
     }
 }
 
@@ -283,29 +376,40 @@ struct CreatedJson {
 }
 
 impl Admin {
-    fn handle(&mut self, request: &mut Request) -> Reply {
-        let path = request.url().split('?').next().unwrap_or_default();
-        match (request.method(), path) {
-            (Method::Get, "/metrics") => self.metrics(),
-            (Method::Get, "/healthz") => {
-                if self.draining.load(Ordering::Acquire) {
-                    Reply::text(503, "draining")
-                } else {
-                    Reply::text(200, "ok")
-                }
-            }
-            (Method::Get, "/matches") => self.list(),
-            (Method::Post, "/matches") => {
-                let mut body = Vec::new();
-                let limit = MAX_BODY_BYTES as u64 + 1;
-                if let Err(e) = request.as_reader().take(limit).read_to_end(&mut body) {
-                    return Reply::error(400, format!("reading the body: {e}"));
-                }
-                if body.len() > MAX_BODY_BYTES {
-                    return Reply::error(413, format!("body over {MAX_BODY_BYTES} bytes"));
-                }
-                self.create(&body)
-            }
+    /// Answers one request and counts its status.
+    async fn respond(&self, request: Request<Incoming>) -> Response<Full<Bytes>> {
+        let reply = self.handle(request).await;
+        *self
+            .requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(reply.status)
+            .or_insert(0) += 1;
+        reply.into_response()
+    }
+
+    async fn handle(&self, request: Request<Incoming>) -> Reply {
+        let path = request.uri().path().to_owned();
+        // The probes are open unless `auth_probes`; every other route needs the token.
+        let open = matches!(path.as_str(), "/healthz" | "/metrics") && !self.config.auth_probes;
+        if !open && !self.authorized(&request) {
+            return Reply {
+                www_authenticate: true,
+                ..Reply::error(
+                    401,
+                    "this route needs `Authorization: Bearer <token>` with the admin token \
+                     (admin_token_file or TICKFORGE_ADMIN_TOKEN)",
+                )
+            };
+        }
+        match (request.method().clone(), path.as_str()) {
+            (Method::GET, "/metrics") => self.metrics(),
+            (Method::GET, "/healthz") => self.health(),
+            (Method::GET, "/matches") => self.list(),
+            (Method::POST, "/matches") => match self.body(request).await {
+                Ok(body) => self.create(&body).await,
+                Err(reply) => reply,
+            },
             (_, "/metrics" | "/healthz") => Reply {
                 allow: Some("GET"),
                 ..Reply::text(405, "method not allowed")
@@ -315,6 +419,84 @@ impl Admin {
                 ..Reply::text(405, "method not allowed")
             },
             _ => Reply::text(404, "not found: try /metrics, /healthz or /matches"),
+        }
+    }
+
+    /// True when no token is configured, or the request carries it.
+    fn authorized(&self, request: &Request<Incoming>) -> bool {
+        let Some(token) = &self.config.token else {
+            return true;
+        };
+        request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .is_some_and(|value| token.accepts(value.as_bytes()))
+    }
+
+    /// `/healthz`: 503 while draining; 200 `degraded` while a worker holds results not yet
+    /// on disk (alive: restarting it would lose them); 200 `ok` otherwise.
+    fn health(&self) -> Reply {
+        if self.draining.load(Ordering::Acquire) {
+            return Reply::text(503, "draining");
+        }
+        let pending: u64 = (self.workers.iter())
+            .map(|w| w.with_status(|s| s.metrics.results_pending))
+            .sum();
+        if pending > 0 {
+            Reply::text(
+                200,
+                &format!("degraded: {pending} result(s) not yet written"),
+            )
+        } else {
+            Reply::text(200, "ok")
+        }
+    }
+
+    /// The body of a `POST /matches`: JSON (or empty), at most [`MAX_BODY_BYTES`], all of
+    /// it within [`AdminConfig::body_timeout`]. The error is the reply to send.
+    async fn body(&self, request: Request<Incoming>) -> Result<Bytes, Reply> {
+        let headers = request.headers();
+        let length = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if length.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+            return Err(Reply::error(413, format!("body over {MAX_BODY_BYTES} bytes")).closing());
+        }
+        let json = headers.get(header::CONTENT_TYPE).map(|v| {
+            let essence = v
+                .as_bytes()
+                .split(|&b| b == b';')
+                .next()
+                .unwrap_or_default();
+            essence.trim_ascii().eq_ignore_ascii_case(JSON.as_bytes())
+        });
+        // An empty body (the default match) needs no type; any other must say JSON.
+        let empty = length == Some(0) && !headers.contains_key(header::TRANSFER_ENCODING);
+        if json == Some(false) || (json.is_none() && !empty) {
+            return Err(
+                Reply::error(415, "POST /matches takes Content-Type: application/json").closing(),
+            );
+        }
+        let timeout = self.config.body_timeout;
+        let limited = Limited::new(request.into_body(), MAX_BODY_BYTES);
+        let mut stop = self.stop.clone();
+        let collected = tokio::select! {
+            collected = tokio::time::timeout(timeout, limited.collect()) => collected,
+            _ = stop.wait_for(|s| *s) => {
+                return Err(Reply::error(503, "the admin server is stopping").closing())
+            }
+        };
+        match collected {
+            Ok(Ok(collected)) => Ok(collected.to_bytes()),
+            Ok(Err(e)) if e.is::<LengthLimitError>() => {
+                Err(Reply::error(413, format!("body over {MAX_BODY_BYTES} bytes")).closing())
+            }
+            Ok(Err(e)) => Err(Reply::error(400, format!("reading the body: {e}")).closing()),
+            Err(_) => Err(Reply::error(
+                408,
+                format!("the body did not arrive within {} ms", timeout.as_millis()),
+            )
+            .closing()),
         }
     }
 
@@ -332,13 +514,17 @@ impl Admin {
                 }));
             });
         }
+        let requests: Vec<(u16, u64)> = (self.requests.lock())
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(&code, &n)| (code, n))
+            .collect();
         let mut body = String::new();
-        prometheus::render_with_matches(&total, &matches, &[], &mut body);
+        prometheus::render_with_matches(&total, &matches, &requests, &mut body);
         Reply {
-            status: 200,
             content_type: prometheus::CONTENT_TYPE,
             body,
-            allow: None,
+            ..Reply::text(200, "")
         }
     }
 
@@ -358,7 +544,7 @@ impl Admin {
         Reply::json(200, &list)
     }
 
-    fn create(&mut self, body: &[u8]) -> Reply {
+    async fn create(&self, body: &[u8]) -> Reply {
         let spec = match MatchSpec::from_json(body) {
             Ok(spec) => spec,
             Err(e) => return Reply::error(400, e),
@@ -377,7 +563,7 @@ impl Admin {
         order.sort_unstable();
         let mut refusal = String::from("no workers");
         for (_, i) in order {
-            let (reply, answer) = mpsc::sync_channel(1);
+            let (reply, answer) = oneshot::channel();
             let command = AdminCommand::CreateMatch(CreateMatch {
                 match_id,
                 spec,
@@ -387,12 +573,14 @@ impl Admin {
                 refusal = format!("worker {i} has stopped");
                 continue;
             }
-            match answer.recv_timeout(self.config.reply_timeout) {
-                Ok(Ok(())) => return self.created(match_id, spec, self.workers[i].public_addr),
-                Ok(Err(e @ CreateError::Full { .. })) => refusal = e.to_string(),
-                Ok(Err(e @ CreateError::Unsupported { .. })) => return Reply::error(422, e),
-                Ok(Err(e @ CreateError::Draining)) => return Reply::error(503, e),
-                Err(RecvTimeoutError::Timeout) => {
+            // Awaited: other requests are served meanwhile. Giving up drops `answer`, which
+            // tells the worker to remove the match it may create.
+            match tokio::time::timeout(self.config.reply_timeout, answer).await {
+                Ok(Ok(Ok(()))) => return self.created(match_id, spec, self.workers[i].public_addr),
+                Ok(Ok(Err(e @ CreateError::Full { .. }))) => refusal = e.to_string(),
+                Ok(Ok(Err(e @ CreateError::Unsupported { .. }))) => return Reply::error(422, e),
+                Ok(Ok(Err(e @ CreateError::Draining))) => return Reply::error(503, e),
+                Err(_elapsed) => {
                     return Reply::error(
                         503,
                         format!(
@@ -401,18 +589,20 @@ impl Admin {
                         ),
                     )
                 }
-                Err(RecvTimeoutError::Disconnected) => {
-                    refusal = format!("worker {i} dropped the request")
-                }
+                Ok(Err(_dropped)) => refusal = format!("worker {i} dropped the request"),
             }
         }
         Reply::error(503, refusal)
     }
 
     /// The next match id: counts up from `first_match_id`, skipping 0 when it wraps.
-    fn allocate_id(&mut self) -> MatchId {
-        let id = self.next_id;
-        self.next_id = self.next_id.checked_add(1).unwrap_or(1);
+    fn allocate_id(&self) -> MatchId {
+        let next = |id: u32| Some(id.checked_add(1).unwrap_or(1));
+        // `fetch_update` with a closure that always returns `Some` cannot fail.
+        let id = (self
+            .next_id
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, next))
+        .unwrap_or_else(|id| id);
         MatchId(id)
     }
 

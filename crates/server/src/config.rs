@@ -10,6 +10,8 @@ use tickforge_game::rules::RulesConfig;
 use tickforge_game::BuiltinMap;
 use tickforge_proto::netcode::PrivateKey;
 
+use crate::admin::{AdminToken, TOKEN_ENV};
+
 /// The environment variable that may hold the private key (64 hex digits).
 pub const KEY_ENV: &str = "TICKFORGE_PRIVATE_KEY";
 
@@ -49,6 +51,14 @@ pub struct ServerConfig {
     pub drain_timeout: Duration,
     /// Where the admin HTTP server listens; `None`: off.
     pub admin_bind: Option<SocketAddr>,
+    /// The bearer token the admin API asks for (`admin_token_file`, or
+    /// `TICKFORGE_ADMIN_TOKEN`); `None`: no check, allowed on a loopback `admin_bind` only.
+    pub admin_token: Option<AdminToken>,
+    /// `/healthz` and `/metrics` need the admin token too.
+    pub admin_auth_probes: bool,
+    /// A match created through the admin API that no player has joined after this long is
+    /// removed, without a result.
+    pub unjoined_match_ttl: Duration,
     /// The game's protocol id; clients with another are ignored.
     pub protocol_id: u64,
     /// The address clients reach this server at, as connect tokens name it; `None`: the
@@ -99,6 +109,11 @@ impl Default for ServerConfig {
             // As Kubernetes' default termination grace period.
             drain_timeout: Duration::from_secs(30),
             admin_bind: None,
+            admin_token: None,
+            admin_auth_probes: false,
+            // Long enough for a matchmaker to hand out the tokens and the players to connect
+            // (the tokens' own default expiry).
+            unjoined_match_ttl: Duration::from_secs(60),
             protocol_id: DEFAULT_PROTOCOL_ID,
             public_addr: None,
             // A programmatic default gets a fresh random key: nobody else can mint tokens
@@ -153,6 +168,12 @@ pub struct ConfigFile {
     pub drain_timeout_s: Option<f64>,
     /// `admin_bind = "127.0.0.1:40080"` (off when absent)
     pub admin_bind: Option<String>,
+    /// `admin_token_file = "/etc/tickforge/admin.token"`: the admin API's bearer token
+    pub admin_token_file: Option<PathBuf>,
+    /// `admin_auth_probes = false`: `/healthz` and `/metrics` need the token too
+    pub admin_auth_probes: Option<bool>,
+    /// `unjoined_match_ttl_s = 60.0`: an admin-made match nobody joins is removed after it
+    pub unjoined_match_ttl_s: Option<f64>,
     /// `protocol_id = 8388345093885489767`
     pub protocol_id: Option<u64>,
     /// `public_addr = "203.0.113.7:40000"`
@@ -276,6 +297,9 @@ impl ConfigFile {
             phase_groups: over.phase_groups.or(self.phase_groups),
             drain_timeout_s: over.drain_timeout_s.or(self.drain_timeout_s),
             admin_bind: over.admin_bind.or(self.admin_bind),
+            admin_token_file: over.admin_token_file.or(self.admin_token_file),
+            admin_auth_probes: over.admin_auth_probes.or(self.admin_auth_probes),
+            unjoined_match_ttl_s: over.unjoined_match_ttl_s.or(self.unjoined_match_ttl_s),
             protocol_id: over.protocol_id.or(self.protocol_id),
             public_addr: over.public_addr.or(self.public_addr),
             key_file: over.key_file.or(self.key_file),
@@ -296,14 +320,26 @@ impl ConfigFile {
     }
 
     /// Checks every key and fills the defaults; the private key comes from `key_file`, or
-    /// else from the environment variable [`KEY_ENV`].
+    /// else from the environment variable [`KEY_ENV`], and the admin token from
+    /// `admin_token_file`, or else [`TOKEN_ENV`].
     pub fn resolve(self) -> Result<ServerConfig, ConfigError> {
         let env = std::env::var(KEY_ENV).ok();
-        self.resolve_with_env(env)
+        let admin_token_env = std::env::var(TOKEN_ENV).ok();
+        self.resolve_with_envs(env, admin_token_env)
     }
 
-    /// [`ConfigFile::resolve`] with the environment's key passed in.
+    /// [`ConfigFile::resolve`] with the environment's key passed in, and no admin token
+    /// from the environment.
     pub fn resolve_with_env(self, key_env: Option<String>) -> Result<ServerConfig, ConfigError> {
+        self.resolve_with_envs(key_env, None)
+    }
+
+    /// [`ConfigFile::resolve`] with the environment's key and admin token passed in.
+    pub fn resolve_with_envs(
+        self,
+        key_env: Option<String>,
+        admin_token_env: Option<String>,
+    ) -> Result<ServerConfig, ConfigError> {
         let d = ServerConfig::default();
         let bind = parse_addr("bind", self.bind)?.unwrap_or(d.bind);
         let public_addr = parse_addr("public_addr", self.public_addr)?;
@@ -425,6 +461,37 @@ impl ConfigFile {
             }
         };
         let admin_bind = parse_addr("admin_bind", self.admin_bind)?;
+        let admin_token = resolve_admin_token(self.admin_token_file, admin_token_env)?;
+        let admin_auth_probes = self.admin_auth_probes.unwrap_or(false);
+        if let (Some(bind), None) = (admin_bind, &admin_token) {
+            if !bind.ip().is_loopback() {
+                return Err(ConfigError::Invalid {
+                    key: "admin_bind",
+                    expected: "a loopback address (127.0.0.1, [::1]) unless an admin token \
+                               is set with admin_token_file or TICKFORGE_ADMIN_TOKEN",
+                    got: bind.to_string(),
+                });
+            }
+        }
+        if admin_auth_probes && admin_token.is_none() {
+            return Err(ConfigError::Invalid {
+                key: "admin_auth_probes",
+                expected: "false unless an admin token is set with admin_token_file or \
+                           TICKFORGE_ADMIN_TOKEN",
+                got: "true".to_string(),
+            });
+        }
+        let unjoined_match_ttl = match self.unjoined_match_ttl_s {
+            None => d.unjoined_match_ttl,
+            Some(v) if v.is_finite() && v > 0.0 && v <= 86_400.0 => Duration::from_secs_f64(v),
+            Some(v) => {
+                return Err(ConfigError::Invalid {
+                    key: "unjoined_match_ttl_s",
+                    expected: "seconds, more than 0 and at most 86400",
+                    got: v.to_string(),
+                })
+            }
+        };
         Ok(ServerConfig {
             bind,
             matches,
@@ -440,6 +507,9 @@ impl ConfigFile {
             phase_groups,
             drain_timeout,
             admin_bind,
+            admin_token,
+            admin_auth_probes,
+            unjoined_match_ttl,
             protocol_id: self.protocol_id.unwrap_or(d.protocol_id),
             public_addr,
             private_key,
@@ -512,6 +582,36 @@ const MAP_FORM: &str = "a built-in map: \"arena\" or \"flat2km\"";
 
 const KEY_FORM: &str = "a file holding the 32-byte private key as 64 hex digits (make one with \
 `tickforge token --generate-key FILE`), or the same digits in TICKFORGE_PRIVATE_KEY";
+
+const ADMIN_TOKEN_FORM: &str = "a file holding the admin API's bearer token: 16 to 1024 \
+visible ASCII characters (for example `openssl rand -hex 32`), or the same in \
+TICKFORGE_ADMIN_TOKEN";
+
+/// The admin token from `admin_token_file`, or else the environment's; `None`: neither.
+/// Errors name the file or the variable, never the token.
+fn resolve_admin_token(
+    file: Option<PathBuf>,
+    env: Option<String>,
+) -> Result<Option<AdminToken>, ConfigError> {
+    let (text, source) = match (file, env) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+                path: path.display().to_string(),
+                source,
+            })?;
+            (text, path.display().to_string())
+        }
+        (None, Some(text)) => (text, TOKEN_ENV.to_string()),
+        (None, None) => return Ok(None),
+    };
+    AdminToken::new(&text)
+        .map(Some)
+        .map_err(|reason| ConfigError::Invalid {
+            key: "admin_token_file",
+            expected: ADMIN_TOKEN_FORM,
+            got: format!("{source}: {reason}"),
+        })
+}
 
 /// The workers' CPUs from `core`, `cores` or `workers` (at most one of them): ascending,
 /// each one this process may run on. `None`: one unpinned worker.
@@ -750,6 +850,78 @@ mod tests {
             err.to_string().starts_with("config key `admin_bind`"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn the_admin_api_needs_a_token_off_loopback_and_reclaims_unjoined_matches() {
+        let c = resolve(parse("admin_bind = \"127.0.0.1:40080\"").unwrap()).unwrap();
+        assert_eq!(c.admin_token, None, "loopback without a token is allowed");
+        assert!(!c.admin_auth_probes);
+        assert_eq!(c.unjoined_match_ttl, Duration::from_secs(60));
+        let err = resolve(parse("admin_bind = \"0.0.0.0:40080\"").unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("config key `admin_bind`: expected a loopback address")
+                && err.contains("admin_token_file")
+                && err.contains("TICKFORGE_ADMIN_TOKEN")
+                && err.ends_with("got 0.0.0.0:40080"),
+            "{err}"
+        );
+        let token = "0123456789abcdef0123";
+        let open = parse("admin_bind = \"0.0.0.0:40080\"\nadmin_auth_probes = true").unwrap();
+        let c = open
+            .clone()
+            .resolve_with_envs(Some(HEX.into()), Some(format!("{token}\n")))
+            .unwrap();
+        assert_eq!(c.admin_token, Some(AdminToken::new(token).unwrap()));
+        assert!(c.admin_auth_probes);
+        let err = resolve(parse("admin_auth_probes = true").unwrap()).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("config key `admin_auth_probes`"),
+            "{err}"
+        );
+        let err = open
+            .resolve_with_envs(Some(HEX.into()), Some("short".into()))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            format!(
+                "config key `admin_token_file`: expected {ADMIN_TOKEN_FORM}, got \
+                 TICKFORGE_ADMIN_TOKEN: shorter than 16 characters"
+            )
+        );
+
+        let dir = std::env::temp_dir().join(format!("tickforge-admin-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("admin.token");
+        std::fs::write(&path, "with a space in it, long enough").unwrap();
+        let err = resolve(ConfigFile {
+            admin_token_file: Some(path.clone()),
+            ..Default::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("config key `admin_token_file`"), "{err}");
+        assert!(
+            !err.contains("with a space"),
+            "never shows the token: {err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        let c = resolve(parse("unjoined_match_ttl_s = 0.25").unwrap()).unwrap();
+        assert_eq!(c.unjoined_match_ttl, Duration::from_millis(250));
+        for bad in ["0.0", "-1.0", "1e9", "nan"] {
+            let err = resolve(parse(&format!("unjoined_match_ttl_s = {bad}")).unwrap())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with("config key `unjoined_match_ttl_s`: expected seconds, more than 0"),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

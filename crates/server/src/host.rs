@@ -193,6 +193,8 @@ impl Host {
                 }
                 let admin_config = AdminConfig {
                     first_match_id: config.matches + 1,
+                    token: config.admin_token.clone(),
+                    auth_probes: config.admin_auth_probes,
                     ..AdminConfig::new(bind, config.protocol_id, config.private_key.clone())
                 };
                 Some(AdminServer::start(admin_config, handles)?)

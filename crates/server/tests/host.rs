@@ -1,6 +1,8 @@
 //! The host on real loopback sockets: several workers each serving their own matches,
-//! and the admin port creating matches whose tokens connect, up to the per-worker cap.
+//! and the admin port creating matches whose tokens connect, up to the per-worker cap;
+//! matches nobody joins reclaimed; a drain that no stalled admin client holds up.
 
+use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -8,6 +10,7 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use tickforge_proto::netcode::token::ConnectToken;
 use tickforge_proto::MatchId;
+use tickforge_server::admin::AdminToken;
 use tickforge_server::{Host, ServerConfig, Shutdown};
 
 mod common;
@@ -85,9 +88,22 @@ fn two_workers_each_serve_their_own_match_over_udp() {
     assert_eq!(report.datagrams.dropped["refused"], 0);
 }
 
-/// One HTTP/1.1 request; returns the status and the body.
+const ADMIN_TOKEN: &str = "host-test-admin-token-42";
+
+fn admin_token() -> Option<AdminToken> {
+    Some(AdminToken::new(ADMIN_TOKEN).unwrap())
+}
+
+/// One HTTP/1.1 request with the admin token (and a JSON content type for a body);
+/// returns the status and the body.
 fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
-    tickforge_testkit::http::request(addr, method, path, body)
+    let bearer = format!("Bearer {ADMIN_TOKEN}");
+    let mut headers = vec![("Authorization", bearer.as_str())];
+    if !body.is_empty() {
+        headers.push(("Content-Type", "application/json"));
+    }
+    let r = tickforge_testkit::http::request_with(addr, method, path, &headers, body);
+    (r.status, r.body)
 }
 
 #[test]
@@ -98,12 +114,16 @@ fn post_matches_creates_matches_whose_tokens_connect_until_the_worker_is_full() 
         players_per_match: 2,
         max_matches_per_worker: 2,
         admin_bind: Some("127.0.0.1:0".parse().unwrap()),
+        admin_token: admin_token(),
         ..ServerConfig::default()
     };
     let shutdown = Shutdown::new();
     let host = Host::start(&config, shutdown.clone(), None, no_status()).unwrap();
     let admin = host.admin_addr().unwrap();
 
+    // The token is required: without it nothing is created.
+    let r = tickforge_testkit::http::request_with(admin, "POST", "/matches", &[], "");
+    assert_eq!(r.status, 401, "{r:?}");
     let (status, body) = http(admin, "POST", "/matches", r#"{"players": 2}"#);
     assert_eq!(status, 201, "{body}");
     let created: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -149,4 +169,130 @@ fn post_matches_creates_matches_whose_tokens_connect_until_the_worker_is_full() 
 
     shutdown.stop_now();
     host.wait().unwrap();
+}
+
+/// Polls `/metrics` until `line` is one of its lines, up to [`BOUND`].
+fn metrics_until(admin: SocketAddr, line: &str) -> String {
+    let deadline = Instant::now() + BOUND;
+    loop {
+        let (status, text) = http(admin, "GET", "/metrics", "");
+        assert_eq!(status, 200);
+        if text.lines().any(|l| l == line) {
+            return text;
+        }
+        assert!(Instant::now() < deadline, "never got {line}:\n{text}");
+        // A bounded poll of a condition the worker publishes once a second.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The ids `/matches` lists, ascending.
+fn listed(admin: SocketAddr) -> Vec<u64> {
+    let (status, list) = http(admin, "GET", "/matches", "");
+    assert_eq!(status, 200, "{list}");
+    let list: serde_json::Value = serde_json::from_str(&list).unwrap();
+    let mut ids: Vec<u64> = (list.as_array().unwrap().iter())
+        .map(|m| m["id"].as_u64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+#[test]
+fn unjoined_admin_matches_are_reclaimed_after_the_ttl_without_a_result() {
+    let results =
+        std::env::temp_dir().join(format!("tickforge-reclaim-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&results);
+    let ttl = Duration::from_millis(500);
+    let config = ServerConfig {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        matches: 1,
+        players_per_match: 2,
+        max_matches_per_worker: 3,
+        admin_bind: Some("127.0.0.1:0".parse().unwrap()),
+        admin_token: admin_token(),
+        unjoined_match_ttl: ttl,
+        results_file: Some(results.clone()),
+        ..ServerConfig::default()
+    };
+    let shutdown = Shutdown::new();
+    let host = Host::start(&config, shutdown.clone(), None, no_status()).unwrap();
+    let admin = host.admin_addr().unwrap();
+
+    // Match 2 is joined; match 3 is not. With startup match 1 the worker is full.
+    let (status, body) = http(admin, "POST", "/matches", r#"{"players": 2}"#);
+    assert_eq!(status, 201, "{body}");
+    let created: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(created["tokens"][0]["token"].as_str().unwrap())
+        .unwrap();
+    assert!(play(ConnectToken::from_bytes(&bytes).unwrap(), 5).len() >= 5);
+    let (status, body) = http(admin, "POST", "/matches", r#"{"players": 2}"#);
+    assert_eq!(status, 201, "{body}");
+    let unjoined_at = Instant::now();
+    let (status, body) = http(admin, "POST", "/matches", "{}");
+    assert_eq!(status, 503, "full: {body}");
+
+    // Only the unjoined one is reclaimed, and not before its time.
+    metrics_until(admin, "tickforge_matches_reclaimed_total 1");
+    let after = unjoined_at.elapsed();
+    // Created at most a tick before its 201 arrived: allow that much.
+    assert!(
+        after + Duration::from_millis(10) >= ttl,
+        "reclaimed after {after:?}"
+    );
+    // The same publish that counted it no longer lists it; the joined match stays.
+    assert_eq!(listed(admin), vec![1, 2]);
+    let (status, body) = http(admin, "POST", "/matches", r#"{"players": 2}"#);
+    assert_eq!(status, 201, "room again: {body}");
+    // That one is not joined either, and goes the same way.
+    metrics_until(admin, "tickforge_matches_reclaimed_total 2");
+    assert_eq!(listed(admin), vec![1, 2]);
+
+    shutdown.stop_now();
+    host.wait().unwrap();
+    let written = std::fs::read_to_string(&results).unwrap_or_default();
+    assert_eq!(written, "", "a reclaimed match writes no result");
+    let _ = std::fs::remove_file(&results);
+}
+
+#[test]
+fn a_drain_finishes_within_its_timeout_while_an_admin_client_stalls() {
+    let drain_timeout = Duration::from_secs(1);
+    let config = ServerConfig {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        matches: 1,
+        drain_timeout,
+        admin_bind: Some("127.0.0.1:0".parse().unwrap()),
+        admin_token: admin_token(),
+        ..ServerConfig::default()
+    };
+    let shutdown = Shutdown::new();
+    let host = Host::start(&config, shutdown.clone(), None, no_status()).unwrap();
+    let admin = host.admin_addr().unwrap();
+    // A body that never comes: the admin's own deadline for it is 5 s.
+    let mut stalled = std::net::TcpStream::connect(admin).unwrap();
+    stalled.set_read_timeout(Some(BOUND)).unwrap();
+    write!(
+        stalled,
+        "POST /matches HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {ADMIN_TOKEN}\r\n\
+         Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{"
+    )
+    .unwrap();
+    let (status, _) = http(admin, "GET", "/healthz", "");
+    assert_eq!(status, 200);
+
+    let t0 = Instant::now();
+    shutdown.drain();
+    host.wait().unwrap();
+    let took = t0.elapsed();
+    // The running startup match holds the drain for its whole timeout; the stalled client
+    // adds nothing beyond the workers' last wake-up and the admin's shutdown.
+    assert!(
+        took < drain_timeout + Duration::from_millis(300),
+        "drain took {took:?}"
+    );
+    // And the stalled client was let go.
+    let mut rest = Vec::new();
+    let _ = stalled.read_to_end(&mut rest);
 }

@@ -25,6 +25,7 @@
 //! | `tickforge_datagrams_dropped_total`, `tickforge_connections_refused_total`, `tickforge_connections_kicked_total` | counter | `reason` |
 //! | `tickforge_results_written_total`, `tickforge_results_failed_total` | counter | — |
 //! | `tickforge_results_pending` | gauge | — |
+//! | `tickforge_matches_reclaimed_total` | counter | — |
 //! | `tickforge_admin_requests_total` | counter | `code` (only with [`render_with_matches`]) |
 //! | `tickforge_match_ticks_total`, `tickforge_match_late_ticks_total`, `tickforge_match_hitches_total` | counter | `match` (the match id; only with [`render_with_matches`]) |
 
@@ -137,6 +138,9 @@ pub struct MetricsSnapshot {
     /// Result lines not yet durable: waiting for the disk, or kept in memory after a failed
     /// write until it comes back.
     pub results_pending: u64,
+    /// Matches created through the admin API and removed because nobody joined them in
+    /// time (`unjoined_match_ttl_s`).
+    pub matches_reclaimed: u64,
 }
 
 /// Most distinct reasons one [`ReasonCounts`] holds; a count for a reason past them is
@@ -248,6 +252,7 @@ impl MetricsSnapshot {
         self.results_written += other.results_written;
         self.results_failed += other.results_failed;
         self.results_pending += other.results_pending;
+        self.matches_reclaimed += other.matches_reclaimed;
     }
 }
 
@@ -442,6 +447,12 @@ impl Collector for SnapshotCollector {
             "Result lines not yet durable (waiting for the disk, or kept after a failure).",
             s.results_pending,
         )?;
+        counter(
+            &mut enc,
+            "tickforge_matches_reclaimed",
+            "Admin-made matches removed because nobody joined them in time.",
+            s.matches_reclaimed,
+        )?;
         if !self.2.is_empty() {
             let mut m = enc.encode_descriptor(
                 "tickforge_admin_requests",
@@ -583,6 +594,7 @@ mod tests {
         s.results_written = 4;
         s.results_failed = 3;
         s.results_pending = 1;
+        s.matches_reclaimed = 6;
         s
     }
 
@@ -808,6 +820,7 @@ mod tests {
             "tickforge_results_written_total 4",
             "tickforge_results_failed_total 3",
             "tickforge_results_pending 1",
+            "tickforge_matches_reclaimed_total 6",
         ] {
             assert!(out.lines().any(|l| l == line), "{line} missing:\n{out}");
         }

@@ -3,12 +3,13 @@
 //! its status with `try_lock`, skipping a publish when the admin happens to be reading.
 
 use std::net::SocketAddr;
-use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 
 use serde::Serialize;
 use tickforge_proto::MatchId;
 use tickforge_telemetry::prometheus::MetricsSnapshot;
+use tokio::sync::oneshot;
 
 use super::MatchSpec;
 
@@ -27,7 +28,9 @@ pub struct CreateMatch {
     pub match_id: MatchId,
     /// What the matchmaker asked for.
     pub spec: MatchSpec,
-    pub(super) reply: SyncSender<Result<(), CreateError>>,
+    /// Sending on a oneshot never blocks; the admin thread awaits it without blocking
+    /// other requests.
+    pub(super) reply: oneshot::Sender<Result<(), CreateError>>,
 }
 
 impl CreateMatch {
@@ -36,11 +39,8 @@ impl CreateMatch {
     /// timed out, so the matchmaker got a 503 and no tokens): the worker should remove the
     /// match it just created.
     pub fn answer(self, result: Result<(), CreateError>) -> bool {
-        // Capacity 1 and one answer per request: `try_send` never finds the channel full.
-        !matches!(
-            self.reply.try_send(result),
-            Err(TrySendError::Disconnected(_))
-        )
+        // Fails only when the receiving end is gone.
+        self.reply.send(result).is_ok()
     }
 }
 
@@ -192,7 +192,7 @@ mod tests {
     fn commands_are_polled_and_answers_never_block() {
         let (admin, link) = worker_link("127.0.0.1:1".parse().unwrap());
         assert!(link.poll_command().is_none());
-        let (reply, answers) = mpsc::sync_channel(1);
+        let (reply, mut answers) = oneshot::channel();
         admin
             .commands
             .send(AdminCommand::CreateMatch(CreateMatch {
@@ -209,7 +209,7 @@ mod tests {
         assert_eq!(answers.try_recv(), Ok(Ok(())));
 
         // The admin gave up waiting: the worker learns it from the answer.
-        let (reply, answers) = mpsc::sync_channel(1);
+        let (reply, answers) = oneshot::channel();
         drop(answers);
         let req = CreateMatch {
             match_id: MatchId(4),

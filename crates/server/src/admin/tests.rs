@@ -1,18 +1,30 @@
 //! The admin server over real TCP on 127.0.0.1, with fake workers answering its commands.
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use tickforge_proto::netcode::token::{private_key_cipher, PrivateToken};
+use tickforge_testkit::http::{read_response, request_with, Response};
 
 use super::*;
 
 const KEY: [u8; 32] = [7; 32];
 const PROTOCOL_ID: u64 = 0x1234;
+const TOKEN: &str = "test-admin-token-0123456789";
+const BEARER: (&str, &str) = ("Authorization", "Bearer test-admin-token-0123456789");
+const JSON_TYPE: (&str, &str) = ("Content-Type", "application/json");
+/// The most a `/healthz` probe may take, whatever else the server is handling.
+const PROBE_BOUND: Duration = Duration::from_millis(100);
+/// How long a test waits for something that must happen before it fails instead of hangs.
+const BOUND: Duration = Duration::from_secs(5);
 
 fn config() -> AdminConfig {
     let mut c = AdminConfig::new("127.0.0.1:0".parse().unwrap(), PROTOCOL_ID, PrivateKey(KEY));
     c.first_match_id = 100;
     c.reply_timeout = Duration::from_millis(200);
+    c.token = Some(AdminToken::new(TOKEN).unwrap());
     c
 }
 
@@ -55,6 +67,14 @@ struct Host {
 
 impl Host {
     fn start(behaviours: &[Behaviour], fill: impl Fn(usize, &mut WorkerStatus)) -> Host {
+        Host::start_with(config(), behaviours, fill)
+    }
+
+    fn start_with(
+        config: AdminConfig,
+        behaviours: &[Behaviour],
+        fill: impl Fn(usize, &mut WorkerStatus),
+    ) -> Host {
         let mut handles = Vec::new();
         let mut workers = Vec::new();
         for (i, b) in behaviours.iter().enumerate() {
@@ -63,7 +83,7 @@ impl Host {
             handles.push(admin);
             workers.push(fake_worker(link, b.clone()));
         }
-        let server = AdminServer::start(config(), handles).unwrap();
+        let server = AdminServer::start(config, handles).unwrap();
         Host { server, workers }
     }
 
@@ -81,9 +101,49 @@ impl Host {
     }
 }
 
-/// One HTTP/1.1 request; returns the status and the body.
+/// One HTTP/1.1 request with the admin token (and a JSON content type for a body);
+/// returns the status and the body.
 fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
-    tickforge_testkit::http::request(addr, method, path, body)
+    let headers: &[(&str, &str)] = if body.is_empty() {
+        &[BEARER]
+    } else {
+        &[BEARER, JSON_TYPE]
+    };
+    let r = request_with(addr, method, path, headers, body);
+    (r.status, r.body)
+}
+
+/// One `GET /healthz` on a new connection, which must answer 200 within [`PROBE_BOUND`];
+/// returns how long it took.
+fn probe(addr: SocketAddr) -> Duration {
+    let t0 = Instant::now();
+    let (status, body) = tickforge_testkit::http::request(addr, "GET", "/healthz", "");
+    let took = t0.elapsed();
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
+    assert!(took < PROBE_BOUND, "/healthz took {took:?}");
+    took
+}
+
+/// A connection that will read for at most [`BOUND`].
+fn connect(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(BOUND)).unwrap();
+    s
+}
+
+/// Reads until the server closes `stream` (EOF or reset) and returns what it sent; fails
+/// if it is still open after [`BOUND`].
+fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut buf = [0; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return got,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return got,
+            Err(e) => panic!("still open after {BOUND:?} ({e}); got {got:?}"),
+        }
+    }
 }
 
 /// Worker `i`'s game port, as the tokens must name it.
@@ -307,4 +367,377 @@ fn shutdown_joins_the_thread_and_closes_the_links() {
     let err = AdminServer::start(c, Vec::new()).err().unwrap();
     assert!(matches!(err, AdminError::Bind { .. }), "{err}");
     assert!(err.to_string().contains(&c_bind(&taken)), "{err}");
+}
+
+#[test]
+fn routes_but_the_probes_need_the_bearer_token() {
+    let host = Host::start(&[Behaviour::Accept], no_status);
+    let addr = host.server.local_addr();
+    let send = |method: &str, path: &str, headers: &[(&str, &str)]| -> Response {
+        request_with(addr, method, path, headers, "")
+    };
+    let wrong = ("Authorization", "Bearer test-admin-token-0123456788");
+    let basic = ("Authorization", "Basic dGVzdA==");
+    for (method, path) in [("GET", "/matches"), ("POST", "/matches"), ("GET", "/nope")] {
+        for headers in [&[][..], &[wrong], &[basic]] {
+            let r = send(method, path, headers);
+            assert_eq!(r.status, 401, "{method} {path} {headers:?}: {r:?}");
+            assert_eq!(r.header("www-authenticate"), Some("Bearer"), "{r:?}");
+            assert!(r.body.contains("Authorization: Bearer"), "{r:?}");
+        }
+    }
+    // Probes and scrapers need none by default.
+    assert_eq!(send("GET", "/healthz", &[]).status, 200);
+    assert_eq!(send("GET", "/metrics", &[]).status, 200);
+    assert_eq!(send("GET", "/matches", &[BEARER]).status, 200);
+    assert_eq!(send("GET", "/nope", &[BEARER]).status, 404);
+    // No unauthorized POST reached the worker.
+    assert_eq!(host.stop(), vec![Vec::<MatchId>::new()]);
+
+    // Locked down, the probes need it too.
+    let mut c = config();
+    c.auth_probes = true;
+    let host = Host::start_with(c, &[Behaviour::Accept], no_status);
+    let addr = host.server.local_addr();
+    for path in ["/healthz", "/metrics"] {
+        let r = request_with(addr, "GET", path, &[], "");
+        assert_eq!(r.status, 401, "{path}");
+        assert_eq!(r.header("www-authenticate"), Some("Bearer"));
+        assert_eq!(request_with(addr, "GET", path, &[BEARER], "").status, 200);
+    }
+    host.stop();
+}
+
+#[test]
+fn without_a_token_the_server_only_starts_on_loopback() {
+    let mut c = config();
+    c.token = None;
+    c.bind = "0.0.0.0:0".parse().unwrap();
+    let err = AdminServer::start(c.clone(), Vec::new()).err().unwrap();
+    assert!(matches!(err, AdminError::Unprotected { .. }), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("admin_token_file") && text.contains("TICKFORGE_ADMIN_TOKEN"),
+        "{text}"
+    );
+    // On loopback it runs, and every route is open.
+    c.bind = "127.0.0.1:0".parse().unwrap();
+    let server = AdminServer::start(c, Vec::new()).unwrap();
+    let r = request_with(server.local_addr(), "GET", "/matches", &[], "");
+    assert_eq!((r.status, r.body.as_str()), (200, "[]"));
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn post_takes_json_only_and_an_array_is_a_400() {
+    let host = Host::start(&[Behaviour::Accept], no_status);
+    let addr = host.server.local_addr();
+    for headers in [
+        &[BEARER, ("Content-Type", "text/plain")][..],
+        &[
+            BEARER,
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ],
+        &[BEARER],
+    ] {
+        let r = request_with(addr, "POST", "/matches", headers, "{}");
+        assert_eq!(r.status, 415, "{headers:?}: {r:?}");
+        assert!(r.body.contains("application/json"), "{r:?}");
+    }
+    let r = request_with(addr, "POST", "/matches", &[BEARER, JSON_TYPE], "[1]");
+    assert_eq!(r.status, 400, "{r:?}");
+    let error: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    assert!(
+        error["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("expected a JSON object with optional map, players, rounds, tick_hz"),
+        "{error}"
+    );
+    // A type with parameters is still JSON; an empty body needs no type at all.
+    let charset = ("Content-Type", "Application/JSON; charset=utf-8");
+    let r = request_with(addr, "POST", "/matches", &[BEARER, charset], "{}");
+    assert_eq!(r.status, 201, "{r:?}");
+    assert_eq!(
+        request_with(addr, "POST", "/matches", &[BEARER], "").status,
+        201
+    );
+    assert_eq!(host.stop(), vec![vec![MatchId(100), MatchId(101)]]);
+}
+
+#[test]
+fn healthz_says_degraded_while_results_are_pending() {
+    let host = Host::start(&[Behaviour::Accept, Behaviour::Accept], |i, s| {
+        s.metrics.results_pending = i as u64 * 2;
+    });
+    let r = request_with(host.server.local_addr(), "GET", "/healthz", &[], "");
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (200, "degraded: 2 result(s) not yet written\n")
+    );
+    host.server.set_draining(true);
+    assert_eq!(
+        host.request("GET", "/healthz", ""),
+        (503, "draining\n".to_string())
+    );
+    host.stop();
+}
+
+#[test]
+fn admin_requests_are_counted_by_status() {
+    let host = Host::start(&[Behaviour::Accept], no_status);
+    let addr = host.server.local_addr();
+    let (status, first) = host.request("GET", "/metrics", "");
+    assert_eq!(status, 200);
+    assert!(
+        !first.contains("tickforge_admin_requests"),
+        "none yet:\n{first}"
+    );
+    assert_eq!(host.request("GET", "/healthz", "").0, 200);
+    assert_eq!(host.request("GET", "/nope", "").0, 404);
+    assert_eq!(host.request("GET", "/nope", "").0, 404);
+    assert_eq!(request_with(addr, "GET", "/matches", &[], "").status, 401);
+    let (_, text) = host.request("GET", "/metrics", "");
+    for line in [
+        "tickforge_admin_requests_total{code=\"200\"} 2",
+        "tickforge_admin_requests_total{code=\"401\"} 1",
+        "tickforge_admin_requests_total{code=\"404\"} 2",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+    }
+    host.stop();
+}
+
+#[test]
+fn a_stalled_body_blocks_nobody_and_gets_408_at_its_deadline() {
+    let mut c = config();
+    c.body_timeout = Duration::from_millis(800);
+    let host = Host::start_with(c, &[Behaviour::Accept], no_status);
+    let addr = host.server.local_addr();
+    let mut stalled = connect(addr);
+    let sent = Instant::now();
+    write!(
+        stalled,
+        "POST /matches HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nContent-Length: 2000\r\n\r\n{{\"players\": "
+    )
+    .unwrap();
+    // Probes until the stalled request is answered: every one is served meanwhile.
+    let mut probes = 0;
+    stalled.set_nonblocking(true).unwrap();
+    let mut peek = [0; 1];
+    while matches!(stalled.peek(&mut peek), Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    {
+        probe(addr);
+        probes += 1;
+        assert!(sent.elapsed() < BOUND, "no answer to the stalled body");
+    }
+    stalled.set_nonblocking(false).unwrap();
+    let waited = sent.elapsed();
+    let r = read_response(&stalled);
+    assert_eq!(r.status, 408, "{r:?}");
+    assert!(r.body.contains("within 800 ms"), "{r:?}");
+    assert_eq!(r.header("connection"), Some("close"));
+    assert!(
+        waited >= Duration::from_millis(800),
+        "answered early: {waited:?}"
+    );
+    assert!(probes >= 5, "only {probes} probes in {waited:?}");
+    assert_eq!(host.stop(), vec![Vec::<MatchId>::new()]);
+}
+
+#[test]
+fn a_stalled_head_is_closed_at_the_header_deadline() {
+    let mut c = config();
+    c.header_timeout = Duration::from_millis(300);
+    let host = Host::start_with(c, &[Behaviour::Accept], no_status);
+    let addr = host.server.local_addr();
+    let mut stalled = connect(addr);
+    let sent = Instant::now();
+    stalled
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Slow: ")
+        .unwrap();
+    probe(addr);
+    let got = read_until_closed(&mut stalled);
+    let closed = sent.elapsed();
+    assert!(got.is_empty(), "{got:?}");
+    assert!(
+        closed >= Duration::from_millis(300),
+        "closed early: {closed:?}"
+    );
+    // The reaper looks every 60 ms here: well inside a second of the deadline.
+    assert!(closed < Duration::from_secs(1), "closed late: {closed:?}");
+    probe(addr);
+    host.stop();
+}
+
+#[test]
+fn a_megabyte_header_gets_431_and_blocks_nobody() {
+    let host = Host::start(&[Behaviour::Accept], no_status);
+    let addr = host.server.local_addr();
+    let mut big = connect(addr);
+    big.write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: ")
+        .unwrap();
+    let writer = {
+        let mut big = big.try_clone().unwrap();
+        std::thread::spawn(move || {
+            // The server stops reading long before the end: the write fails, as it should.
+            let header = vec![b'a'; 1 << 20];
+            let _ = big
+                .write_all(&header)
+                .and_then(|()| big.write_all(b"\r\n\r\n"));
+        })
+    };
+    for _ in 0..10 {
+        probe(addr);
+    }
+    let got = read_until_closed(&mut big);
+    writer.join().unwrap();
+    // The 431 may be lost to the reset that closing on unread bytes sends; when it
+    // arrives it must be a 431.
+    let text = String::from_utf8_lossy(&got);
+    assert!(got.is_empty() || text.starts_with("HTTP/1.1 431"), "{text}");
+    // 65 header fields (64 allowed) get 431 the same way.
+    let mut many = connect(addr);
+    let mut head = String::from("GET /healthz HTTP/1.1\r\nHost: t\r\n");
+    for i in 0..65 {
+        head.push_str(&format!("X-{i}: 1\r\n"));
+    }
+    head.push_str("\r\n");
+    many.write_all(head.as_bytes()).unwrap();
+    let got = read_until_closed(&mut many);
+    assert!(
+        String::from_utf8_lossy(&got).starts_with("HTTP/1.1 431"),
+        "{got:?}"
+    );
+    probe(addr);
+    host.stop();
+}
+
+#[test]
+fn idle_connections_over_the_cap_close_the_idlest_first() {
+    let mut c = config();
+    c.max_connections = 8;
+    let host = Host::start_with(c, &[Behaviour::Accept], no_status);
+    let addr = host.server.local_addr();
+    let mut idle: Vec<TcpStream> = (0..8).map(|_| connect(addr)).collect();
+    // The ninth connection (this probe) closes the first, the longest idle.
+    probe(addr);
+    assert!(read_until_closed(&mut idle[0]).is_empty());
+    // The others are still open: nothing to read, no EOF.
+    for s in &idle[1..] {
+        s.set_nonblocking(true).unwrap();
+        let mut b = [0; 1];
+        let e = s.peek(&mut b).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+    }
+    host.stop();
+}
+
+#[test]
+fn stalled_bodies_filling_the_cap_do_not_lock_out_a_probe() {
+    let mut c = config();
+    c.max_connections = 4;
+    let host = Host::start_with(c, &[Behaviour::Accept], no_status);
+    let addr = host.server.local_addr();
+    let mut stalled: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut s = connect(addr);
+            write!(
+                s,
+                "POST /matches HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
+                 Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
+            )
+            .unwrap();
+            s
+        })
+        .collect();
+    probe(addr);
+    // One of them made room for it: the oldest.
+    let t0 = Instant::now();
+    loop {
+        let gone = stalled.iter().position(|s| {
+            s.set_nonblocking(true).unwrap();
+            !matches!(s.peek(&mut [0; 1]), Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock)
+        });
+        if let Some(i) = gone {
+            stalled[i].set_nonblocking(false).unwrap();
+            read_until_closed(&mut stalled[i]);
+            break;
+        }
+        assert!(
+            t0.elapsed() < BOUND,
+            "none of the stalled connections was closed"
+        );
+        std::thread::yield_now();
+    }
+    host.stop();
+}
+
+#[test]
+fn keep_alive_serves_many_requests_then_closes_when_idle() {
+    let mut c = config();
+    c.idle_timeout = Duration::from_millis(300);
+    let host = Host::start_with(c, &[Behaviour::Accept], no_status);
+    let mut conn = connect(host.server.local_addr());
+    for _ in 0..3 {
+        conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        let r = read_response(&conn);
+        assert_eq!((r.status, r.body.as_str()), (200, "ok\n"));
+    }
+    let last = Instant::now();
+    assert!(read_until_closed(&mut conn).is_empty());
+    let idle = last.elapsed();
+    assert!(idle >= Duration::from_millis(300), "closed early: {idle:?}");
+    assert!(idle < Duration::from_secs(1), "closed late: {idle:?}");
+    host.stop();
+}
+
+#[test]
+fn waiting_for_a_worker_blocks_no_other_request() {
+    let (admin, link) = worker_link(game_addr(0));
+    let mut c = config();
+    c.reply_timeout = BOUND;
+    let server = AdminServer::start(c, vec![admin]).unwrap();
+    let addr = server.local_addr();
+    let post = std::thread::spawn(move || http(addr, "POST", "/matches", "{}"));
+    // The worker has the request: the admin thread is now waiting for its answer.
+    let AdminCommand::CreateMatch(request) = link.commands.recv_timeout(BOUND).unwrap();
+    for _ in 0..10 {
+        probe(addr);
+    }
+    assert_eq!(http(addr, "GET", "/matches", "").0, 200);
+    assert!(request.answer(Ok(())));
+    let (status, body) = post.join().unwrap();
+    assert_eq!(status, 201, "{body}");
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn shutdown_does_not_wait_for_a_stalled_client() {
+    // The defaults: a stalled body would hold its connection for 5 s.
+    let host = Host::start(&[Behaviour::Accept], no_status);
+    let addr = host.server.local_addr();
+    let mut stalled = connect(addr);
+    write!(
+        stalled,
+        "POST /matches HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
+    )
+    .unwrap();
+    let mut idle = connect(addr);
+    // Both are registered once a request after them has been answered.
+    probe(addr);
+    let t0 = Instant::now();
+    host.stop();
+    let took = t0.elapsed();
+    // Nothing was left to wait for: the idle connection closed at once, and the body still
+    // arriving was cut short with a 503 (closing when unread bytes remain may reset it
+    // before it is read).
+    assert!(took < http::SHUTDOWN_GRACE, "shutdown took {took:?}");
+    let got = read_until_closed(&mut stalled);
+    let text = String::from_utf8_lossy(&got);
+    assert!(got.is_empty() || text.starts_with("HTTP/1.1 503"), "{text}");
+    assert!(read_until_closed(&mut idle).is_empty());
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use tickforge_game::rules::RulesConfig;
 use tickforge_game::WorldConfig;
+use tickforge_io::time;
 use tickforge_proto::MatchId;
 
 use super::{world_config, Hosted, Worker};
@@ -170,6 +171,29 @@ impl Worker {
         self.hosted.push(Hosted::new(grid, false));
     }
 
+    /// Removes every match the admin API created that no player has joined within
+    /// `unjoined_match_ttl` of its creation: its tokens were never used, and it would hold
+    /// capacity forever. No result is written (nothing was played); each one counts in
+    /// `matches_reclaimed`. Startup matches are never reclaimed. Off the tick.
+    pub(super) fn reclaim_unjoined(&mut self, now: Instant) {
+        let ttl = self.config.unjoined_match_ttl;
+        let mut i = 0;
+        while i < self.hosted.len() {
+            let h = &self.hosted[i];
+            let stale = !h.restarts
+                && !h.joined
+                && !h.over
+                && now.saturating_duration_since(h.created) >= ttl;
+            if stale {
+                // The last match takes index i: look at i again.
+                self.remove_match(i);
+                self.metrics.matches_reclaimed += 1;
+            } else {
+                i += 1;
+            }
+        }
+    }
+
     /// Removes every match marked over in this wake-up.
     pub(super) fn remove_finished(&mut self) {
         while self.finished > 0 {
@@ -202,12 +226,15 @@ impl Worker {
         self.retired.add(&m, h.grid, m.next_deadline());
     }
 
-    /// Publishes the matches and metrics to the admin thread, if it is not reading them
-    /// right now. About once a second, off the tick; reuses the status's memory.
+    /// Reclaims the admin-made matches nobody joined within `unjoined_match_ttl` (see
+    /// [`Worker::reclaim_unjoined`]), then publishes the matches and metrics to the admin
+    /// thread, if it is not reading them right now. About once a second, off the tick;
+    /// reuses the status's memory.
     pub(super) fn publish(&mut self) {
         if self.admin.is_none() {
             return;
         }
+        self.reclaim_unjoined(time::now());
         self.metrics.bytes_in = self.io.bytes_in;
         self.metrics.bytes_out = self.io.bytes_out;
         self.metrics.packets_in = self.io.received;
@@ -329,6 +356,46 @@ mod tests {
             None,
             "a second without frames measures nothing"
         );
+    }
+
+    #[test]
+    fn only_admin_made_matches_nobody_joined_are_reclaimed_after_the_ttl() {
+        let config = crate::config::ServerConfig {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            matches: 1,
+            unjoined_match_ttl: Duration::from_secs(60),
+            ..Default::default()
+        };
+        let mut w = Worker::new(config).unwrap();
+        let now = time::now();
+        let spec = MatchSpec::default();
+        w.create_match(now, MatchId(2), &spec);
+        w.create_match(now, MatchId(3), &spec);
+        w.create_match(now, MatchId(4), &spec);
+        let index = |w: &Worker, id: u32| w.matches.iter().position(|m| m.id() == MatchId(id));
+        let joined = index(&w, 3).unwrap();
+        w.hosted[joined].joined = true;
+        let ids = |w: &Worker| {
+            let mut ids: Vec<u32> = w.matches.iter().map(|m| m.id().0).collect();
+            ids.sort_unstable();
+            ids
+        };
+
+        // Before the TTL (counted from each match's first deadline) nothing goes.
+        w.reclaim_unjoined(now + Duration::from_secs(59));
+        assert_eq!(ids(&w), vec![1, 2, 3, 4]);
+        assert_eq!(w.metrics.matches_reclaimed, 0);
+        // After it, the two nobody joined go; the startup match and the joined one stay.
+        w.reclaim_unjoined(now + Duration::from_secs(61));
+        assert_eq!(ids(&w), vec![1, 3]);
+        assert_eq!(w.metrics.matches_reclaimed, 2);
+        assert_eq!(w.matches.len(), w.hosted.len());
+        assert!(
+            w.hosted[index(&w, 3).unwrap()].joined,
+            "kept beside its match"
+        );
+        w.reclaim_unjoined(now + Duration::from_secs(3600));
+        assert_eq!(ids(&w), vec![1, 3]);
     }
 
     #[test]

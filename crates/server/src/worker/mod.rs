@@ -159,6 +159,11 @@ struct Hosted {
     restarts: bool,
     /// Finished, to be removed after this wake-up's frames are recorded.
     over: bool,
+    /// When the match was created: its first tick's deadline, within a tick of it (an
+    /// admin-made match nobody joins is reclaimed `unjoined_match_ttl` after it).
+    created: Instant,
+    /// A player has been seated in it at least once.
+    joined: bool,
     /// The persister ticket of the previous match's result: this match does not tick until
     /// it is durable.
     awaiting_result: Option<u64>,
@@ -173,6 +178,8 @@ impl Hosted {
             grid,
             restarts,
             over: false,
+            created: grid,
+            joined: false,
             awaiting_result: None,
             counters: MatchCounters::default(),
             cost: fair::FrameCost::default(),

@@ -19,6 +19,7 @@ impl Worker {
             io,
             transport,
             matches,
+            hosted,
             routes,
             routed,
             drops,
@@ -39,7 +40,10 @@ impl Worker {
                     Some(ServerEvent::Connected {
                         client, user_data, ..
                     }) => match place(now, matches, &UserData::parse(&user_data), client) {
-                        Ok(route) => routes[client.as_usize()] = Some(route),
+                        Ok(route) => {
+                            hosted[route.0].joined = true;
+                            routes[client.as_usize()] = Some(route);
+                        }
                         Err(refusal) => {
                             match refusal {
                                 Refusal::NoSuchMatch => drops.no_such_match += 1,

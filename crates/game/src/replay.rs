@@ -53,6 +53,8 @@ const MAX_REWIND_MS: u32 = 1000;
 const MAX_POSE_EVERY: u8 = 32;
 /// The tick rates a file may have.
 const TICK_HZ: std::ops::RangeInclusive<u32> = 1..=1000;
+/// The most players a server puts in a match (`players_per_match`, `POST /matches`).
+const MAX_PLAYERS: u8 = 128;
 
 /// FNV-1a 64 of `bytes`: the check an action file ends with, over every byte before it.
 pub fn checksum(bytes: &[u8]) -> u64 {
@@ -287,6 +289,9 @@ impl<'a> ActionFile<'a> {
             return Err(ReplayError::Bad("tick rate outside 1..=1000"));
         }
         let players = c.u8()?;
+        if !(1..=MAX_PLAYERS).contains(&players) {
+            return Err(ReplayError::Bad("players outside 1..=128"));
+        }
         let name_len = usize::from(c.u8()?);
         let name =
             std::str::from_utf8(c.take(name_len)?).map_err(|_| ReplayError::Bad("map name"))?;
@@ -636,6 +641,10 @@ mod tests {
             (
                 "fewer players than slots used",
                 Box::new(|b| b[4 + 1 + 4] = 1),
+            ),
+            (
+                "more players than a match has",
+                Box::new(|b| b[4 + 1 + 4] = 129),
             ),
             ("tick rate", Box::new(|b| b[4 + 1 + 3] = 0x10)),
             ("map name length", Box::new(move |b| b[name - 1] = 200)),

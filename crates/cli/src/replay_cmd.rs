@@ -33,10 +33,24 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         },
         outcome.replayed_hash,
     );
-    if let Some(result) = &outcome.result {
-        let mut line = String::new();
-        result.encode(&mut line);
-        print!("  result {line}");
+    if let Some(r) = &outcome.result {
+        println!(
+            "  result: {} round(s), attackers {} – defenders {}, {}",
+            r.rounds_played,
+            r.score.attackers,
+            r.score.defenders,
+            r.winner().map_or("a draw", |t| t.as_str())
+        );
+        for p in &r.players {
+            println!(
+                "    player {} {}: {} kills, {} deaths, {} damage",
+                p.slot.0,
+                p.team.as_str(),
+                p.stats.kills,
+                p.stats.deaths,
+                p.stats.damage_dealt_hp
+            );
+        }
     }
     if !outcome.is_identical() {
         bail!(

@@ -278,6 +278,10 @@ pub fn run(args: ServeArgs) -> Result<()> {
         }),
         plan.nodes,
     );
+    eprintln!(
+        "  run {}: on every result line and action file name",
+        host.run_id()
+    );
     for (w, worker) in plan.workers.iter().enumerate() {
         let ids: Vec<String> = worker.matches.iter().map(|m| m.to_string()).collect();
         eprintln!(
@@ -303,6 +307,19 @@ pub fn run(args: ServeArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", summary::server(&report));
+    }
+    if report.results_unwritten > 0 {
+        // The lines themselves were printed to stderr when the workers gave up on them.
+        std::io::stdout().flush().ok();
+        eprintln!(
+            "tickforge serve: {} result line(s) could not be written to {}",
+            report.results_unwritten,
+            config
+                .results_file
+                .as_ref()
+                .map_or_else(|| "the results file".into(), |p| p.display().to_string())
+        );
+        std::process::exit(1);
     }
     Ok(())
 }

@@ -777,3 +777,101 @@ fn killing_a_bot_process_mid_match_leaves_the_match_running_for_the_rest() {
     let status = exit_within(&mut server, std::time::Duration::from_secs(10));
     assert!(status.success(), "{status}");
 }
+
+/// Runs `serve` with short matches for `duration_s` (then it exits on its own, no signal)
+/// and `extra` flags; returns its exit status and standard error.
+fn serve_for(duration_s: &str, extra: &[&str]) -> (std::process::ExitStatus, String) {
+    use std::io::Read;
+    let mut child = tickforge()
+        .args(["serve", "--bind", "127.0.0.1:0", "--quiet"])
+        .args(["--duration-s", duration_s])
+        .args(SHORT_MATCH)
+        .args(extra)
+        .env("TICKFORGE_PRIVATE_KEY", "33".repeat(32))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        stderr.read_to_string(&mut text).unwrap();
+        text
+    });
+    let status = exit_within(&mut child, std::time::Duration::from_secs(30));
+    (status, reader.join().unwrap())
+}
+
+#[test]
+fn serve_exits_1_naming_the_results_file_when_results_stay_unwritten() {
+    // /dev/full refuses every write with ENOSPC: a disk that stays full.
+    let (status, stderr) = serve_for("1", &["--results-file", "/dev/full"]);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot write /dev/full"), "{stderr}");
+    let last = stderr.lines().last().unwrap();
+    assert!(last.contains("could not be written to /dev/full"), "{last}");
+    let count: u64 = last
+        .strip_prefix("tickforge serve: ")
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{last}"));
+    assert!(count >= 1, "{last}");
+    // The lines it gave up on are on stderr, whole: nothing is lost silently.
+    let printed = stderr
+        .lines()
+        .filter(|l| tickforge_game::rules::MatchResult::decode(l).is_ok())
+        .count() as u64;
+    assert_eq!(printed, count, "{stderr}");
+    // One message for the failure episode, not one per retry.
+    assert_eq!(
+        stderr.matches("cannot write /dev/full").count(),
+        1,
+        "{stderr}"
+    );
+}
+
+#[test]
+fn replay_plays_a_recording_and_refuses_it_damaged() {
+    let dir = scratch("replay-actions");
+    let _ = std::fs::remove_dir_all(&dir);
+    let results = scratch("replay-results.log");
+    let _ = std::fs::remove_file(&results);
+    let (status, stderr) = serve_for(
+        "1",
+        &[
+            "--record-dir",
+            dir.to_str().unwrap(),
+            "--results-file",
+            results.to_str().unwrap(),
+        ],
+    );
+    assert!(status.success(), "{stderr}");
+    let run = stderr
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("run "))
+        .and_then(|l| l.split(':').next())
+        .unwrap_or_else(|| panic!("no run id printed: {stderr}"));
+    assert_eq!(run.len(), 16, "{run}");
+    let file = dir.join(format!("match-1-{run}-1.actions"));
+    let replay = |path: &std::path::Path| tickforge().arg("replay").arg(path).output().unwrap();
+    let out = replay(&file);
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("identical"));
+    // Its result line names the match and the run.
+    let text = std::fs::read_to_string(&results).unwrap();
+    let (origin, _) =
+        tickforge_game::rules::MatchResult::decode_line(text.lines().next().unwrap()).unwrap();
+    let origin = origin.unwrap();
+    assert_eq!(format!("{:016x}", origin.run_id), run);
+    assert_eq!(origin.match_id, 1);
+
+    let mut bytes = std::fs::read(&file).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x10;
+    let damaged = scratch("damaged.actions");
+    std::fs::write(&damaged, &bytes).unwrap();
+    let out = replay(&damaged);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("checksum does not match"), "{stderr}");
+}

@@ -366,6 +366,14 @@ impl Match {
             *seat = Seat::default();
             self.replicator.disconnect(usize::from(slot.0));
             self.world.set_cmd(slot, UserCmd::default());
+            // The world's input changed: the recording says so, or its replay would run
+            // the player on with its last command.
+            if let (Some(rec), Some(p)) = (
+                self.recorder.as_mut(),
+                self.world.players().get(usize::from(slot.0)),
+            ) {
+                rec.input(self.world.tick(), slot, &UserCmd::default(), p.view);
+            }
         }
     }
 

@@ -24,7 +24,7 @@ use tickforge_telemetry::report::ServerReport;
 use crate::admin::{worker_link, AdminConfig, AdminError, AdminServer};
 use crate::config::ServerConfig;
 use crate::worker::{bind_game_socket, Shutdown, Worker, WorkerError, WorkerFigures, WorkerSetup};
-use crate::WorkerStatus;
+use crate::{RunId, WorkerStatus};
 
 /// Why the host could not start or finish.
 #[derive(Debug, thiserror::Error)]
@@ -133,6 +133,7 @@ pub struct Host {
     admin: Option<AdminServer>,
     threads: Vec<JoinHandle<Result<WorkerFigures, WorkerError>>>,
     shutdown: Shutdown,
+    run_id: RunId,
 }
 
 impl Host {
@@ -203,6 +204,7 @@ impl Host {
         let mut links = links.into_iter();
 
         let start = time::now();
+        let run_id = RunId::generate();
         let host_thread = std::thread::current();
         // Read before any worker pins itself: where helper threads may go.
         let helper_cores = cpu::allowed_cores();
@@ -216,6 +218,7 @@ impl Host {
                 start,
                 public_addr: public,
                 admin: links.next(),
+                run_id,
             };
             let (config, shutdown, status) =
                 (config.clone(), shutdown.clone(), Arc::clone(&status));
@@ -254,7 +257,13 @@ impl Host {
             admin,
             threads,
             shutdown,
+            run_id,
         })
+    }
+
+    /// This process's run id, on every result line and action file name it writes.
+    pub fn run_id(&self) -> RunId {
+        self.run_id
     }
 
     /// The workers' game addresses, in worker order.

@@ -15,6 +15,7 @@ pub mod config;
 mod game_match;
 pub mod host;
 pub mod io_floor;
+mod run_id;
 mod worker;
 
 #[cfg(test)]
@@ -23,6 +24,7 @@ mod testing;
 pub use config::{ConfigError, ConfigFile, ServerConfig};
 pub use game_match::Match;
 pub use host::{Host, HostError, Plan, WorkerPlan};
+pub use run_id::RunId;
 pub use worker::{
     bind_game_socket, matches_that_fit, remaining_capacity, MatchCounters, Shutdown, Worker,
     WorkerError, WorkerFigures, WorkerSetup, WorkerStatus, ADMISSION_BUDGET_SHARE,

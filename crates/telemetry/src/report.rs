@@ -269,9 +269,17 @@ pub struct ServerReport {
     /// Matches that ended (their results appended to the results file).
     #[serde(default)]
     pub matches_finished: u64,
-    /// Results that could not be written or synced.
+    /// Attempts to write or sync a result line or an action file that failed (each is
+    /// retried until the disk takes it, or the server stops).
     #[serde(default)]
     pub results_failed: u64,
+    /// Result lines written and synced.
+    #[serde(default)]
+    pub results_written: u64,
+    /// Result lines that were not on disk when the server stopped: the disk refused them
+    /// until the end (they were printed to stderr). `tickforge serve` exits 1 when any.
+    #[serde(default)]
+    pub results_unwritten: u64,
     /// Shots fired over the whole run.
     #[serde(default)]
     pub shots_fired: u64,

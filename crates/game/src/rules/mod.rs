@@ -41,7 +41,7 @@ use std::time::Duration;
 use crate::{PlayerSlot, Tick};
 
 pub use referee::{EquipError, HitOutcome, HitRejected, Rules};
-pub use result::{DecodeError, MatchResult, PlayerResult, RESULT_TAG};
+pub use result::{DecodeError, MatchResult, PlayerResult, ResultOrigin, RESULT_TAG};
 pub use round::{Eliminated, Phase, RoundEndReason, RoundState};
 pub use weapon::{
     BodyPart, Falloff, FireMode, Fired, WeaponId, WeaponPhase, WeaponSpec, WeaponState, PISTOL,
@@ -439,7 +439,12 @@ mod tests {
             assert!(tick.0 < 1_000_000, "the match never ended");
         }
         let mut encoded = String::new();
-        rules.result().unwrap().encode(&mut encoded);
+        let origin = ResultOrigin {
+            match_id: 1,
+            run_id: 2,
+            ended_at_unix_s: 3,
+        };
+        rules.result().unwrap().encode(&origin, &mut encoded);
         (log, encoded)
     }
 

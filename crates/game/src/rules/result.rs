@@ -5,14 +5,18 @@
 //! space, in this order and no other:
 //!
 //! ```text
-//! tickforge-result/1 tick_hz=128 duration_ticks=41216 rounds_played=5 attackers=3 defenders=2
-//!   players=2 player=0,attackers,4,1,512 player=1,defenders,1,4,300 check=c871951e6186be30\n
+//! tickforge-result/2 match=7 run=3f2a9c0d11e4b5a6 at=2026-11-25T06:31:23Z tick_hz=128
+//!   duration_ticks=41216 rounds_played=5 attackers=3 defenders=2 players=2
+//!   player=0,attackers,4,1,512 player=1,defenders,1,4,300 check=0d3e52620190440f\n
 //! ```
-//! (shown on two lines; it is one.)
+//! (shown on three lines; it is one.)
 //!
 //! | token | meaning |
 //! |---|---|
-//! | `tickforge-result/1` | [`RESULT_TAG`], then the format version |
+//! | `tickforge-result/2` | [`RESULT_TAG`], then the format version |
+//! | `match` | the match's id, as the server's API returned it ([`ResultOrigin::match_id`]) |
+//! | `run` | the run id of the server process that hosted it, 16 lowercase hex digits |
+//! | `at` | when the match ended, UTC, RFC 3339 to the second (`YYYY-MM-DDTHH:MM:SSZ`) |
 //! | `tick_hz` | ticks per second of the match, > 0 |
 //! | `duration_ticks` | ticks from the first buy phase to the match end |
 //! | `rounds_played` | rounds played |
@@ -23,6 +27,8 @@
 //!
 //! Numbers are unsigned decimal. The check catches a torn last line (whose truncated number
 //! would otherwise still parse) and bit rot; [`MatchResult::decode`] rejects either.
+//! Version 1 lines (the same without `match`, `run` and `at`) still decode, with no
+//! [`ResultOrigin`].
 
 use std::fmt::{self, Write as _};
 use std::num::NonZeroU32;
@@ -35,11 +41,27 @@ use crate::PlayerSlot;
 /// The first token of an encoded result; the format version follows after a `/`.
 pub const RESULT_TAG: &str = "tickforge-result";
 
-/// The version this code writes and reads.
-const VERSION: u32 = 1;
+/// The version this code writes; it reads this one and [`VERSION_1`].
+const VERSION: u32 = 2;
+/// The first version: no `match`, `run` or `at` tokens.
+const VERSION_1: u32 = 1;
 
 const CHECK_SEPARATOR: &str = " check=";
 const CHECK_HEX_DIGITS: usize = 16;
+
+/// Which match a result is of, and which server run made it and when: what the server adds to
+/// the game's [`MatchResult`] on each line, so that a line is traced to the match the API
+/// created and a restarted server's lines are told from the last run's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ResultOrigin {
+    /// The match's id, as the server's API returned it.
+    pub match_id: u32,
+    /// The run id of the server process that hosted the match (random, one per process).
+    pub run_id: u64,
+    /// When the match ended, in seconds since the Unix epoch (UTC); written as RFC 3339.
+    /// Times past the year 9999 are written as its last second.
+    pub ended_at_unix_s: u64,
+}
 
 /// One player's line of a result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -110,12 +132,18 @@ impl MatchResult {
         Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
     }
 
-    /// Appends the result to `out` as one line, newline included (the format is in the
-    /// module docs).
-    pub fn encode(&self, out: &mut String) {
+    /// Appends the result of the match `origin` names to `out` as one line, newline
+    /// included (the format is in the module docs).
+    pub fn encode(&self, origin: &ResultOrigin, out: &mut String) {
         let start = out.len();
         // Writing to a String cannot fail.
-        let _ = write!(out, "{RESULT_TAG}/{VERSION} tick_hz={}", self.tick_hz);
+        let _ = write!(
+            out,
+            "{RESULT_TAG}/{VERSION} match={} run={:016x} at=",
+            origin.match_id, origin.run_id
+        );
+        write_utc(out, origin.ended_at_unix_s);
+        let _ = write!(out, " tick_hz={}", self.tick_hz);
         let _ = write!(out, " duration_ticks={}", self.duration_ticks);
         let _ = write!(out, " rounds_played={}", self.rounds_played);
         let _ = write!(out, " attackers={}", self.score.attackers);
@@ -136,8 +164,15 @@ impl MatchResult {
         let _ = writeln!(out, "{CHECK_SEPARATOR}{check:016x}");
     }
 
-    /// Reads one line written by [`Self::encode`], with or without its newline.
+    /// Reads one line written by [`Self::encode`] (or a version 1 line), with or without
+    /// its newline; the origin is dropped ([`MatchResult::decode_line`] keeps it).
     pub fn decode(line: &str) -> Result<MatchResult, DecodeError> {
+        MatchResult::decode_line(line).map(|(_, result)| result)
+    }
+
+    /// Reads one line written by [`Self::encode`], with or without its newline, and its
+    /// origin; a version 1 line has none.
+    pub fn decode_line(line: &str) -> Result<(Option<ResultOrigin>, MatchResult), DecodeError> {
         let line = line.strip_suffix('\n').unwrap_or(line);
         let (body, check) = line
             .rsplit_once(CHECK_SEPARATOR)
@@ -160,9 +195,25 @@ impl MatchResult {
             .and_then(|t| t.strip_prefix(RESULT_TAG))
             .and_then(|t| t.strip_prefix('/'))
             .and_then(number::<u32>);
-        if version != Some(VERSION) {
-            return Err(DecodeError::Version);
-        }
+        let origin = match version {
+            Some(VERSION) => Some(ResultOrigin {
+                match_id: field(&mut tokens, "match")?,
+                run_id: tokens
+                    .next()
+                    .and_then(|t| t.strip_prefix("run="))
+                    .filter(|t| t.len() == 16 && t.bytes().all(|b| b.is_ascii_hexdigit()))
+                    .filter(|t| !t.bytes().any(|b| b.is_ascii_uppercase()))
+                    .and_then(|t| u64::from_str_radix(t, 16).ok())
+                    .ok_or(DecodeError::Field("run"))?,
+                ended_at_unix_s: tokens
+                    .next()
+                    .and_then(|t| t.strip_prefix("at="))
+                    .and_then(parse_utc)
+                    .ok_or(DecodeError::Field("at"))?,
+            }),
+            Some(VERSION_1) => None,
+            _ => return Err(DecodeError::Version),
+        };
         let tick_hz = field(&mut tokens, "tick_hz")?;
         let duration_ticks = field(&mut tokens, "duration_ticks")?;
         let rounds_played = field(&mut tokens, "rounds_played")?;
@@ -183,7 +234,7 @@ impl MatchResult {
         if tokens.next().is_some() {
             return Err(DecodeError::TrailingTokens);
         }
-        Ok(MatchResult {
+        let result = MatchResult {
             tick_hz,
             duration_ticks,
             rounds_played,
@@ -192,7 +243,8 @@ impl MatchResult {
                 defenders,
             },
             players,
-        })
+        };
+        Ok((origin, result))
     }
 }
 
@@ -244,6 +296,71 @@ fn number<T: FromStr>(s: &str) -> Option<T> {
     s.parse().ok()
 }
 
+/// The last second of the year 9999: the latest time RFC 3339's four-digit year holds.
+const MAX_UTC_S: u64 = 253_402_300_799;
+const SECONDS_PER_DAY: u64 = 86_400;
+
+/// Writes `unix_s` as RFC 3339 UTC to the second: `2026-11-25T06:31:23Z`.
+fn write_utc(out: &mut String, unix_s: u64) {
+    let s = unix_s.min(MAX_UTC_S);
+    let (year, month, day) = civil_from_days(s / SECONDS_PER_DAY);
+    let secs = s % SECONDS_PER_DAY;
+    let _ = write!(
+        out,
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    );
+}
+
+/// Reads what [`write_utc`] writes, and nothing else: `YYYY-MM-DDTHH:MM:SSZ`, a real date
+/// from 1970 on.
+fn parse_utc(s: &str) -> Option<u64> {
+    let b = s.as_bytes();
+    if b.len() != 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' {
+        return None;
+    }
+    if b[16] != b':' || b[19] != b'Z' {
+        return None;
+    }
+    let digits = |from: usize, to: usize| number::<u64>(&s[from..to]);
+    let (year, month, day) = (digits(0, 4)?, digits(5, 7)?, digits(8, 10)?);
+    let (hour, minute, second) = (digits(11, 13)?, digits(14, 16)?, digits(17, 19)?);
+    if year < 1970 || !(1..=12).contains(&month) || hour > 23 || minute > 59 || second > 59 {
+        return None;
+    }
+    let days = days_from_civil(year, month, day)?;
+    Some(days * SECONDS_PER_DAY + hour * 3600 + minute * 60 + second)
+}
+
+/// The date `days` after 1970-01-01 (proleptic Gregorian; Howard Hinnant's algorithm).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    // Shifted to 0000-03-01, so that a leap day ends its year of 400-year eras.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+/// Days from 1970-01-01 to a date from 1970 on; `None` for a day its month does not have.
+fn days_from_civil(year: u64, month: u64, day: u64) -> Option<u64> {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y / 400;
+    let yoe = y % 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day.checked_sub(1)?;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = (era * 146_097 + doe).checked_sub(719_468)?;
+    (civil_from_days(days) == (year, month, day)).then_some(days)
+}
+
 /// FNV-1a, 64-bit.
 fn fnv1a64(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
@@ -288,9 +405,16 @@ mod tests {
         }
     }
 
+    const ORIGIN: ResultOrigin = ResultOrigin {
+        match_id: 7,
+        run_id: 0x3f2a_9c0d_11e4_b5a6,
+        // 2026-11-25T06:31:23Z
+        ended_at_unix_s: 1_795_588_283,
+    };
+
     fn encoded(r: &MatchResult) -> String {
         let mut s = String::new();
-        r.encode(&mut s);
+        r.encode(&ORIGIN, &mut s);
         s
     }
 
@@ -298,10 +422,10 @@ mod tests {
     fn the_encoding_is_pinned() {
         // The format is stable: a change here breaks every results file already written.
         let line = encoded(&sample());
-        let body = "tickforge-result/1 tick_hz=128 duration_ticks=41216 rounds_played=5 \
-                    attackers=3 defenders=2 players=2 player=0,attackers,4,1,512 \
-                    player=1,defenders,1,4,300";
-        assert_eq!(line, format!("{body} check=c871951e6186be30\n"));
+        let body = "tickforge-result/2 match=7 run=3f2a9c0d11e4b5a6 at=2026-11-25T06:31:23Z \
+                    tick_hz=128 duration_ticks=41216 rounds_played=5 attackers=3 defenders=2 \
+                    players=2 player=0,attackers,4,1,512 player=1,defenders,1,4,300";
+        assert_eq!(line, format!("{body} check=0d3e52620190440f\n"));
         assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
     }
@@ -313,6 +437,10 @@ mod tests {
         assert_eq!(line.matches('\n').count(), 1);
         assert_eq!(MatchResult::decode(&line), Ok(r.clone()));
         assert_eq!(MatchResult::decode(line.trim_end()), Ok(r.clone()));
+        assert_eq!(
+            MatchResult::decode_line(&line),
+            Ok((Some(ORIGIN), r.clone()))
+        );
         assert_eq!(r.winner(), Some(Team::Attackers));
         assert_eq!(r.duration(), Duration::from_secs(322));
 
@@ -324,10 +452,62 @@ mod tests {
     }
 
     #[test]
+    fn version_1_lines_still_decode_without_an_origin() {
+        // A line the previous build wrote.
+        let v1 = "tickforge-result/1 tick_hz=128 duration_ticks=41216 rounds_played=5 \
+                  attackers=3 defenders=2 players=2 player=0,attackers,4,1,512 \
+                  player=1,defenders,1,4,300 check=c871951e6186be30\n";
+        assert_eq!(MatchResult::decode_line(v1), Ok((None, sample())));
+        let torn = &v1[..v1.len() - 3];
+        assert!(MatchResult::decode(torn).is_err());
+    }
+
+    #[test]
+    fn times_are_rfc_3339_utc_and_read_back() {
+        let text = |s: u64| {
+            let mut out = String::new();
+            write_utc(&mut out, s);
+            out
+        };
+        for (s, expected) in [
+            (0, "1970-01-01T00:00:00Z"),
+            (951_782_400, "2000-02-29T00:00:00Z"),
+            (1_795_588_283, "2026-11-25T06:31:23Z"),
+            (4_107_542_399, "2100-02-28T23:59:59Z"),
+            (MAX_UTC_S, "9999-12-31T23:59:59Z"),
+        ] {
+            assert_eq!(text(s), expected);
+            assert_eq!(parse_utc(expected), Some(s), "{expected}");
+        }
+        assert_eq!(text(u64::MAX), "9999-12-31T23:59:59Z", "clamped");
+        for bad in [
+            "2026-02-29T00:00:00Z",
+            "2100-02-29T00:00:00Z",
+            "2026-13-01T00:00:00Z",
+            "2026-04-31T00:00:00Z",
+            "2026-01-00T00:00:00Z",
+            "2026-01-01T24:00:00Z",
+            "2026-01-01T00:60:00Z",
+            "1969-12-31T23:59:59Z",
+            "2026-01-01 00:00:00Z",
+            "2026-01-01T00:00:00",
+            "2026-01-01T00:00:00+00:00",
+            "+026-01-01T00:00:00Z",
+        ] {
+            assert_eq!(parse_utc(bad), None, "{bad}");
+        }
+        // Every day of four centuries reads back as itself.
+        for day in (0..146_097 * 2).step_by(1) {
+            let s = day * SECONDS_PER_DAY + 86_399;
+            assert_eq!(parse_utc(&text(s)), Some(s));
+        }
+    }
+
+    #[test]
     fn encoding_appends_to_the_buffer() {
         let mut file = String::from("previous line\n");
-        sample().encode(&mut file);
-        sample().encode(&mut file);
+        sample().encode(&ORIGIN, &mut file);
+        sample().encode(&ORIGIN, &mut file);
         let lines: Vec<&str> = file.lines().collect();
         assert_eq!(lines.len(), 3);
         assert_eq!(MatchResult::decode(lines[2]), Ok(sample()));
@@ -368,7 +548,27 @@ mod tests {
     fn well_checked_but_malformed_lines_are_refused() {
         let with_check = |body: &str| format!("{body} check={:016x}", fnv1a64(body.as_bytes()));
         let cases = [
-            ("tickforge-result/2 tick_hz=128", DecodeError::Version),
+            ("tickforge-result/3 tick_hz=128", DecodeError::Version),
+            (
+                "tickforge-result/2 tick_hz=128 duration_ticks=1 rounds_played=1 attackers=1 \
+                 defenders=0 players=0",
+                DecodeError::Field("match"),
+            ),
+            (
+                "tickforge-result/2 match=1 run=3F2A9C0D11E4B5A6 at=2026-11-25T06:31:23Z \
+                 tick_hz=128 duration_ticks=1 rounds_played=1 attackers=1 defenders=0 players=0",
+                DecodeError::Field("run"),
+            ),
+            (
+                "tickforge-result/2 match=1 run=3f2a at=2026-11-25T06:31:23Z tick_hz=128 \
+                 duration_ticks=1 rounds_played=1 attackers=1 defenders=0 players=0",
+                DecodeError::Field("run"),
+            ),
+            (
+                "tickforge-result/2 match=1 run=3f2a9c0d11e4b5a6 at=2026-11-25 tick_hz=128 \
+                 duration_ticks=1 rounds_played=1 attackers=1 defenders=0 players=0",
+                DecodeError::Field("at"),
+            ),
             ("other/1 tick_hz=128", DecodeError::Version),
             (
                 "tickforge-result/1 tick_hz=0 duration_ticks=1 rounds_played=1 attackers=1 \
@@ -414,6 +614,9 @@ mod tests {
         #[test]
         fn any_result_round_trips(
             tick_hz in 1u32..,
+            match_id: u32,
+            run_id: u64,
+            ended_at_unix_s in 0..=MAX_UTC_S,
             duration_ticks: u32,
             rounds_played: u8,
             attackers: u8,
@@ -435,7 +638,10 @@ mod tests {
                     })
                     .collect(),
             };
-            prop_assert_eq!(MatchResult::decode(&encoded(&r)), Ok(r));
+            let origin = ResultOrigin { match_id, run_id, ended_at_unix_s };
+            let mut line = String::new();
+            r.encode(&origin, &mut line);
+            prop_assert_eq!(MatchResult::decode_line(&line), Ok((Some(origin), r)));
         }
     }
 }

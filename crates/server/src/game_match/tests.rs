@@ -448,3 +448,54 @@ fn a_match_under_loss_converges_and_loses_no_event() {
         clients[0].shared_events
     );
 }
+
+#[test]
+fn a_recording_replays_identically_when_a_player_leaves_mid_match() {
+    let t0 = Instant::now();
+    let scopes = Scopes::new(Instant::now);
+    let (mut transport, _client, index, _) = connected_pair(t0);
+    let rules = tickforge_game::rules::RulesConfig {
+        buy: Duration::from_millis(50),
+        round: Duration::from_millis(300),
+        round_end: Duration::from_millis(20),
+        rounds: std::num::NonZeroU8::MIN,
+        ..Default::default()
+    };
+    let mut m = Match::new(
+        MatchId(1),
+        WorldConfig {
+            players: 2,
+            rules,
+            ..Default::default()
+        },
+        t0,
+    );
+    m.record_actions();
+    let slot = m.seat(t0, index, None).unwrap();
+    let mut frame = Vec::new();
+    let mut seq = 0;
+    let actions = loop {
+        let mut out = SendBatch::with_capacity(8, 1300);
+        let tick = m.world().tick().0;
+        // Running in combat from tick 10, then gone at tick 20: the world stops the
+        // player, and the recording must say so.
+        if (10..20).contains(&tick) {
+            seq += 1;
+            let run = UserCmd {
+                forward: 127,
+                ..Default::default()
+            };
+            m.queue_input(slot, seq, run, ViewTime::default());
+        }
+        if tick == 20 {
+            m.unseat(slot);
+        }
+        m.run_tick(t0, &scopes, &mut transport, &mut frame, &mut out);
+        if let Some((_, actions)) = m.finish_if_over() {
+            break actions.unwrap();
+        }
+        assert!(tick < 1000, "the match never ended");
+    };
+    let outcome = tickforge_game::replay::replay(&actions, &scopes).unwrap();
+    assert!(outcome.is_identical(), "{outcome:?}");
+}

@@ -269,7 +269,7 @@ impl Worker {
 impl Worker {
     /// Copies the running fault counts into the metrics: datagrams dropped, connections
     /// refused and kicked, by reason. Off the tick; allocates nothing.
-    fn count_faults(&mut self) {
+    pub(super) fn count_faults(&mut self) {
         let m = &mut self.metrics;
         for (reason, n) in self.transport.stats().dropped_all() {
             m.dropped.set(reason, n);
@@ -290,7 +290,9 @@ impl Worker {
         m.kicked.set("misbehaved", d.misbehaved);
         m.kicked.set("flooding", d.flooding);
         if let Some(p) = &self.persister {
+            m.results_written = p.written();
             m.results_failed = p.failed();
+            m.results_pending = p.pending();
         }
     }
 }

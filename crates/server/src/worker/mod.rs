@@ -26,6 +26,7 @@ mod admission;
 mod fair;
 mod persist;
 mod report;
+mod results;
 mod routing;
 
 use std::net::SocketAddr;
@@ -45,6 +46,7 @@ use tickforge_telemetry::{FrameRecord, Scopes};
 use crate::admin::WorkerLink;
 use crate::config::ServerConfig;
 use crate::game_match::Match;
+use crate::RunId;
 
 pub use admission::{matches_that_fit, remaining_capacity, ADMISSION_BUDGET_SHARE};
 pub use report::WorkerFigures;
@@ -137,6 +139,8 @@ pub struct WorkerSetup {
     pub public_addr: SocketAddr,
     /// The admin thread's link, when the admin server runs.
     pub admin: Option<WorkerLink>,
+    /// The process's run id: on every result line and action file name the worker writes.
+    pub run_id: RunId,
 }
 
 /// Per-match figures since the match was created, kept beside its [`Match`].
@@ -191,6 +195,8 @@ impl Hosted {
 pub struct Worker {
     config: ServerConfig,
     index: usize,
+    /// The process's run id ([`WorkerSetup::run_id`]).
+    run_id: RunId,
     /// The real-time FIFO priority this worker's thread runs at; `None`: normal class.
     realtime: Option<u8>,
     /// Sleeps to each wake-up, spinning at most `spin_us` before it.
@@ -298,6 +304,7 @@ impl Worker {
             start,
             public_addr: config.public_addr.unwrap_or(bound),
             admin: None,
+            run_id: RunId::generate(),
         };
         Worker::with_socket(config, socket, setup)
     }
@@ -336,23 +343,22 @@ impl Worker {
             matches.iter_mut().for_each(Match::record_actions);
         }
         let datagrams_per_wake = usize::from(max_clients) * 2 + 64;
-        let results = match &config.results_file {
-            None => None,
-            Some(path) => Some(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)
-                    .map_err(|source| WorkerError::Results {
+        // Shared with the other workers; the first open repairs a torn last line.
+        let results =
+            match &config.results_file {
+                None => None,
+                Some(path) => Some(results::ResultsLog::open(path).map_err(|source| {
+                    WorkerError::Results {
                         path: path.display().to_string(),
                         source,
-                    })?,
-            ),
-        };
+                    }
+                })?),
+            };
         let persister = (results.is_some() || config.record_dir.is_some())
             .then(|| persist::Persister::new(setup.index, results, setup.helper_cores.clone()));
         Ok(Worker {
             index: setup.index,
+            run_id: setup.run_id,
             realtime: setup.realtime,
             sleeper: time::Sleeper::new(config.spin),
             persister,

@@ -101,9 +101,13 @@ pub(super) struct Retired {
     lives: Vec<(Instant, Instant)>,
     /// Matches that ended (their results handed to the persister).
     pub(super) matches_finished: u64,
-    /// Results or action files that could not be written; the persister's own count is
-    /// added when the figures are made.
+    /// Attempts to write a result line or an action file that failed; the persister's own
+    /// count is added when the figures are made.
     pub(super) results_failed: u64,
+    /// Result lines written and synced (the persister's count, when the figures are made).
+    pub(super) results_written: u64,
+    /// Result lines not on disk when the figures were made (lost, or still pending).
+    pub(super) results_unwritten: u64,
 }
 
 impl Retired {
@@ -202,7 +206,11 @@ impl Worker {
         let mut measure = self.measure.clone();
         measure.ticks.expected = expected;
         let mut retired = self.retired.clone();
-        retired.results_failed += self.persister.as_ref().map_or(0, |p| p.failed());
+        if let Some(p) = &self.persister {
+            retired.results_failed += p.failed();
+            retired.results_written += p.written();
+            retired.results_unwritten += p.unwritten();
+        }
         for m in &self.matches {
             retired.add(m, close, close);
         }
@@ -283,6 +291,8 @@ impl WorkerFigures {
         r.shots_clamped += s.shots_clamped;
         r.matches_finished += s.matches_finished;
         r.results_failed += s.results_failed;
+        r.results_written += s.results_written;
+        r.results_unwritten += s.results_unwritten;
     }
 
     /// The report of the measured window. Ticks not run by the window's close count as
@@ -322,6 +332,8 @@ impl WorkerFigures {
             max_rewind_ms: self.max_rewind.as_secs_f64() * 1e3,
             replication: self.replication(),
             results_failed: self.retired.results_failed,
+            results_written: self.retired.results_written,
+            results_unwritten: self.retired.results_unwritten,
             projected_games_per_core: frames
                 .mean_ms()
                 .and_then(|ms| projected_games_per_core(self.tick_hz, ms)),

@@ -74,8 +74,9 @@ pub struct ServeArgs {
     /// tick (1: all together, the most batching) [default: 4].
     #[arg(long, value_name = "N")]
     pub phase_groups: Option<u32>,
-    /// Seconds a draining server (after SIGTERM or SIGINT) lets its running matches
-    /// finish before it exits; a second signal exits at once [default: 30].
+    /// Seconds a draining server (after SIGTERM or SIGINT) lets its matches with connected
+    /// players finish before it exits (matches nobody plays stop at once); it says on
+    /// stderr what it waits for, and a second signal exits at once, non-zero [default: 30].
     #[arg(long, value_name = "S")]
     pub drain_timeout_s: Option<f64>,
     /// Address of the admin HTTP server: /metrics, /healthz, /matches, POST /matches
@@ -198,11 +199,12 @@ pub fn run(args: ServeArgs) -> Result<()> {
     }
     let shutdown = Shutdown::new();
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // The first signal drains; a second, once draining, exits at once (status 1).
-        // Registration order is the order the handlers run in.
-        signal_hook::flag::register_conditional_shutdown(signal, 1, shutdown.drain_flag())
-            .context("installing signal handlers")?;
-        signal_hook::flag::register(signal, shutdown.drain_flag())
+        // The first signal drains; a second stops the workers at once, and `wait_with`
+        // returns what it abandoned.
+        let shutdown = shutdown.clone();
+        // SAFETY: `Shutdown::signal` only does atomic operations, which are
+        // async-signal-safe.
+        unsafe { signal_hook::low_level::register(signal, move || shutdown.signal()) }
             .context("installing signal handlers")?;
     }
     let quiet = args.quiet;
@@ -277,7 +279,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
             },
         );
     }
-    let report = host.wait()?;
+    let report = host.wait_with(&mut |event| eprintln!("tickforge serve: {event}"))?;
     if let Some(path) = &args.report {
         let json = serde_json::to_string_pretty(&report)?;
         std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;

@@ -493,54 +493,207 @@ fn workers_print_their_addresses_and_the_round_robin_placement() {
     );
 }
 
-#[test]
-fn sigterm_drains_running_matches_persists_them_and_exits_0() {
-    let results = scratch("drain-results.log");
-    let _ = std::fs::remove_file(&results);
-    let workers: &[&str] = if tickforge_io::cpu::allowed_cores().len() >= 2 {
-        &["--workers", "2"]
-    } else {
-        &[]
-    };
-    let mut extra = SHORT_MATCH.to_vec();
-    extra.extend_from_slice(workers);
-    extra.extend_from_slice(&["--drain-timeout-s", "20"]);
-    let (mut child, lines) = serve_child(&results, 2, &extra);
-    assert!(lines[0].starts_with("listening "), "{lines:?}");
+/// Standard error of a child, collected by a thread as it comes.
+type Log = std::sync::Arc<std::sync::Mutex<String>>;
+
+/// Starts `serve` with `matches` startup matches, the admin server and `extra` flags, its
+/// standard error collected; returns the child, its game address, its admin address and
+/// the log.
+fn serve_logged(
+    results: &std::path::Path,
+    matches: usize,
+    extra: &[&str],
+) -> (std::process::Child, String, std::net::SocketAddr, Log) {
+    use std::io::{BufRead, Read};
+    let _ = std::fs::remove_file(results);
+    let mut child = tickforge()
+        .args(["serve", "--bind", "127.0.0.1:0", "--quiet", "--matches"])
+        .arg(matches.to_string())
+        .args(["--admin-bind", "127.0.0.1:0"])
+        .args(extra)
+        .arg("--results-file")
+        .arg(results)
+        .env("TICKFORGE_PRIVATE_KEY", "22".repeat(32))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = Log::default();
+    let mut stderr = child.stderr.take().unwrap();
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        while let Ok(n @ 1..) = stderr.read(&mut buf) {
+            sink.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let lines: Vec<String> = stdout
+        .by_ref()
+        .take(2 + matches)
+        .map(Result::unwrap)
+        .collect();
+    std::thread::spawn(move || stdout.for_each(drop));
+    let game = lines[0].strip_prefix("listening ").unwrap().to_string();
+    let admin = lines[1 + matches]
+        .strip_prefix("admin ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    (child, game, admin, log)
+}
+
+/// Waits until `log` holds `needle`, up to `bound`; returns the log.
+fn log_until(log: &Log, needle: &str, bound: std::time::Duration) -> String {
+    let deadline = std::time::Instant::now() + bound;
+    loop {
+        let text = log.lock().unwrap().clone();
+        if text.contains(needle) {
+            return text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {needle:?} in stderr after {bound:?}:\n{text}"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// Sends `signal` to `child`.
+fn send(child: &std::process::Child, signal: libc::c_int) {
     // SAFETY: kill with the pid of a child we spawned and have not reaped.
-    assert_eq!(
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) },
-        0
-    );
-    // Both one-round matches end on the round timer (~0.4 s) and are not restarted.
-    let status = exit_within(&mut child, std::time::Duration::from_secs(15));
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
+}
+
+/// A server with `players` bots connected to its match 1 (the bots play for a minute).
+fn serve_with_bots(
+    name: &str,
+    players: u32,
+    extra: &[&str],
+) -> (
+    std::process::Child,
+    std::process::Child,
+    Log,
+    std::path::PathBuf,
+) {
+    let results = scratch(&format!("{name}-results.log"));
+    let (server, game, admin, log) = serve_logged(&results, 1, extra);
+    let bots = bots_child(&game, players, 60, &scratch(&format!("{name}-bots.json")));
+    match_one_until(admin, std::time::Duration::from_secs(10), |m| {
+        m["players_connected"] == players
+    });
+    (server, bots, log, results)
+}
+
+#[test]
+fn sigterm_without_players_exits_at_once_and_says_so() {
+    let results = scratch("idle-results.log");
+    // Matches that would run for minutes (100 s rounds), and the default 30 s timeout.
+    let (mut child, _, _, log) = serve_logged(&results, 3, &[]);
+    send(&child, libc::SIGTERM);
+    let status = exit_within(&mut child, std::time::Duration::from_secs(2));
     assert!(status.success(), "{status}");
+    let err = log_until(&log, "drained in", std::time::Duration::from_secs(2));
+    assert!(
+        err.contains("tickforge serve: draining: no match has a connected player; stopping now"),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&results).unwrap_or_default();
+    assert!(text.is_empty(), "no match finished: {text}");
+}
+
+#[test]
+fn sigterm_waits_for_a_match_with_players_to_finish_and_persists_it() {
+    let (mut server, mut bots, log, results) = serve_with_bots(
+        "drain",
+        2,
+        &[
+            "--buy-s",
+            "0.05",
+            "--round-s",
+            "1",
+            "--round-end-s",
+            "0.05",
+            "--rounds",
+            "1",
+        ],
+    );
+    let before = std::fs::read_to_string(&results)
+        .unwrap_or_default()
+        .lines()
+        .count();
+    send(&server, libc::SIGTERM);
+    // The one-round match ends on its timer (or a kill) within ~1 s and is not restarted.
+    let status = exit_within(&mut server, std::time::Duration::from_secs(10));
+    bots.kill().unwrap();
+    bots.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let err = log.lock().unwrap().clone();
+    assert!(
+        err.contains("draining: waiting for 1 match with 2 players, up to 30 s (a second signal exits at once)"),
+        "{err}"
+    );
+    assert!(err.contains("drained in "), "{err}");
     let text = std::fs::read_to_string(&results).unwrap();
-    assert_eq!(text.lines().count(), 2, "{text}");
+    assert!(
+        text.lines().count() > before,
+        "the drained match's result: {text}"
+    );
     for line in text.lines() {
-        let result = tickforge_game::rules::MatchResult::decode(line).unwrap();
-        assert_eq!(result.rounds_played, 1);
+        tickforge_game::rules::MatchResult::decode(line).unwrap();
     }
 }
 
 #[test]
-fn sigterm_exits_0_at_the_drain_timeout_when_matches_run_on() {
-    let results = scratch("drain-timeout-results.log");
-    let _ = std::fs::remove_file(&results);
-    let (mut child, _) = serve_child(
-        &results,
-        1,
-        &["--round-s", "100", "--drain-timeout-s", "0.3"],
-    );
-    // SAFETY: as above.
-    assert_eq!(
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) },
-        0
-    );
-    let status = exit_within(&mut child, std::time::Duration::from_secs(10));
+fn the_drain_timeout_stops_a_match_with_players_and_names_it() {
+    let (mut server, mut bots, log, _) =
+        serve_with_bots("drain-timeout", 2, &["--drain-timeout-s", "0.5"]);
+    send(&server, libc::SIGTERM);
+    let status = exit_within(&mut server, std::time::Duration::from_secs(5));
+    bots.kill().unwrap();
+    bots.wait().unwrap();
     assert!(status.success(), "{status}");
-    let text = std::fs::read_to_string(&results).unwrap_or_default();
-    assert!(text.is_empty(), "no match finished: {text}");
+    let err = log.lock().unwrap().clone();
+    assert!(
+        err.contains("waiting for 1 match with 2 players, up to 0.5 s"),
+        "{err}"
+    );
+    assert!(
+        err.contains("drain timeout after ")
+            && err.contains("stopped 1 match with 2 players still playing"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_second_signal_exits_at_once_naming_what_it_abandoned() {
+    let (mut server, mut bots, log, _) = serve_with_bots("abandon", 2, &[]);
+    send(&server, libc::SIGTERM);
+    log_until(
+        &log,
+        "draining: waiting for 1 match with 2 players",
+        std::time::Duration::from_secs(5),
+    );
+    // Still draining: the match plays on for its 100 s round, up to 30 s.
+    assert!(
+        server.try_wait().unwrap().is_none(),
+        "{}",
+        log.lock().unwrap()
+    );
+    send(&server, libc::SIGINT);
+    let status = exit_within(&mut server, std::time::Duration::from_secs(2));
+    bots.kill().unwrap();
+    bots.wait().unwrap();
+    assert!(!status.success(), "{status}");
+    let err = log.lock().unwrap().clone();
+    assert!(
+        err.contains(
+            "a second signal stopped the drain: abandoned 1 match with 2 players still playing"
+        ),
+        "{err}"
+    );
 }
 
 #[test]

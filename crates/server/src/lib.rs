@@ -22,7 +22,8 @@ mod testing;
 
 pub use config::{ConfigError, ConfigFile, ServerConfig};
 pub use game_match::Match;
-pub use host::{Host, HostError, Plan, WorkerPlan};
+pub use host::{DrainEvent, Host, HostError, Plan, WorkerPlan};
+pub use worker::DrainProgress;
 pub use worker::{
     bind_game_socket, matches_that_fit, remaining_capacity, MatchCounters, Shutdown, Worker,
     WorkerError, WorkerFigures, WorkerSetup, WorkerStatus, ADMISSION_BUDGET_SHARE,

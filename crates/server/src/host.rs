@@ -30,10 +30,10 @@ use crate::WorkerStatus;
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
     /// The NUMA topology could not be read, or no worker CPU is on a node.
-    #[error("placement: {0}")]
+    #[error("placement")]
     Numa(#[from] NumaError),
     /// A worker could not open its socket or results file.
-    #[error("worker {worker}: {source}")]
+    #[error("worker {worker}")]
     Worker {
         /// The worker's index.
         worker: usize,
@@ -52,7 +52,7 @@ pub enum HostError {
     #[error(transparent)]
     Admin(#[from] AdminError),
     /// A worker thread could not be started.
-    #[error("starting worker {worker}: {source}")]
+    #[error("starting worker {worker}")]
     Spawn {
         /// The worker's index.
         worker: usize,
@@ -412,7 +412,7 @@ impl Host {
                 told_admin = true;
             }
             let now = time::now();
-            if self.shutdown.is_draining() {
+            if self.shutdown.is_draining() && !self.shutdown.is_abandoned() {
                 let p = self.shutdown.drain_progress();
                 let counts = (p.matches, p.players);
                 match &mut drain {
@@ -428,18 +428,18 @@ impl Host {
                         });
                         drain = Some((now, counts, now));
                     }
-                    None => {}
-                    Some((start, last, at)) => {
-                        if counts != *last || now - *at >= Duration::from_secs(1) {
-                            on_drain(&DrainEvent::Waiting {
-                                matches: p.matches,
-                                players: p.players,
-                                elapsed: now - *start,
-                                timeout,
-                            });
-                            (*last, *at) = (counts, now);
-                        }
+                    Some((start, last, at))
+                        if counts != *last || now - *at >= Duration::from_secs(1) =>
+                    {
+                        on_drain(&DrainEvent::Waiting {
+                            matches: p.matches,
+                            players: p.players,
+                            elapsed: now - *start,
+                            timeout,
+                        });
+                        (*last, *at) = (counts, now);
                     }
+                    _ => {}
                 }
             }
             if self.shutdown.is_abandoned() {

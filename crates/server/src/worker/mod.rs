@@ -296,7 +296,7 @@ pub struct Worker {
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
     /// The game socket could not be opened.
-    #[error("cannot bind {addr}: {source}")]
+    #[error("cannot bind {addr}")]
     Bind {
         /// The address.
         addr: SocketAddr,
@@ -304,7 +304,7 @@ pub enum WorkerError {
         source: std::io::Error,
     },
     /// The results file could not be opened for appending.
-    #[error("cannot open results file {path}: {source}")]
+    #[error("cannot open results file {path}")]
     Results {
         /// The file.
         path: String,

@@ -290,6 +290,8 @@ pub struct Worker {
     retired: Retired,
     start: Instant,
     measure: Measure,
+    /// The startup matches it was given (a drain may remove them before the report).
+    startup_matches: u32,
 }
 
 /// Errors that stop a worker before it runs.
@@ -452,6 +454,7 @@ impl Worker {
             config,
             start,
             measure: Measure::default(),
+            startup_matches: setup.matches.len() as u32,
         })
     }
 

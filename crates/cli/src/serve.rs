@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use tickforge_server::{ConfigFile, Host, Shutdown, WorkerStatus};
+use tickforge_server::{config, ConfigFile, Host, Shutdown, WorkerStatus};
 
 use crate::summary;
 
@@ -83,8 +83,9 @@ pub struct ServeArgs {
     /// [default: off].
     #[arg(long, value_name = "ADDR")]
     pub admin_bind: Option<String>,
-    /// Protocol id; clients with another are ignored [default: 8388345093885489767].
-    #[arg(long, value_name = "ID")]
+    /// Protocol id, decimal or hex with 0x (0x7469636b666f7267); clients with another are
+    /// ignored [default: 8388345093885489767].
+    #[arg(long, value_name = "ID", value_parser = tickforge_server::config::parse_protocol_id)]
     pub protocol_id: Option<u64>,
     /// Address clients reach this server at, as connect tokens name it [default: the bound
     /// address].
@@ -190,10 +191,14 @@ pub fn run(args: ServeArgs) -> Result<()> {
         Some(path) => ConfigFile::load(path)?,
         None => ConfigFile::default(),
     };
-    let config = file.overlay(args.flags()).resolve()?;
-    if !(args.linger_s.is_finite() && args.linger_s >= 0.0) {
+    let file = file.overlay(args.flags());
+    if let Some(warning) = (file.key_file.as_deref()).and_then(config::key_file_warning) {
+        eprintln!("tickforge serve: warning: {warning}");
+    }
+    let config = file.resolve()?;
+    if !(args.linger_s.is_finite() && (0.0..=1e6).contains(&args.linger_s)) {
         anyhow::bail!(
-            "--linger-s: expected seconds, 0 or more, got {}",
+            "--linger-s: expected seconds from 0 to 1000000, got {}",
             args.linger_s
         );
     }

@@ -606,26 +606,13 @@ fn sigterm_without_players_exits_at_once_and_says_so() {
 
 #[test]
 fn sigterm_waits_for_a_match_with_players_to_finish_and_persists_it() {
-    let (mut server, mut bots, log, results) = serve_with_bots(
-        "drain",
-        2,
-        &[
-            "--buy-s",
-            "0.05",
-            "--round-s",
-            "1",
-            "--round-end-s",
-            "0.05",
-            "--rounds",
-            "1",
-        ],
-    );
+    let (mut server, mut bots, log, results) = serve_with_bots("drain", 2, &SHORT_MATCH);
     let before = std::fs::read_to_string(&results)
         .unwrap_or_default()
         .lines()
         .count();
     send(&server, libc::SIGTERM);
-    // The one-round match ends on its timer (or a kill) within ~1 s and is not restarted.
+    // The one-round match ends on its timer (or a kill) within ~0.4 s and is not restarted.
     let status = exit_within(&mut server, std::time::Duration::from_secs(10));
     bots.kill().unwrap();
     bots.wait().unwrap();
@@ -882,4 +869,198 @@ fn killing_a_bot_process_mid_match_leaves_the_match_running_for_the_rest() {
     );
     let status = exit_within(&mut server, std::time::Duration::from_secs(10));
     assert!(status.success(), "{status}");
+}
+
+/// Runs `serve` on a free port with the test key and `args`, expecting it to stop at
+/// startup; returns its standard error.
+fn serve_refused(args: &[&std::ffi::OsStr]) -> String {
+    let out = tickforge()
+        .args(["serve", "--bind", "127.0.0.1:0", "--quiet"])
+        .args(args)
+        .env("TICKFORGE_PRIVATE_KEY", "22".repeat(32))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    err
+}
+
+#[test]
+fn a_bind_error_names_the_address_and_the_os_error_once() {
+    let taken = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = tickforge()
+        .args(["serve", "--quiet", "--bind", &addr])
+        .env("TICKFORGE_PRIVATE_KEY", "22".repeat(32))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let os = std::io::Error::from_raw_os_error(libc::EADDRINUSE).to_string();
+    assert!(
+        err.contains(&format!("tickforge: worker 0: cannot bind {addr}: {os}\n")),
+        "{err}"
+    );
+    assert_eq!(err.matches(&os).count(), 1, "{err}");
+
+    let missing = std::io::Error::from_raw_os_error(libc::ENOENT).to_string();
+    let dir = scratch("no-such-dir");
+    let _ = std::fs::remove_dir_all(&dir);
+    let results = dir.join("results.log");
+    let err = serve_refused(&["--results-file".as_ref(), results.as_os_str()]);
+    assert!(
+        err.contains(&format!(
+            "cannot open results file {}: {missing}\n",
+            results.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(err.matches(&missing).count(), 1, "{err}");
+    let config = dir.join("serve.toml");
+    let err = serve_refused(&["--config".as_ref(), config.as_os_str()]);
+    assert!(
+        err.contains(&format!(
+            "cannot read config file {}: {missing}\n",
+            config.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(err.matches(&missing).count(), 1, "{err}");
+}
+
+#[test]
+fn a_garbled_key_file_is_called_the_key_file_and_an_open_one_gets_a_warning() {
+    use std::os::unix::fs::PermissionsExt;
+    let key = scratch("garbled.key");
+    std::fs::write(&key, [0x8a, 0xff, 0x00, 0x13, 0xc3, 0x28]).unwrap();
+    let err = serve_refused(&["--key-file".as_ref(), key.as_os_str()]);
+    assert!(
+        err.contains(&format!(
+            "tickforge: key file {} (--key-file, config key `key_file`): it holds 6 bytes of \
+             binary data; expected the 32-byte private key as 64 hex digits",
+            key.display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("config file"), "{err}");
+
+    // A good key, readable by all: a warning, then the server runs (stopped here by a
+    // degenerate rule, refused with its key and range).
+    std::fs::write(&key, "33".repeat(32)).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let err = serve_refused(&[
+        "--key-file".as_ref(),
+        key.as_os_str(),
+        "--round-s".as_ref(),
+        "0".as_ref(),
+    ]);
+    assert!(
+        err.contains(&format!(
+            "tickforge serve: warning: key file {0} is open to group or others (mode 644)",
+            key.display()
+        )) && err.contains(&format!("run `chmod 600 {}`", key.display())),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "config key `round_s`: expected seconds, more than 0 and at most 86400, got 0"
+        ),
+        "{err}"
+    );
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let err = serve_refused(&[
+        "--key-file".as_ref(),
+        key.as_os_str(),
+        "--rounds".as_ref(),
+        "0".as_ref(),
+    ]);
+    assert!(!err.contains("warning"), "{err}");
+    assert!(
+        err.contains("config key `rounds`: expected an integer from 1 to 255"),
+        "{err}"
+    );
+}
+
+#[test]
+fn record_dir_errors_name_the_record_dir() {
+    let file = scratch("record-dir-is-a-file");
+    std::fs::write(&file, "").unwrap();
+    let err = serve_refused(&["--record-dir".as_ref(), file.as_os_str()]);
+    assert!(
+        err.contains(&format!(
+            "tickforge: --record-dir {}: not a directory\n",
+            file.display()
+        )),
+        "{err}"
+    );
+    let under = file.join("actions");
+    let os = std::io::Error::from_raw_os_error(libc::ENOTDIR).to_string();
+    let err = serve_refused(&["--record-dir".as_ref(), under.as_os_str()]);
+    assert!(
+        err.contains(&format!(
+            "tickforge: --record-dir {}: cannot create: {os}\n",
+            under.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(err.matches(&os).count(), 1, "{err}");
+}
+
+#[test]
+fn the_protocol_id_is_taken_in_hex_or_decimal() {
+    let out = tickforge()
+        .args(["serve", "--protocol-id", "0x11zz"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--protocol-id")
+            && err.contains("decimal (8388345093885489767)")
+            && err.contains("hex with 0x (0x7469636b666f7267)"),
+        "{err}"
+    );
+    // A token minted for a hex id carries it.
+    for id in ["0x1122334455667788", "1234605616436508552"] {
+        let file = scratch("hex-id.token");
+        let out = tickforge()
+            .args(["token", "--server", "127.0.0.1:40000", "--protocol-id", id])
+            .arg("--out")
+            .arg(&file)
+            .env("TICKFORGE_PRIVATE_KEY", "22".repeat(32))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let token = tickforge_proto::netcode::token::ConnectToken::from_bytes(
+            &std::fs::read(&file).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(token.protocol_id, 0x1122_3344_5566_7788, "{id}");
+    }
+}
+
+#[test]
+fn bots_that_receive_no_snapshot_exit_non_zero_and_say_so() {
+    // A socket that reads nothing and answers nothing: no server there.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap().to_string();
+    let out = tickforge()
+        .args(["bots", "--server", &addr, "--bots-per-match", "2"])
+        .args(["--warmup-s", "0", "--duration-s", "0.5", "--progress-lines"])
+        .env("TICKFORGE_PRIVATE_KEY", "22".repeat(32))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "tickforge: no bot received a snapshot in the 0.5 s measured (0 of 2 bots \
+             connected): check that a server runs at {addr} with this key and protocol id"
+        )),
+        "{err}"
+    );
 }

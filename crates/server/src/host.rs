@@ -391,7 +391,7 @@ impl Host {
     /// [`Host::wait`], calling `on_drain` as draining starts, about once a second and on
     /// every change while it waits, and when it ends. After a second signal
     /// ([`Shutdown::signal`]) it returns [`HostError::Abandoned`] as soon as the workers
-    /// stop, or [`ABANDON_GRACE`] after the signal if they do not.
+    /// stop, or a second after the signal if they do not.
     pub fn wait_with(
         self,
         on_drain: &mut dyn FnMut(&DrainEvent),
@@ -428,8 +428,10 @@ impl Host {
                         });
                         drain = Some((now, counts, now));
                     }
+                    // Nothing left: the workers are stopping, and the end line follows.
                     Some((start, last, at))
-                        if counts != *last || now - *at >= Duration::from_secs(1) =>
+                        if p.matches > 0
+                            && (counts != *last || now - *at >= Duration::from_secs(1)) =>
                     {
                         on_drain(&DrainEvent::Waiting {
                             matches: p.matches,

@@ -100,7 +100,8 @@ impl Shutdown {
 
     /// The flag that starts draining when set: hand it to a signal handler
     /// (`signal_hook::flag::register`). Draining workers take no new matches, do not
-    /// restart finished ones, and exit once they host none or the drain timeout passes.
+    /// restart finished ones, stop at once the matches nobody plays, and exit once they
+    /// host none or the drain timeout passes.
     pub fn drain_flag(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.draining)
     }

@@ -587,7 +587,8 @@ pub fn check_record_dir(path: &Path) -> Result<(), ConfigError> {
     let probe = path.join(format!(".tickforge-write-check-{}", std::process::id()));
     std::fs::OpenOptions::new()
         .write(true)
-        .create_new(true)
+        .create(true)
+        .truncate(true)
         .open(&probe)
         .map_err(|e| bad(format!("cannot write in it: {e}")))?;
     let _ = std::fs::remove_file(&probe);

@@ -60,8 +60,8 @@ pub struct BotsArgs {
     /// [default: the map's, crowd on flat2km and arena on arena].
     #[arg(long, value_name = "MIX", value_parser = mix_parser())]
     pub behaviour: Option<BotMix>,
-    /// Protocol id [default: 8388345093885489767].
-    #[arg(long, value_name = "ID")]
+    /// Protocol id, decimal or hex with 0x [default: 8388345093885489767].
+    #[arg(long, value_name = "ID", value_parser = tickforge_server::config::parse_protocol_id)]
     pub protocol_id: Option<u64>,
     /// The server's private key (64 hex digits), to mint each bot's connect token
     /// [default: the TICKFORGE_PRIVATE_KEY environment variable].
@@ -196,6 +196,22 @@ pub fn run(args: BotsArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else if !args.progress_lines {
         print!("{}", summary::bots(&report));
+    }
+    let c = &report.clients;
+    if c.response_rate_hz.unwrap_or(0.0) == 0.0 {
+        bail!(
+            "no bot received a snapshot in the {} s measured ({} of {} bots connected): \
+             check that a server runs at {} with this key and protocol id",
+            args.duration_s,
+            c.connected,
+            c.bots,
+            config
+                .servers
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     Ok(())
 }

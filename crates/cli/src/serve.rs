@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use tickforge_server::{ConfigFile, Host, Shutdown, WorkerStatus};
+use tickforge_server::{config, ConfigFile, Host, Shutdown, WorkerStatus};
 
 use crate::summary;
 
@@ -74,8 +74,9 @@ pub struct ServeArgs {
     /// tick (1: all together, the most batching) [default: 4].
     #[arg(long, value_name = "N")]
     pub phase_groups: Option<u32>,
-    /// Seconds a draining server (after SIGTERM or SIGINT) lets its running matches
-    /// finish before it exits; a second signal exits at once [default: 30].
+    /// Seconds a draining server (after SIGTERM or SIGINT) lets its matches with connected
+    /// players finish before it exits (matches nobody plays stop at once); it says on
+    /// stderr what it waits for, and a second signal exits at once, non-zero [default: 30].
     #[arg(long, value_name = "S")]
     pub drain_timeout_s: Option<f64>,
     /// Address of the admin HTTP server: /metrics, /healthz, /matches, POST /matches
@@ -96,8 +97,9 @@ pub struct ServeArgs {
     /// is removed, without a result [default: 60].
     #[arg(long, value_name = "S")]
     pub unjoined_match_ttl_s: Option<f64>,
-    /// Protocol id; clients with another are ignored [default: 8388345093885489767].
-    #[arg(long, value_name = "ID")]
+    /// Protocol id, decimal or hex with 0x (0x7469636b666f7267); clients with another are
+    /// ignored [default: 8388345093885489767].
+    #[arg(long, value_name = "ID", value_parser = tickforge_server::config::parse_protocol_id)]
     pub protocol_id: Option<u64>,
     /// Address clients reach this server at, as connect tokens name it [default: the bound
     /// address].
@@ -206,20 +208,25 @@ pub fn run(args: ServeArgs) -> Result<()> {
         Some(path) => ConfigFile::load(path)?,
         None => ConfigFile::default(),
     };
-    let config = file.overlay(args.flags()).resolve()?;
-    if !(args.linger_s.is_finite() && args.linger_s >= 0.0) {
+    let file = file.overlay(args.flags());
+    if let Some(warning) = (file.key_file.as_deref()).and_then(config::key_file_warning) {
+        eprintln!("tickforge serve: warning: {warning}");
+    }
+    let config = file.resolve()?;
+    if !(args.linger_s.is_finite() && (0.0..=1e6).contains(&args.linger_s)) {
         anyhow::bail!(
-            "--linger-s: expected seconds, 0 or more, got {}",
+            "--linger-s: expected seconds from 0 to 1000000, got {}",
             args.linger_s
         );
     }
     let shutdown = Shutdown::new();
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // The first signal drains; a second, once draining, exits at once (status 1).
-        // Registration order is the order the handlers run in.
-        signal_hook::flag::register_conditional_shutdown(signal, 1, shutdown.drain_flag())
-            .context("installing signal handlers")?;
-        signal_hook::flag::register(signal, shutdown.drain_flag())
+        // The first signal drains; a second stops the workers at once, and `wait_with`
+        // returns what it abandoned.
+        let shutdown = shutdown.clone();
+        // SAFETY: `Shutdown::signal` only does atomic operations, which are
+        // async-signal-safe.
+        unsafe { signal_hook::low_level::register(signal, move || shutdown.signal()) }
             .context("installing signal handlers")?;
     }
     let quiet = args.quiet;
@@ -298,7 +305,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
             },
         );
     }
-    let report = host.wait()?;
+    let report = host.wait_with(&mut |event| eprintln!("tickforge serve: {event}"))?;
     if let Some(path) = &args.report {
         let json = serde_json::to_string_pretty(&report)?;
         std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;

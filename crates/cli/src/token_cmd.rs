@@ -49,8 +49,8 @@ pub struct TokenArgs {
     /// Seconds of silence before the connection times out.
     #[arg(long, value_name = "S", default_value_t = 5)]
     pub timeout_s: i32,
-    /// Protocol id [default: 8388345093885489767].
-    #[arg(long, value_name = "ID")]
+    /// Protocol id, decimal or hex with 0x [default: 8388345093885489767].
+    #[arg(long, value_name = "ID", value_parser = tickforge_server::config::parse_protocol_id)]
     pub protocol_id: Option<u64>,
     /// Write the 2048-byte token to FILE instead of printing it as base64.
     #[arg(long, value_name = "FILE")]
@@ -61,9 +61,10 @@ pub struct TokenArgs {
 pub fn load_key(path: Option<&Path>) -> Result<PrivateKey> {
     match path {
         Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("reading key file {}", p.display()))?;
-            PrivateKey::from_hex(&text).with_context(|| format!("key file {}", p.display()))
+            if let Some(warning) = tickforge_server::config::key_file_warning(p) {
+                eprintln!("tickforge: warning: {warning}");
+            }
+            Ok(tickforge_server::config::read_key_file(p)?)
         }
         None => match std::env::var(KEY_ENV) {
             Ok(text) => PrivateKey::from_hex(&text).context(KEY_ENV),

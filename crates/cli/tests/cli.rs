@@ -540,54 +540,194 @@ fn workers_print_their_addresses_and_the_round_robin_placement() {
     );
 }
 
-#[test]
-fn sigterm_drains_running_matches_persists_them_and_exits_0() {
-    let results = scratch("drain-results.log");
-    let _ = std::fs::remove_file(&results);
-    let workers: &[&str] = if tickforge_io::cpu::allowed_cores().len() >= 2 {
-        &["--workers", "2"]
-    } else {
-        &[]
-    };
-    let mut extra = SHORT_MATCH.to_vec();
-    extra.extend_from_slice(workers);
-    extra.extend_from_slice(&["--drain-timeout-s", "20"]);
-    let (mut child, lines) = serve_child(&results, 2, &extra);
-    assert!(lines[0].starts_with("listening "), "{lines:?}");
+/// Standard error of a child, collected by a thread as it comes.
+type Log = std::sync::Arc<std::sync::Mutex<String>>;
+
+/// Starts `serve` with `matches` startup matches, the admin server and `extra` flags, its
+/// standard error collected; returns the child, its game address, its admin address and
+/// the log.
+fn serve_logged(
+    results: &std::path::Path,
+    matches: usize,
+    extra: &[&str],
+) -> (std::process::Child, String, std::net::SocketAddr, Log) {
+    use std::io::{BufRead, Read};
+    let _ = std::fs::remove_file(results);
+    let mut child = tickforge()
+        .args(["serve", "--bind", "127.0.0.1:0", "--quiet", "--matches"])
+        .arg(matches.to_string())
+        .args(["--admin-bind", "127.0.0.1:0"])
+        .args(extra)
+        .arg("--results-file")
+        .arg(results)
+        .env("TICKFORGE_PRIVATE_KEY", "22".repeat(32))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = Log::default();
+    let mut stderr = child.stderr.take().unwrap();
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        while let Ok(n @ 1..) = stderr.read(&mut buf) {
+            sink.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let lines: Vec<String> = stdout
+        .by_ref()
+        .take(2 + matches)
+        .map(Result::unwrap)
+        .collect();
+    std::thread::spawn(move || stdout.for_each(drop));
+    let game = lines[0].strip_prefix("listening ").unwrap().to_string();
+    let admin = lines[1 + matches]
+        .strip_prefix("admin ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    (child, game, admin, log)
+}
+
+/// Waits until `log` holds `needle`, up to `bound`; returns the log.
+fn log_until(log: &Log, needle: &str, bound: std::time::Duration) -> String {
+    let deadline = std::time::Instant::now() + bound;
+    loop {
+        let text = log.lock().unwrap().clone();
+        if text.contains(needle) {
+            return text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {needle:?} in stderr after {bound:?}:\n{text}"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// Sends `signal` to `child`.
+fn send(child: &std::process::Child, signal: libc::c_int) {
     // SAFETY: kill with the pid of a child we spawned and have not reaped.
-    assert_eq!(
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) },
-        0
-    );
-    // Both one-round matches end on the round timer (~0.4 s) and are not restarted.
-    let status = exit_within(&mut child, std::time::Duration::from_secs(15));
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
+}
+
+/// A server with `players` bots connected to its match 1 (the bots play for a minute).
+fn serve_with_bots(
+    name: &str,
+    players: u32,
+    extra: &[&str],
+) -> (
+    std::process::Child,
+    std::process::Child,
+    Log,
+    std::path::PathBuf,
+) {
+    let results = scratch(&format!("{name}-results.log"));
+    let (server, game, admin, log) = serve_logged(&results, 1, extra);
+    let bots = bots_child(&game, players, 60, &scratch(&format!("{name}-bots.json")));
+    match_one_until(admin, std::time::Duration::from_secs(10), |m| {
+        m["players_connected"] == players
+    });
+    (server, bots, log, results)
+}
+
+#[test]
+fn sigterm_without_players_exits_at_once_and_says_so() {
+    let results = scratch("idle-results.log");
+    // Matches that would run for minutes (100 s rounds), and the default 30 s timeout.
+    let (mut child, _, _, log) = serve_logged(&results, 3, &[]);
+    send(&child, libc::SIGTERM);
+    let status = exit_within(&mut child, std::time::Duration::from_secs(2));
     assert!(status.success(), "{status}");
+    let err = log_until(&log, "drained in", std::time::Duration::from_secs(2));
+    assert!(
+        err.contains("tickforge serve: draining: no match has a connected player; stopping now"),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&results).unwrap_or_default();
+    assert!(text.is_empty(), "no match finished: {text}");
+}
+
+#[test]
+fn sigterm_waits_for_a_match_with_players_to_finish_and_persists_it() {
+    let (mut server, mut bots, log, results) = serve_with_bots("drain", 2, &SHORT_MATCH);
+    let before = std::fs::read_to_string(&results)
+        .unwrap_or_default()
+        .lines()
+        .count();
+    send(&server, libc::SIGTERM);
+    // The one-round match ends on its timer (or a kill) within ~0.4 s and is not restarted.
+    let status = exit_within(&mut server, std::time::Duration::from_secs(10));
+    bots.kill().unwrap();
+    bots.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let err = log.lock().unwrap().clone();
+    assert!(
+        err.contains("draining: waiting for 1 match with 2 players, up to 30 s (a second signal exits at once)"),
+        "{err}"
+    );
+    assert!(err.contains("drained in "), "{err}");
     let text = std::fs::read_to_string(&results).unwrap();
-    assert_eq!(text.lines().count(), 2, "{text}");
+    assert!(
+        text.lines().count() > before,
+        "the drained match's result: {text}"
+    );
     for line in text.lines() {
-        let result = tickforge_game::rules::MatchResult::decode(line).unwrap();
-        assert_eq!(result.rounds_played, 1);
+        tickforge_game::rules::MatchResult::decode(line).unwrap();
     }
 }
 
 #[test]
-fn sigterm_exits_0_at_the_drain_timeout_when_matches_run_on() {
-    let results = scratch("drain-timeout-results.log");
-    let _ = std::fs::remove_file(&results);
-    let (mut child, _) = serve_child(
-        &results,
-        1,
-        &["--round-s", "100", "--drain-timeout-s", "0.3"],
-    );
-    // SAFETY: as above.
-    assert_eq!(
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) },
-        0
-    );
-    let status = exit_within(&mut child, std::time::Duration::from_secs(10));
+fn the_drain_timeout_stops_a_match_with_players_and_names_it() {
+    let (mut server, mut bots, log, _) =
+        serve_with_bots("drain-timeout", 2, &["--drain-timeout-s", "0.5"]);
+    send(&server, libc::SIGTERM);
+    let status = exit_within(&mut server, std::time::Duration::from_secs(5));
+    bots.kill().unwrap();
+    bots.wait().unwrap();
     assert!(status.success(), "{status}");
-    let text = std::fs::read_to_string(&results).unwrap_or_default();
-    assert!(text.is_empty(), "no match finished: {text}");
+    let err = log.lock().unwrap().clone();
+    assert!(
+        err.contains("waiting for 1 match with 2 players, up to 0.5 s"),
+        "{err}"
+    );
+    assert!(
+        err.contains("drain timeout after ")
+            && err.contains("stopped 1 match with 2 players still playing"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_second_signal_exits_at_once_naming_what_it_abandoned() {
+    let (mut server, mut bots, log, _) = serve_with_bots("abandon", 2, &[]);
+    send(&server, libc::SIGTERM);
+    log_until(
+        &log,
+        "draining: waiting for 1 match with 2 players",
+        std::time::Duration::from_secs(5),
+    );
+    // Still draining: the match plays on for its 100 s round, up to 30 s.
+    assert!(
+        server.try_wait().unwrap().is_none(),
+        "{}",
+        log.lock().unwrap()
+    );
+    send(&server, libc::SIGINT);
+    let status = exit_within(&mut server, std::time::Duration::from_secs(2));
+    bots.kill().unwrap();
+    bots.wait().unwrap();
+    assert!(!status.success(), "{status}");
+    let err = log.lock().unwrap().clone();
+    assert!(
+        err.contains(
+            "a second signal stopped the drain: abandoned 1 match with 2 players still playing"
+        ),
+        "{err}"
+    );
 }
 
 #[test]
@@ -874,4 +1014,198 @@ fn replay_plays_a_recording_and_refuses_it_damaged() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("checksum does not match"), "{stderr}");
+}
+
+/// Runs `serve` on a free port with the test key and `args`, expecting it to stop at
+/// startup; returns its standard error.
+fn serve_refused(args: &[&std::ffi::OsStr]) -> String {
+    let out = tickforge()
+        .args(["serve", "--bind", "127.0.0.1:0", "--quiet"])
+        .args(args)
+        .env("TICKFORGE_PRIVATE_KEY", "22".repeat(32))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    err
+}
+
+#[test]
+fn a_bind_error_names_the_address_and_the_os_error_once() {
+    let taken = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = tickforge()
+        .args(["serve", "--quiet", "--bind", &addr])
+        .env("TICKFORGE_PRIVATE_KEY", "22".repeat(32))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let os = std::io::Error::from_raw_os_error(libc::EADDRINUSE).to_string();
+    assert!(
+        err.contains(&format!("tickforge: worker 0: cannot bind {addr}: {os}\n")),
+        "{err}"
+    );
+    assert_eq!(err.matches(&os).count(), 1, "{err}");
+
+    let missing = std::io::Error::from_raw_os_error(libc::ENOENT).to_string();
+    let dir = scratch("no-such-dir");
+    let _ = std::fs::remove_dir_all(&dir);
+    let results = dir.join("results.log");
+    let err = serve_refused(&["--results-file".as_ref(), results.as_os_str()]);
+    assert!(
+        err.contains(&format!(
+            "cannot open results file {}: {missing}\n",
+            results.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(err.matches(&missing).count(), 1, "{err}");
+    let config = dir.join("serve.toml");
+    let err = serve_refused(&["--config".as_ref(), config.as_os_str()]);
+    assert!(
+        err.contains(&format!(
+            "cannot read config file {}: {missing}\n",
+            config.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(err.matches(&missing).count(), 1, "{err}");
+}
+
+#[test]
+fn a_garbled_key_file_is_called_the_key_file_and_an_open_one_gets_a_warning() {
+    use std::os::unix::fs::PermissionsExt;
+    let key = scratch("garbled.key");
+    std::fs::write(&key, [0x8a, 0xff, 0x00, 0x13, 0xc3, 0x28]).unwrap();
+    let err = serve_refused(&["--key-file".as_ref(), key.as_os_str()]);
+    assert!(
+        err.contains(&format!(
+            "tickforge: key file {} (--key-file, config key `key_file`): it holds 6 bytes of \
+             binary data; expected the 32-byte private key as 64 hex digits",
+            key.display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("config file"), "{err}");
+
+    // A good key, readable by all: a warning, then the server runs (stopped here by a
+    // degenerate rule, refused with its key and range).
+    std::fs::write(&key, "33".repeat(32)).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let err = serve_refused(&[
+        "--key-file".as_ref(),
+        key.as_os_str(),
+        "--round-s".as_ref(),
+        "0".as_ref(),
+    ]);
+    assert!(
+        err.contains(&format!(
+            "tickforge serve: warning: key file {0} is open to group or others (mode 644)",
+            key.display()
+        )) && err.contains(&format!("run `chmod 600 {}`", key.display())),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "config key `round_s`: expected seconds, more than 0 and at most 86400, got 0"
+        ),
+        "{err}"
+    );
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let err = serve_refused(&[
+        "--key-file".as_ref(),
+        key.as_os_str(),
+        "--rounds".as_ref(),
+        "0".as_ref(),
+    ]);
+    assert!(!err.contains("warning"), "{err}");
+    assert!(
+        err.contains("config key `rounds`: expected an integer from 1 to 255"),
+        "{err}"
+    );
+}
+
+#[test]
+fn record_dir_errors_name_the_record_dir() {
+    let file = scratch("record-dir-is-a-file");
+    std::fs::write(&file, "").unwrap();
+    let err = serve_refused(&["--record-dir".as_ref(), file.as_os_str()]);
+    assert!(
+        err.contains(&format!(
+            "tickforge: --record-dir {}: not a directory\n",
+            file.display()
+        )),
+        "{err}"
+    );
+    let under = file.join("actions");
+    let os = std::io::Error::from_raw_os_error(libc::ENOTDIR).to_string();
+    let err = serve_refused(&["--record-dir".as_ref(), under.as_os_str()]);
+    assert!(
+        err.contains(&format!(
+            "tickforge: --record-dir {}: cannot create: {os}\n",
+            under.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(err.matches(&os).count(), 1, "{err}");
+}
+
+#[test]
+fn the_protocol_id_is_taken_in_hex_or_decimal() {
+    let out = tickforge()
+        .args(["serve", "--protocol-id", "0x11zz"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--protocol-id")
+            && err.contains("decimal (8388345093885489767)")
+            && err.contains("hex with 0x (0x7469636b666f7267)"),
+        "{err}"
+    );
+    // A token minted for a hex id carries it.
+    for id in ["0x1122334455667788", "1234605616436508552"] {
+        let file = scratch("hex-id.token");
+        let out = tickforge()
+            .args(["token", "--server", "127.0.0.1:40000", "--protocol-id", id])
+            .arg("--out")
+            .arg(&file)
+            .env("TICKFORGE_PRIVATE_KEY", "22".repeat(32))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let token = tickforge_proto::netcode::token::ConnectToken::from_bytes(
+            &std::fs::read(&file).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(token.protocol_id, 0x1122_3344_5566_7788, "{id}");
+    }
+}
+
+#[test]
+fn bots_that_receive_no_snapshot_exit_non_zero_and_say_so() {
+    // A socket that reads nothing and answers nothing: no server there.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap().to_string();
+    let out = tickforge()
+        .args(["bots", "--server", &addr, "--bots-per-match", "2"])
+        .args(["--warmup-s", "0", "--duration-s", "0.5", "--progress-lines"])
+        .env("TICKFORGE_PRIVATE_KEY", "22".repeat(32))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "tickforge: no bot received a snapshot in the 0.5 s measured (0 of 2 bots \
+             connected): check that a server runs at {addr} with this key and protocol id"
+        )),
+        "{err}"
+    );
 }

@@ -57,7 +57,7 @@ pub enum CpuListError {
 #[derive(Debug, thiserror::Error)]
 pub enum NumaError {
     /// A sysfs file or directory could not be read.
-    #[error("reading {}: {source}", path.display())]
+    #[error("reading {}", path.display())]
     Read {
         /// The file or directory.
         path: PathBuf,
@@ -65,7 +65,7 @@ pub enum NumaError {
         source: io::Error,
     },
     /// A sysfs file did not hold a cpulist.
-    #[error("{}: {source}", path.display())]
+    #[error("{}", path.display())]
     Parse {
         /// The file.
         path: PathBuf,
@@ -79,7 +79,7 @@ pub enum NumaError {
         allowed: Vec<usize>,
     },
     /// The thread could not be pinned to the node's CPUs.
-    #[error("pinning to the CPUs of NUMA node {node}: {source}")]
+    #[error("pinning to the CPUs of NUMA node {node}")]
     Pin {
         /// The node id.
         node: usize,
@@ -507,9 +507,14 @@ mod tests {
         sys.write("sys/devices/system/node/node0/cpulist", "0-1,zz\n");
         let err = Topology::read_from(&sys.0).unwrap_err();
         assert!(matches!(err, NumaError::Parse { .. }), "{err:?}");
+        // The file is this layer's context; what is wrong with it is its source's.
         let text = err.to_string();
         assert!(text.contains("node0/cpulist"), "{text}");
-        assert!(text.contains("`zz`"), "{text}");
+        let source = std::error::Error::source(&err).unwrap().to_string();
+        assert!(
+            source.contains("`zz`") && !text.contains("`zz`"),
+            "{text}: {source}"
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use tickforge_game::rules::RulesConfig;
 use tickforge_game::BuiltinMap;
-use tickforge_proto::netcode::PrivateKey;
+use tickforge_proto::netcode::{KeyError, PrivateKey};
 
 use crate::admin::{AdminToken, TOKEN_ENV};
 
@@ -174,7 +174,9 @@ pub struct ConfigFile {
     pub admin_auth_probes: Option<bool>,
     /// `unjoined_match_ttl_s = 60.0`: an admin-made match nobody joins is removed after it
     pub unjoined_match_ttl_s: Option<f64>,
-    /// `protocol_id = 8388345093885489767`
+    /// `protocol_id = 8388345093885489767`, or in hex: `0x7469636b666f7267` (a TOML
+    /// integer) or `"0x7469636b666f7267"` (a string, for ids past 2^63)
+    #[serde(default, deserialize_with = "de_protocol_id")]
     pub protocol_id: Option<u64>,
     /// `public_addr = "203.0.113.7:40000"`
     pub public_addr: Option<String>,
@@ -230,7 +232,7 @@ pub fn phase_groups_for(configured: u32, matches: usize) -> u32 {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("cannot read config file {path}: {source}")]
+    #[error("cannot read config file {path}")]
     Read {
         /// The file.
         path: String,
@@ -244,6 +246,24 @@ pub enum ConfigError {
         path: String,
         /// The parser's message, which names the key.
         message: String,
+    },
+    /// The key file cannot be read or does not hold a key.
+    #[error(
+        "key file {path} (--key-file, config key `key_file`): {problem}; expected {KEY_FILE_FORM}"
+    )]
+    KeyFile {
+        /// The file.
+        path: String,
+        /// What is wrong with it (an OS error appears here, once).
+        problem: String,
+    },
+    /// The record dir cannot be created, is not a directory, or cannot be written in.
+    #[error("--record-dir {path}: {problem}")]
+    RecordDir {
+        /// The directory.
+        path: String,
+        /// What is wrong with it (an OS error appears here, once).
+        problem: String,
     },
     /// A key has a value outside what it accepts.
     #[error("config key `{key}`: expected {expected}, got {got}")]
@@ -344,17 +364,7 @@ impl ConfigFile {
         let bind = parse_addr("bind", self.bind)?.unwrap_or(d.bind);
         let public_addr = parse_addr("public_addr", self.public_addr)?;
         let private_key = match (&self.key_file, key_env) {
-            (Some(path), _) => {
-                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-                    path: path.display().to_string(),
-                    source,
-                })?;
-                PrivateKey::from_hex(&text).map_err(|e| ConfigError::Invalid {
-                    key: "key_file",
-                    expected: KEY_FORM,
-                    got: format!("{}: {e}", path.display()),
-                })?
-            }
+            (Some(path), _) => read_key_file(path)?,
             (None, Some(text)) => {
                 PrivateKey::from_hex(&text).map_err(|e| ConfigError::Invalid {
                     key: "key_file",
@@ -420,16 +430,20 @@ impl ConfigFile {
             "0 (normal scheduling) or a SCHED_FIFO priority from 1 to 99",
             |v| *v <= 99,
         )?;
-        let warmup_s = check(self.warmup_s, 0.0, "warmup_s", "seconds, 0 or more", |v| {
-            v.is_finite() && *v >= 0.0
-        })?;
+        let warmup_s = check(
+            self.warmup_s,
+            0.0,
+            "warmup_s",
+            "seconds from 0 to 1000000",
+            |v| v.is_finite() && (0.0..=1e6).contains(v),
+        )?;
         let duration = match self.duration_s {
             None => None,
             Some(v) if v.is_finite() && v > 0.0 && v <= 1e6 => Some(Duration::from_secs_f64(v)),
             Some(v) => {
                 return Err(ConfigError::Invalid {
                     key: "duration_s",
-                    expected: "seconds, more than 0",
+                    expected: "seconds, more than 0 and at most 1000000",
                     got: v.to_string(),
                 })
             }
@@ -516,7 +530,16 @@ impl ConfigFile {
             requests_per_second_per_ip,
             rules: RulesConfig {
                 buy: seconds("buy_s", self.buy_s, d.rules.buy)?,
-                round: seconds("round_s", self.round_s, d.rules.round)?,
+                round: match seconds("round_s", self.round_s, d.rules.round)? {
+                    Duration::ZERO => {
+                        return Err(ConfigError::Invalid {
+                            key: "round_s",
+                            expected: "seconds, more than 0 and at most 86400",
+                            got: "0".to_string(),
+                        })
+                    }
+                    round => round,
+                },
                 round_end: seconds("round_end_s", self.round_end_s, d.rules.round_end)?,
                 rounds: match self.rounds {
                     None => d.rules.rounds,
@@ -571,9 +594,114 @@ impl ConfigFile {
                 self.results_file
                     .unwrap_or_else(|| PathBuf::from(DEFAULT_RESULTS_FILE)),
             ),
-            record_dir: self.record_dir,
+            record_dir: match self.record_dir {
+                None => None,
+                Some(dir) => {
+                    check_record_dir(&dir)?;
+                    Some(dir)
+                }
+            },
         })
     }
+}
+
+/// What a key file holds.
+const KEY_FILE_FORM: &str = "the 32-byte private key as 64 hex digits (make one with \
+`tickforge token --generate-key FILE`)";
+
+/// Reads the private key from a key file (`key_file`, `--key-file`): 64 hex digits,
+/// surrounding white space ignored. The error names the file, what is wrong and the form.
+pub fn read_key_file(path: &Path) -> Result<PrivateKey, ConfigError> {
+    let bad = |problem: String| ConfigError::KeyFile {
+        path: path.display().to_string(),
+        problem,
+    };
+    let bytes = std::fs::read(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|_| bad(format!("it holds {} bytes of binary data", bytes.len())))?;
+    PrivateKey::from_hex(text).map_err(|e| {
+        bad(match e {
+            KeyError::Length(n) => format!("it holds {n} characters"),
+            KeyError::NotHex => "it holds characters that are not hex digits".to_string(),
+        })
+    })
+}
+
+/// A warning for a key file that its group or others may read or write (Unix mode
+/// `& 0o077` set): it names the file and the fix. `None`: only its owner may, or the mode
+/// cannot be read (reading the key then says why).
+pub fn key_file_warning(path: &Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+    (mode & 0o077 != 0).then(|| {
+        format!(
+            "key file {0} is open to group or others (mode {mode:03o}), and its key lets \
+             anyone mint connect tokens: run `chmod 600 {0}`",
+            path.display()
+        )
+    })
+}
+
+/// Checks a record dir at startup: it exists or can be created, is a directory, and a
+/// file can be created in it.
+pub fn check_record_dir(path: &Path) -> Result<(), ConfigError> {
+    let bad = |problem: String| ConfigError::RecordDir {
+        path: path.display().to_string(),
+        problem,
+    };
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_dir() => return Err(bad("not a directory".to_string())),
+        Ok(_) => {}
+        Err(_) => std::fs::create_dir_all(path).map_err(|e| bad(format!("cannot create: {e}")))?,
+    }
+    let probe = path.join(format!(".tickforge-write-check-{}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&probe)
+        .map_err(|e| bad(format!("cannot write in it: {e}")))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// What `protocol_id` and `--protocol-id` take.
+pub const PROTOCOL_ID_FORM: &str = "a 64-bit protocol id, decimal (8388345093885489767) or \
+hex with 0x (0x7469636b666f7267)";
+
+/// Parses a protocol id: decimal, or hex after `0x` (the form netcode.io's documents use).
+pub fn parse_protocol_id(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) if !hex.starts_with('+') => u64::from_str_radix(hex, 16).ok(),
+        Some(_) => None,
+        None => t.parse().ok(),
+    };
+    parsed.ok_or_else(|| format!("expected {PROTOCOL_ID_FORM}, got {text:?}"))
+}
+
+/// `protocol_id` from a TOML integer or string ([`parse_protocol_id`]).
+fn de_protocol_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    struct Id;
+    impl serde::de::Visitor<'_> for Id {
+        type Value = u64;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(
+                f,
+                "protocol_id: {PROTOCOL_ID_FORM}, as a TOML integer or string"
+            )
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<u64, E> {
+            Ok(v)
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<u64, E> {
+            u64::try_from(v).map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(v), &self))
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<u64, E> {
+            parse_protocol_id(v).map_err(|e| E::custom(format!("protocol_id: {e}")))
+        }
+    }
+    d.deserialize_any(Id).map(Some)
 }
 
 /// What `map` takes; `map_form_names_every_builtin_map` keeps it in step with
@@ -979,13 +1107,239 @@ mod tests {
         assert_eq!(c.private_key, PrivateKey([0xff; 32]));
         std::fs::write(&path, "not a key").unwrap();
         let err = resolve(ConfigFile {
-            key_file: Some(path),
+            key_file: Some(path.clone()),
             ..Default::default()
         })
         .unwrap_err()
         .to_string();
-        assert!(err.starts_with("config key `key_file`"), "{err}");
+        assert_eq!(
+            err,
+            format!(
+                "key file {} (--key-file, config key `key_file`): it holds 9 characters; \
+                 expected the 32-byte private key as 64 hex digits (make one with \
+                 `tickforge token --generate-key FILE`)",
+                path.display()
+            )
+        );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A scratch directory of its own for `name`, empty.
+    fn scratch_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("tickforge-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_key_file_that_holds_no_key_is_called_the_key_file() {
+        let dir = scratch_dir("badkey");
+        let binary = dir.join("binary.key");
+        std::fs::write(&binary, [0xff, 0xfe, 0x00, 0x80, 0x12]).unwrap();
+        let missing = dir.join("missing.key");
+        for (path, problem) in [
+            (&binary, "it holds 5 bytes of binary data".to_string()),
+            (
+                &missing,
+                format!(
+                    "cannot read it: {}",
+                    std::io::Error::from_raw_os_error(libc::ENOENT)
+                ),
+            ),
+            (&dir, "cannot read it: ".to_string()),
+        ] {
+            let err = resolve(ConfigFile {
+                key_file: Some(path.clone()),
+                ..Default::default()
+            })
+            .unwrap_err()
+            .to_string();
+            let head = format!(
+                "key file {} (--key-file, config key `key_file`): {problem}",
+                path.display()
+            );
+            assert!(err.starts_with(&head), "{err}");
+            assert!(err.contains("64 hex digits"), "{err}");
+            assert!(!err.contains("config file"), "{err}");
+            assert_eq!(
+                err.matches("(os error").count(),
+                usize::from(path != &binary),
+                "{err}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_key_file_open_to_group_or_others_gets_a_warning_with_the_fix() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = scratch_dir("keymode");
+        let path = dir.join("k");
+        std::fs::write(&path, HEX).unwrap();
+        let chmod = |mode| std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode));
+        chmod(0o600).unwrap();
+        assert_eq!(key_file_warning(&path), None);
+        chmod(0o400).unwrap();
+        assert_eq!(key_file_warning(&path), None);
+        for mode in [0o644, 0o640, 0o604, 0o620] {
+            chmod(mode).unwrap();
+            let warning = key_file_warning(&path).expect("a warning");
+            assert!(
+                warning.contains(&path.display().to_string())
+                    && warning.contains(&format!("mode {mode:03o}"))
+                    && warning.contains(&format!("chmod 600 {}", path.display())),
+                "{warning}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_record_dir_is_created_and_checked_at_startup() {
+        let dir = scratch_dir("recorddir");
+        let fresh = dir.join("a/b");
+        let c = resolve(ConfigFile {
+            record_dir: Some(fresh.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(c.record_dir.as_deref(), Some(fresh.as_path()));
+        assert!(fresh.is_dir(), "created");
+        assert_eq!(
+            std::fs::read_dir(&fresh).unwrap().count(),
+            0,
+            "no probe left"
+        );
+
+        let file = dir.join("file");
+        std::fs::write(&file, "").unwrap();
+        let under = file.join("sub");
+        for (path, problem) in [
+            (&file, "not a directory".to_string()),
+            (
+                &under,
+                format!(
+                    "cannot create: {}",
+                    std::io::Error::from_raw_os_error(libc::ENOTDIR)
+                ),
+            ),
+        ] {
+            let err = resolve(ConfigFile {
+                record_dir: Some(path.clone()),
+                ..Default::default()
+            })
+            .unwrap_err()
+            .to_string();
+            assert_eq!(err, format!("--record-dir {}: {problem}", path.display()));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_protocol_id_is_decimal_or_hex_in_flags_and_toml() {
+        let id = 0x1122_3344_5566_7788u64;
+        for text in [
+            "0x1122334455667788",
+            "0X1122334455667788",
+            "1234605616436508552",
+        ] {
+            assert_eq!(parse_protocol_id(text), Ok(id), "{text}");
+        }
+        assert_eq!(parse_protocol_id("0xffffffffffffffff"), Ok(u64::MAX));
+        for bad in [
+            "",
+            "0x",
+            "zz",
+            "-1",
+            "0x+1",
+            "0x1_0",
+            "18446744073709551616",
+            "1.5",
+        ] {
+            let err = parse_protocol_id(bad).unwrap_err();
+            assert!(
+                err.contains("decimal (8388345093885489767)")
+                    && err.contains("hex with 0x (0x7469636b666f7267)"),
+                "{bad}: {err}"
+            );
+        }
+        for toml in [
+            "protocol_id = 0x1122334455667788",
+            "protocol_id = 1234605616436508552",
+            "protocol_id = \"0x1122334455667788\"",
+            "protocol_id = \"1234605616436508552\"",
+        ] {
+            let c = resolve(parse(toml).unwrap()).unwrap();
+            assert_eq!(c.protocol_id, id, "{toml}");
+        }
+        let c = resolve(parse("protocol_id = \"0xffffffffffffffff\"").unwrap()).unwrap();
+        assert_eq!(c.protocol_id, u64::MAX, "past i64, as a string");
+        assert_eq!(
+            resolve(parse("").unwrap()).unwrap().protocol_id,
+            DEFAULT_PROTOCOL_ID
+        );
+        for bad in [
+            "protocol_id = \"zz\"",
+            "protocol_id = -1",
+            "protocol_id = 1.5",
+        ] {
+            let err = parse(bad).unwrap_err();
+            assert!(
+                err.contains("protocol_id") && err.contains("decimal") && err.contains("0x"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn degenerate_rule_values_are_refused_with_the_key_and_the_range() {
+        for (toml, key, range) in [
+            ("round_s = 0.0", "round_s", "more than 0 and at most 86400"),
+            ("round_s = -1.0", "round_s", "from 0 to 86400"),
+            ("round_s = nan", "round_s", "from 0 to 86400"),
+            ("round_s = 1e9", "round_s", "from 0 to 86400"),
+            ("buy_s = -0.5", "buy_s", "from 0 to 86400"),
+            ("buy_s = inf", "buy_s", "from 0 to 86400"),
+            ("round_end_s = -1.0", "round_end_s", "from 0 to 86400"),
+            ("rounds = 0", "rounds", "from 1 to 255"),
+            ("max_health_hp = 0", "max_health_hp", "from 1 to 65535"),
+            ("pose_every = 0", "pose_every", "from 1 to 32"),
+            ("pose_every = 33", "pose_every", "from 1 to 32"),
+            ("fow_every = 0", "fow_every", "from 1 to 16"),
+            ("tick_hz = 0", "tick_hz", "from 1 to 1000"),
+            ("tick_hz = 1001", "tick_hz", "from 1 to 1000"),
+            (
+                "players_per_match = 0",
+                "players_per_match",
+                "from 1 to 128",
+            ),
+            (
+                "players_per_match = 1000",
+                "players_per_match",
+                "from 1 to 128",
+            ),
+            ("warmup_s = 1e30", "warmup_s", "from 0 to 1000000"),
+            ("duration_s = 1e30", "duration_s", "at most 1000000"),
+            (
+                "drain_timeout_s = inf",
+                "drain_timeout_s",
+                "from 0 to 86400",
+            ),
+            ("max_rewind_ms = 5000", "max_rewind_ms", "from 0 to 1000"),
+        ] {
+            let err = resolve(parse(toml).unwrap()).unwrap_err().to_string();
+            assert!(
+                err.starts_with(&format!("config key `{key}`: expected ")) && err.contains(range),
+                "{toml}: {err}"
+            );
+        }
+        // Past the type's range, the parser names the key.
+        let err = parse("rounds = 300").unwrap_err();
+        assert!(err.contains("rounds"), "{err}");
+        // The smallest sound values pass.
+        resolve(parse("round_s = 0.01\nbuy_s = 0.0\nround_end_s = 0.0\nrounds = 1").unwrap())
+            .unwrap();
     }
 
     #[test]

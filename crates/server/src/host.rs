@@ -30,10 +30,10 @@ use crate::{RunId, WorkerStatus};
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
     /// The NUMA topology could not be read, or no worker CPU is on a node.
-    #[error("placement: {0}")]
+    #[error("placement")]
     Numa(#[from] NumaError),
     /// A worker could not open its socket or results file.
-    #[error("worker {worker}: {source}")]
+    #[error("worker {worker}")]
     Worker {
         /// The worker's index.
         worker: usize,
@@ -52,7 +52,7 @@ pub enum HostError {
     #[error(transparent)]
     Admin(#[from] AdminError),
     /// A worker thread could not be started.
-    #[error("starting worker {worker}: {source}")]
+    #[error("starting worker {worker}")]
     Spawn {
         /// The worker's index.
         worker: usize,
@@ -65,7 +65,116 @@ pub enum HostError {
         /// The worker's index.
         worker: usize,
     },
+    /// A second signal stopped the drain: these matches and players were still playing.
+    #[error(
+        "a second signal stopped the drain: abandoned {} with {} still playing",
+        count(*matches, "match", "matches"),
+        count(*players, "player", "players")
+    )]
+    Abandoned {
+        /// Matches with connected players when the second signal came.
+        matches: usize,
+        /// Their connected players.
+        players: usize,
+    },
 }
+
+/// What a draining host reports while it waits ([`Host::wait_with`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum DrainEvent {
+    /// Draining started: it waits for these matches with players, up to `timeout`.
+    Started {
+        /// Matches with a connected player (the others stopped at once).
+        matches: usize,
+        /// Their connected players.
+        players: usize,
+        /// The drain timeout.
+        timeout: Duration,
+    },
+    /// About once a second, and whenever the counts change.
+    Waiting {
+        /// Matches with a connected player still running.
+        matches: usize,
+        /// Their connected players.
+        players: usize,
+        /// Time since draining started.
+        elapsed: Duration,
+        /// The drain timeout.
+        timeout: Duration,
+    },
+    /// Every worker stopped: the matches and players still running then were cut off
+    /// by the drain timeout (none when every match finished).
+    Ended {
+        /// Matches with players still running when the workers stopped.
+        matches: usize,
+        /// Their connected players.
+        players: usize,
+        /// Time since draining started.
+        elapsed: Duration,
+    },
+}
+
+impl std::fmt::Display for DrainEvent {
+    /// The line `serve` prints (without its `tickforge serve: ` prefix).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            DrainEvent::Started { matches: 0, .. } => {
+                write!(f, "draining: no match has a connected player; stopping now")
+            }
+            DrainEvent::Started {
+                matches,
+                players,
+                timeout,
+            } => write!(
+                f,
+                "draining: waiting for {} with {}, up to {} s (a second signal exits at once)",
+                count(matches, "match", "matches"),
+                count(players, "player", "players"),
+                timeout.as_secs_f64()
+            ),
+            DrainEvent::Waiting {
+                matches,
+                players,
+                elapsed,
+                timeout,
+            } => write!(
+                f,
+                "draining: {} with {} still playing, {:.0} s left",
+                count(matches, "match", "matches"),
+                count(players, "player", "players"),
+                timeout.saturating_sub(elapsed).as_secs_f64().ceil()
+            ),
+            DrainEvent::Ended {
+                matches: 0,
+                elapsed,
+                ..
+            } => write!(
+                f,
+                "drained in {:.1} s: no match with players left running",
+                elapsed.as_secs_f64()
+            ),
+            DrainEvent::Ended {
+                matches,
+                players,
+                elapsed,
+            } => write!(
+                f,
+                "drain timeout after {:.1} s: stopped {} with {} still playing",
+                elapsed.as_secs_f64(),
+                count(matches, "match", "matches"),
+                count(players, "player", "players")
+            ),
+        }
+    }
+}
+
+/// `n` and the noun in the number it takes: "1 match", "3 matches".
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// How long the host waits for its workers after a second signal before it returns anyway.
+const ABANDON_GRACE: Duration = Duration::from_secs(1);
 
 /// One worker as planned: its CPU, its node, and the startup matches it hosts.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,6 +243,8 @@ pub struct Host {
     threads: Vec<JoinHandle<Result<WorkerFigures, WorkerError>>>,
     shutdown: Shutdown,
     run_id: RunId,
+    /// How long draining waits for matches with players.
+    config_drain_timeout: Duration,
 }
 
 impl Host {
@@ -258,6 +369,7 @@ impl Host {
             threads,
             shutdown,
             run_id,
+            config_drain_timeout: config.drain_timeout,
         })
     }
 
@@ -284,9 +396,25 @@ impl Host {
     /// Waits for every worker to stop, telling the admin server when draining starts
     /// (`/healthz` answers 503 from then on), and returns the report of all of them.
     pub fn wait(self) -> Result<ServerReport, HostError> {
+        self.wait_with(&mut |_| {})
+    }
+
+    /// [`Host::wait`], calling `on_drain` as draining starts, about once a second and on
+    /// every change while it waits, and when it ends. After a second signal
+    /// ([`Shutdown::signal`]) it returns [`HostError::Abandoned`] as soon as the workers
+    /// stop, or a second after the signal if they do not.
+    pub fn wait_with(
+        self,
+        on_drain: &mut dyn FnMut(&DrainEvent),
+    ) -> Result<ServerReport, HostError> {
         let mut told_admin = false;
+        let timeout = self.config_drain_timeout;
+        // When draining started, and the counts and time of the last event.
+        let mut drain: Option<(std::time::Instant, (usize, usize), std::time::Instant)> = None;
+        let mut abandoned: Option<(std::time::Instant, (usize, usize))> = None;
         // Workers unpark this thread when they stop; the timeout bounds how late the admin
-        // hears of draining (a flag set by a signal handler wakes nobody).
+        // hears of draining and how late a drain line is (a flag set by a signal handler
+        // wakes nobody).
         while !self.threads.iter().all(JoinHandle::is_finished) {
             if !told_admin && self.shutdown.is_draining() {
                 if let Some(admin) = &self.admin {
@@ -294,7 +422,78 @@ impl Host {
                 }
                 told_admin = true;
             }
+            let now = time::now();
+            if self.shutdown.is_draining() && !self.shutdown.is_abandoned() {
+                let p = self.shutdown.drain_progress();
+                let counts = (p.matches, p.players);
+                match &mut drain {
+                    // Every worker has stopped its unplayed matches and said what is left
+                    // (or one has already stopped).
+                    None if p.workers >= self.threads.len()
+                        || self.threads.iter().any(JoinHandle::is_finished) =>
+                    {
+                        on_drain(&DrainEvent::Started {
+                            matches: p.matches,
+                            players: p.players,
+                            timeout,
+                        });
+                        drain = Some((now, counts, now));
+                    }
+                    // Nothing left: the workers are stopping, and the end line follows.
+                    Some((start, last, at))
+                        if p.matches > 0
+                            && (counts != *last || now - *at >= Duration::from_secs(1)) =>
+                    {
+                        on_drain(&DrainEvent::Waiting {
+                            matches: p.matches,
+                            players: p.players,
+                            elapsed: now - *start,
+                            timeout,
+                        });
+                        (*last, *at) = (counts, now);
+                    }
+                    _ => {}
+                }
+            }
+            if self.shutdown.is_abandoned() {
+                let p = self.shutdown.drain_progress();
+                let (since, (matches, players)) =
+                    *abandoned.get_or_insert((now, (p.matches, p.players)));
+                if now - since >= ABANDON_GRACE {
+                    return Err(HostError::Abandoned { matches, players });
+                }
+            }
             std::thread::park_timeout(Duration::from_millis(20));
+        }
+        if let Some((_, (matches, players))) = abandoned {
+            return Err(HostError::Abandoned { matches, players });
+        }
+        if self.shutdown.is_abandoned() {
+            let p = self.shutdown.drain_progress();
+            return Err(HostError::Abandoned {
+                matches: p.matches,
+                players: p.players,
+            });
+        }
+        if self.shutdown.is_draining() {
+            let p = self.shutdown.drain_progress();
+            let now = time::now();
+            let start = match drain {
+                Some((start, ..)) => start,
+                None => {
+                    on_drain(&DrainEvent::Started {
+                        matches: p.matches,
+                        players: p.players,
+                        timeout,
+                    });
+                    now
+                }
+            };
+            on_drain(&DrainEvent::Ended {
+                matches: p.matches,
+                players: p.players,
+                elapsed: now - start,
+            });
         }
         let mut figures: Option<WorkerFigures> = None;
         let mut first_error = None;

@@ -23,8 +23,9 @@ mod testing;
 
 pub use config::{ConfigError, ConfigFile, ServerConfig};
 pub use game_match::Match;
-pub use host::{Host, HostError, Plan, WorkerPlan};
+pub use host::{DrainEvent, Host, HostError, Plan, WorkerPlan};
 pub use run_id::RunId;
+pub use worker::DrainProgress;
 pub use worker::{
     bind_game_socket, matches_that_fit, remaining_capacity, MatchCounters, Shutdown, Worker,
     WorkerError, WorkerFigures, WorkerSetup, WorkerStatus, ADMISSION_BUDGET_SHARE,

@@ -61,7 +61,7 @@ pub fn gather(allowed: &[usize]) -> Vec<Check> {
             &idle_core.map(idle_states).unwrap_or_default(),
         ),
         numa(
-            Topology::read().map_err(|e| e.to_string()),
+            Topology::read().map_err(|e| format!("{:#}", anyhow::Error::from(e))),
             allowed,
             &read("/proc/sys/kernel/numa_balancing"),
         ),

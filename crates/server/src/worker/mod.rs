@@ -30,7 +30,7 @@ mod results;
 mod routing;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -67,6 +67,31 @@ const RESULT_POLL: Duration = Duration::from_micros(500);
 pub struct Shutdown {
     draining: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
+    /// SIGTERMs and SIGINTs received ([`Shutdown::signal`]).
+    signals: Arc<AtomicUsize>,
+    /// What the draining workers still wait for, summed over them.
+    waiting: Arc<Waiting>,
+}
+
+/// The matches with a connected player and those players, summed over the workers that
+/// have seen the drain start: each adds the change since what it last published.
+#[derive(Debug, Default)]
+struct Waiting {
+    matches: AtomicUsize,
+    players: AtomicUsize,
+    workers: AtomicUsize,
+}
+
+/// What a draining server still waits for ([`Shutdown::drain_progress`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DrainProgress {
+    /// Matches with at least one connected player (a draining worker stops the others at
+    /// once: they have nothing to lose).
+    pub matches: usize,
+    /// Players connected to them.
+    pub players: usize,
+    /// Workers that have seen the drain start and published what they wait for.
+    pub workers: usize,
 }
 
 impl Shutdown {
@@ -77,7 +102,8 @@ impl Shutdown {
 
     /// The flag that starts draining when set: hand it to a signal handler
     /// (`signal_hook::flag::register`). Draining workers take no new matches, do not
-    /// restart finished ones, and exit once they host none or the drain timeout passes.
+    /// restart finished ones, stop at once the matches nobody plays, and exit once they
+    /// host none or the drain timeout passes.
     pub fn drain_flag(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.draining)
     }
@@ -100,6 +126,51 @@ impl Shutdown {
     /// True once [`Shutdown::stop_now`] was called.
     pub fn is_stopped(&self) -> bool {
         self.stop.load(Ordering::Acquire)
+    }
+
+    /// Counts a SIGTERM or SIGINT: the first starts draining, a second stops every worker
+    /// at once ([`Shutdown::is_abandoned`]). Atomic operations only, so it may run in a
+    /// signal handler.
+    pub fn signal(&self) {
+        if self.signals.fetch_add(1, Ordering::AcqRel) == 0 {
+            self.drain();
+        } else {
+            self.stop_now();
+        }
+    }
+
+    /// True once a second signal abandoned the drain ([`Shutdown::signal`]).
+    pub fn is_abandoned(&self) -> bool {
+        self.signals.load(Ordering::Acquire) >= 2
+    }
+
+    /// What the draining workers still wait for: as each last published it.
+    pub fn drain_progress(&self) -> DrainProgress {
+        let workers = self.waiting.workers.load(Ordering::Acquire);
+        DrainProgress {
+            matches: self.waiting.matches.load(Ordering::Acquire),
+            players: self.waiting.players.load(Ordering::Acquire),
+            workers,
+        }
+    }
+
+    /// A draining worker's share of [`Shutdown::drain_progress`]: `now` (matches, players)
+    /// replaces what it `published` before (`None`: nothing yet; it then counts as a
+    /// worker that has seen the drain).
+    fn publish_waiting(&self, published: &mut Option<(usize, usize)>, now: (usize, usize)) {
+        let before = published.unwrap_or((0, 0));
+        if *published == Some(now) {
+            return;
+        }
+        let w = &self.waiting;
+        w.matches.fetch_add(now.0, Ordering::AcqRel);
+        w.matches.fetch_sub(before.0, Ordering::AcqRel);
+        w.players.fetch_add(now.1, Ordering::AcqRel);
+        w.players.fetch_sub(before.1, Ordering::AcqRel);
+        if published.is_none() {
+            w.workers.fetch_add(1, Ordering::AcqRel);
+        }
+        *published = Some(now);
     }
 }
 
@@ -233,13 +304,15 @@ pub struct Worker {
     retired: Retired,
     start: Instant,
     measure: Measure,
+    /// The startup matches it was given (a drain may remove them before the report).
+    startup_matches: u32,
 }
 
 /// Errors that stop a worker before it runs.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
     /// The game socket could not be opened.
-    #[error("cannot bind {addr}: {source}")]
+    #[error("cannot bind {addr}")]
     Bind {
         /// The address.
         addr: SocketAddr,
@@ -247,7 +320,7 @@ pub enum WorkerError {
         source: std::io::Error,
     },
     /// The results file could not be opened for appending.
-    #[error("cannot open results file {path}: {source}")]
+    #[error("cannot open results file {path}")]
     Results {
         /// The file.
         path: String,
@@ -395,6 +468,7 @@ impl Worker {
             config,
             start,
             measure: Measure::default(),
+            startup_matches: setup.matches.len() as u32,
         })
     }
 
@@ -419,17 +493,23 @@ impl Worker {
         let exit_at = window.end.zip(linger).map(|(end, l)| end + l);
         let mut next_status = self.start + Duration::from_secs(1);
         let mut drain_until = None;
+        let mut waiting = None;
         let mut ticks_run = 0u64;
         if let Some(p) = &mut self.persister {
             p.start();
         }
         let stopped_at = loop {
-            // Idle (no matches): wake once a period for commands and the stop flags.
-            let earliest = self.next_wake();
-            let deadline = earliest.unwrap_or_else(|| time::now() + self.period());
             if shutdown.is_draining() && drain_until.is_none() {
                 drain_until = Some(time::now() + self.config.drain_timeout);
             }
+            if drain_until.is_some() {
+                // Draining: a match nobody plays has nothing to lose; stop it now.
+                self.stop_unplayed();
+                shutdown.publish_waiting(&mut waiting, (self.matches.len(), self.connected()));
+            }
+            // Idle (no matches): wake once a period for commands and the stop flags.
+            let earliest = self.next_wake();
+            let deadline = earliest.unwrap_or_else(|| time::now() + self.period());
             let drained = drain_until.is_some_and(|t| self.matches.is_empty() || deadline >= t);
             if shutdown.is_stopped() || drained || exit_at.is_some_and(|t| deadline >= t) {
                 break time::now();
@@ -552,6 +632,18 @@ impl Worker {
         self.due.len()
     }
 
+    /// Removes every match with no connected player (a draining worker's: it waits only
+    /// for the matches someone plays).
+    fn stop_unplayed(&mut self) {
+        for (m, h) in self.matches.iter().zip(&mut self.hosted) {
+            if m.connected() == 0 && !h.over {
+                h.over = true;
+                self.finished += 1;
+            }
+        }
+        self.remove_finished();
+    }
+
     /// One tick's length at the configured rate.
     fn period(&self) -> Duration {
         Duration::from_nanos(1_000_000_000 / u64::from(self.config.tick_hz))
@@ -608,6 +700,29 @@ mod tests {
             w.due.iter().map(|d| d.0).collect::<Vec<_>>(),
             vec![0, 1, 2, 3]
         );
+    }
+
+    #[test]
+    fn draining_stops_the_matches_nobody_plays_and_publishes_what_is_left() {
+        let mut w = worker_started_in_the_past(3);
+        let shutdown = Shutdown::new();
+        shutdown.signal();
+        assert!(shutdown.is_draining() && !shutdown.is_stopped());
+        w.stop_unplayed();
+        assert_eq!(w.matches.len(), 0, "no match had a player");
+        let mut published = None;
+        shutdown.publish_waiting(&mut published, (2, 7));
+        shutdown.publish_waiting(&mut published, (1, 3));
+        assert_eq!(
+            shutdown.drain_progress(),
+            DrainProgress {
+                matches: 1,
+                players: 3,
+                workers: 1
+            }
+        );
+        shutdown.signal();
+        assert!(shutdown.is_stopped() && shutdown.is_abandoned());
     }
 
     #[test]

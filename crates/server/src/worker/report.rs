@@ -231,7 +231,7 @@ impl Worker {
         WorkerFigures {
             tick_hz: self.config.tick_hz,
             map: self.config.map.name(),
-            startup_matches: self.hosted.iter().filter(|h| h.restarts).count() as u32,
+            startup_matches: self.startup_matches,
             players_per_match: u32::from(self.config.players_per_match),
             workers: 1,
             realtime_workers: u32::from(self.realtime.is_some()),

@@ -154,7 +154,7 @@ pub enum AdminError {
         addr: SocketAddr,
     },
     /// The thread or its runtime could not be started.
-    #[error("starting the admin thread: {0}")]
+    #[error("starting the admin thread")]
     Spawn(#[source] std::io::Error),
     /// The admin thread panicked.
     #[error("the admin thread panicked")]

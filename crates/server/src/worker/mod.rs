@@ -327,6 +327,14 @@ pub enum WorkerError {
         /// Why.
         source: std::io::Error,
     },
+    /// The directory action files are written to could not be created.
+    #[error("--record-dir {path}: cannot create")]
+    RecordDir {
+        /// The directory.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
 /// Opens a game socket on `addr` (port 0: a free one) and returns it with its address.
@@ -409,7 +417,7 @@ impl Worker {
             hosted.push(Hosted::new(grid, true));
         }
         if let Some(dir) = &config.record_dir {
-            std::fs::create_dir_all(dir).map_err(|source| WorkerError::Results {
+            std::fs::create_dir_all(dir).map_err(|source| WorkerError::RecordDir {
                 path: dir.display().to_string(),
                 source,
             })?;

@@ -972,6 +972,8 @@ impl Bot {
 
 #[cfg(test)]
 mod no_alloc_tests;
+#[cfg(test)]
+mod test_host;
 
 #[cfg(test)]
 mod tests {

@@ -971,6 +971,8 @@ impl Bot {
 }
 
 #[cfg(test)]
+mod boundary_tests;
+#[cfg(test)]
 mod no_alloc_tests;
 #[cfg(test)]
 mod test_host;

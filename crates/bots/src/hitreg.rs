@@ -226,8 +226,9 @@ impl ClientView {
     /// one it says is gone from view (hidden, so not a target); slots not given keep their
     /// last state. Commits to the history every tick that is now
     /// `commit_lag_ticks` behind the newest; a snapshot for a tick already committed is
-    /// counted late and dropped; a match that started over (a tick far behind) or a long
-    /// silence starts the view over.
+    /// counted late and dropped. A long silence (a tick far ahead) starts the history over;
+    /// a match that started over (a tick far behind) starts the whole view over: nothing
+    /// the old match's snapshots said of anyone holds in the new one.
     pub fn record(
         &mut self,
         tick: Tick,
@@ -236,7 +237,9 @@ impl ClientView {
     ) {
         if let Some(newest) = self.newest {
             let ahead = tick.0.wrapping_sub(newest.0) as i32;
-            if !(-(JITTER_RING as i32)..=MAX_FILL_TICKS as i32).contains(&ahead) {
+            if ahead < -(JITTER_RING as i32) {
+                self.start_over();
+            } else if ahead > MAX_FILL_TICKS as i32 {
                 self.restart();
             }
         }
@@ -275,11 +278,27 @@ impl ClientView {
         self.commit();
     }
 
+    /// Forgets the ticks held (the history and the jitter buffer), keeping the last states
+    /// seen: a long silence in the same match.
     fn restart(&mut self) {
         self.history.clear();
         self.buffered.fill(None);
         self.newest = None;
         self.committed = None;
+    }
+
+    /// Forgets the old match as well: its players' last states. A new match's snapshots
+    /// never mention a player the fog of war hides from this client (its replication
+    /// starts afresh, with nothing to say "gone" about), so a state held over from the old
+    /// match would stand, alive, where that player was when the old match ended: a target
+    /// only this client sees. Until a snapshot shows it, a player is nobody to aim at or
+    /// hit, as at the first connection.
+    fn start_over(&mut self) {
+        self.restart();
+        self.rows.fill(None);
+        self.last_row.fill((PlayerState::default(), false));
+        self.states.fill(PlayerState::default());
+        self.last_posing = Posing::Animated;
     }
 
     /// Commits the buffered ticks up to `commit_lag_ticks` behind the newest.
@@ -633,6 +652,122 @@ mod tests {
         // A match that starts over starts the view over.
         v.record(Tick(0), Some(Posing::Animated), row(0.0));
         assert_eq!(v.newest(), Some(Tick(0)));
+    }
+
+    /// A command aiming from `eye` at `at`.
+    fn aim_at(eye: Vec3, at: Vec3) -> UserCmd {
+        let d = at - eye;
+        let turns = |r: f32| (r / std::f32::consts::TAU * 65536.0).round() as i32;
+        UserCmd {
+            buttons: tickforge_game::buttons::FIRE,
+            yaw: turns(d.y.atan2(d.x)) as u16,
+            pitch: turns(d.z.atan2(d.horizontal_length())) as i16,
+            ..Default::default()
+        }
+    }
+
+    /// What the server's `history` says a shot of slot 0 from `eye` with `cmd`, made
+    /// looking at `view`, hits.
+    fn server_verdict(
+        history: &History,
+        map: &Map,
+        eye: Vec3,
+        cmd: &UserCmd,
+        view: ViewTime,
+    ) -> Verdict {
+        let (command_tick, interp_delay_ticks) = view.rewind_args();
+        let shot = Shot {
+            shooter: PlayerSlot(0),
+            command_tick,
+            interp_delay_ticks,
+            origin: eye,
+            direction: hitscan::aim_direction(cmd.yaw, cmd.pitch),
+            max_range_m: f32::INFINITY,
+        };
+        let scopes = Scopes::new(std::time::Instant::now);
+        hitscan::fire(&shot, map, history, &[true, true], &scopes)
+            .map(|h| (h.victim.0, part_code(h.part)))
+    }
+
+    #[test]
+    fn a_match_that_starts_over_forgets_the_players_its_snapshots_have_not_shown() {
+        let map = Arc::new(BuiltinMap::Arena.load());
+        let scopes = Scopes::new(std::time::Instant::now);
+        let mut v = ClientView::new(map.clone(), 2, 128, FOUR, INTERPOLATING);
+        let standing = |x: f32, y: f32| PlayerState {
+            origin: Vec3::new(x, y, 0.03125),
+            on_ground: true,
+            ..Default::default()
+        };
+        // The arena's north lane: the shooter (slot 0) at x = -10, its enemy (slot 1) 10 m
+        // ahead on the line, standing.
+        let shooter = standing(-10.0, 17.0);
+        let ghost = standing(0.0, 17.0);
+        let chest = |s: &PlayerState| s.origin + Vec3::new(0.0, 0.0, CHEST_M);
+        let both = |target: PlayerState| [(0, Some((shooter, true))), (1, Some((target, true)))];
+        for t in 5000..5040 {
+            v.record(Tick(t), Some(Posing::Animated), both(ghost));
+        }
+        let eye = v.eye_of(0).unwrap();
+        let at_ghost = aim_at(eye, chest(&ghost));
+        let shown = v.view_time().unwrap();
+        assert_eq!(v.judge(0, &at_ghost, shown).map(|h| h.0), Some(1));
+        // A long silence in the same match keeps who was seen: snapshots of the shooter
+        // alone (its enemy unchanged, so unsaid) still show the enemy where it stands.
+        for t in 5080..5090 {
+            v.record(
+                Tick(t),
+                Some(Posing::Animated),
+                [(0, Some((shooter, true)))],
+            );
+        }
+        let shown = v.view_time().unwrap();
+        assert_eq!(v.judge(0, &at_ghost, shown).map(|h| h.0), Some(1));
+        assert!(v.sight(0).is_some());
+
+        // The match ends and starts over at tick 0. The enemy respawned 1.5 m off the line
+        // of fire, where the fog of war hides it from this client: the new match's
+        // snapshots never mention it.
+        let target = standing(0.0, 15.5);
+        let mut server = History::new(HistoryConfig {
+            players: 2,
+            ..HistoryConfig::default()
+        })
+        .unwrap();
+        let samples = |target: PlayerState| {
+            [shooter, target].map(|state| PlayerSample {
+                state,
+                stance: state.stance(),
+                alive: true,
+            })
+        };
+        for t in 0..40 {
+            server.record(Tick(t), samples(target), Posing::Animated, &scopes);
+            v.record(
+                Tick(t),
+                Some(Posing::Animated),
+                [(0, Some((shooter, true)))],
+            );
+        }
+        // The shot at where the enemy stood in the old match hits nobody on the server, nor
+        // in this view; and nobody is in sight.
+        let shown = v.view_time().unwrap();
+        assert_eq!(shown.tick.0 / 64, 0, "a moment of the new match: {shown:?}");
+        let theirs = server_verdict(&server, &map, eye, &at_ghost, shown);
+        assert_eq!(theirs, None);
+        assert_eq!(v.judge(0, &at_ghost, shown), theirs);
+        assert_eq!(v.sight(0), None);
+        // Once a snapshot shows the enemy, it is a target where the server has it.
+        for t in 40..60 {
+            server.record(Tick(t), samples(target), Posing::Animated, &scopes);
+            v.record(Tick(t), Some(Posing::Animated), both(target));
+        }
+        let at_target = aim_at(eye, chest(&target));
+        let shown = v.view_time().unwrap();
+        let theirs = server_verdict(&server, &map, eye, &at_target, shown);
+        assert_eq!(theirs.map(|h| h.0), Some(1));
+        assert_eq!(v.judge(0, &at_target, shown), theirs);
+        assert_eq!(v.sight(0).map(|s| s.aim), Some(chest(&target)));
     }
 
     #[test]

@@ -971,7 +971,11 @@ impl Bot {
 }
 
 #[cfg(test)]
+mod boundary_tests;
+#[cfg(test)]
 mod no_alloc_tests;
+#[cfg(test)]
+mod test_host;
 
 #[cfg(test)]
 mod tests {

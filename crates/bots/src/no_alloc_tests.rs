@@ -13,201 +13,23 @@
 //! A counting global allocator sees every allocation of this crate's test binary; only
 //! those made inside the measured closure on the calling thread are counted.
 
-use tickforge_game::rules::{RulesConfig, Team};
-use tickforge_game::{PlayerSlot, Vec3, World, WorldConfig};
-use tickforge_io::udp::SendBatch;
-use tickforge_proto::netcode::{self, ServerEvent};
-use tickforge_proto::ClientIndex;
+use tickforge_game::rules::RulesConfig;
+use tickforge_game::PlayerSlot;
 use tickforge_server::Match;
-use tickforge_telemetry::Scopes;
 use tickforge_testkit::alloc::{allocations_in, Counting};
 
+use super::test_host::{Host, BOTS, PLAYERS};
 use super::*;
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// Seats of the match: the bots take the first [`BOTS`], the hunters the rest.
-const PLAYERS: u8 = 10;
-const BOTS: u8 = 8;
 /// Ticks before the measured window: connecting, the buy phase, and a few seconds of play.
 const WARMUP_TICKS: u32 = 640;
 /// The measured window: four seconds at least, and until [`Window::is_complete`]; the
 /// first round ends about 3.5 s into it.
 const MIN_MEASURED_TICKS: u32 = 512;
 const MAX_MEASURED_TICKS: u32 = 4096;
-
-/// The match the bots play, served from one loopback socket on virtual time.
-struct Host {
-    socket: UdpSocket,
-    transport: netcode::Server,
-    m: Match,
-    /// Each client index's seat.
-    seats: Vec<Option<PlayerSlot>>,
-    /// The input sequence of the hunters, one a tick.
-    hunter_seq: u32,
-    scopes: Scopes,
-    buf: Vec<u8>,
-    frame: Vec<u8>,
-    out: SendBatch,
-    io: IoStats,
-}
-
-impl Host {
-    /// A host for `config`'s one match, on `socket` (the bots' `config.servers[0]`).
-    fn new(config: &BotsConfig, socket: UdpSocket, start: Instant) -> Host {
-        let world = WorldConfig {
-            players: PLAYERS,
-            map: config.map,
-            // A short buy phase and 8 s rounds: fights within the warm-up, and a round's end
-            // and the next one's start within the window; enough rounds that the match
-            // cannot end in the test.
-            rules: RulesConfig {
-                buy: Duration::from_millis(500),
-                round: Duration::from_secs(8),
-                round_end: Duration::from_millis(500),
-                rounds: std::num::NonZeroU8::new(24).unwrap(),
-                ..RulesConfig::default()
-            },
-            ..WorldConfig::default()
-        };
-        let transport = netcode::Server::new(
-            netcode::ServerConfig {
-                protocol_id: config.protocol_id,
-                private_key: config.private_key.0,
-                public_addresses: config.servers.clone(),
-                max_clients: u16::from(BOTS),
-                requests_per_second_per_ip: 10,
-            },
-            start,
-            entropy::unix_now(),
-            entropy::random_bytes(),
-        );
-        let mut m = Match::new(MatchId(1), world, start);
-        for slot in BOTS..PLAYERS {
-            // Client indices the transport never gives: the hunters have no connection.
-            let hunter = ClientIndex(1000 + u16::from(slot));
-            assert_eq!(
-                m.seat(start, hunter, Some(PlayerSlot(slot))),
-                Some(PlayerSlot(slot))
-            );
-        }
-        Host {
-            socket,
-            transport,
-            m,
-            seats: vec![None; usize::from(BOTS)],
-            hunter_seq: 0,
-            scopes: Scopes::new(Instant::now),
-            buf: vec![0; SLOT_BYTES],
-            frame: Vec::with_capacity(MAX_PACKET_BYTES),
-            out: SendBatch::with_capacity(usize::from(PLAYERS) * 2 + 64, MAX_PACKET_BYTES),
-            io: IoStats::default(),
-        }
-    }
-
-    /// One server frame at `now`: every datagram waiting, the transport's timeouts, the
-    /// match's tick, and the send.
-    fn frame(&mut self, now: Instant) {
-        while let Some((len, from)) = self.socket.recv_from(&mut self.buf).unwrap() {
-            match self
-                .transport
-                .handle_datagram(now, from, &mut self.buf[..len])
-            {
-                Some(ServerEvent::Connected { client, .. }) => {
-                    self.seats[client.as_usize()] = self.m.seat(now, client, None);
-                }
-                Some(ServerEvent::Payload { client, data }) => {
-                    let slot = self.seats[client.as_usize()].expect("a seated client");
-                    self.m.receive(now, slot, data).expect("an honest bot");
-                }
-                Some(ServerEvent::Disconnected { client, .. }) => {
-                    panic!("{client:?} left");
-                }
-                None => {}
-            }
-        }
-        self.hunter_seq += 1;
-        // The hunters see the world as it is.
-        let shown = ViewTime::at(Tick(self.m.world().tick().0.saturating_sub(1)));
-        for slot in (BOTS..PLAYERS).map(PlayerSlot) {
-            let cmd = hunter_cmd(self.m.world(), slot);
-            self.m.queue_input(slot, self.hunter_seq, cmd, shown);
-        }
-        self.transport.handle_timeout(now);
-        assert_eq!(self.transport.poll_disconnect(), None);
-        while let Some(to) = self.transport.poll_transmit(&mut self.frame) {
-            self.out.push(to, &self.frame);
-        }
-        self.m.run_tick(
-            now,
-            &self.scopes,
-            &mut self.transport,
-            &mut self.frame,
-            &mut self.out,
-        );
-        assert!(self.m.finish_if_over().is_none(), "the match goes on");
-        self.out.flush(&self.socket, &mut self.io);
-    }
-}
-
-/// A hunter's command: out of its spawn room through the doorway (the arena's rooms open
-/// at y = 0) to a post by the centre pillar, standing to fire at the chest of the nearest
-/// living enemy in sight. It reads the server's world.
-fn hunter_cmd(world: &World, me: PlayerSlot) -> UserCmd {
-    let rules = world.rules();
-    if !rules.is_alive(me) {
-        return UserCmd::default();
-    }
-    let at = world.players()[usize::from(me.0)].state.origin;
-    let home = if World::team_of(me) == Team::Attackers {
-        -1.0
-    } else {
-        1.0
-    };
-    let post = Vec3::new(home * 3.0, 6.0, 0.0);
-    let goal = if at.x * home > 21.0 && at.y.abs() > 0.8 {
-        Vec3::new(home * 26.0, 0.0, 0.0)
-    } else if at.x * home > 21.0 {
-        Vec3::new(home * 18.0, 0.0, 0.0)
-    } else {
-        post
-    };
-    let turn = |v: Vec3| (v.y.atan2(v.x) / std::f32::consts::TAU * 65536.0).round() as i32;
-    let eye = at + Vec3::new(0.0, 0.0, 1.6);
-    let target = (0..PLAYERS)
-        .map(PlayerSlot)
-        .filter(|&s| rules.team(s) != rules.team(me) && rules.is_alive(s))
-        .map(|s| world.players()[usize::from(s.0)].state.origin + Vec3::new(0.0, 0.0, 1.2))
-        .filter(|&aim| {
-            let d = aim - eye;
-            let dist = d.length();
-            dist > 0.5 && world.map().trace_ray(eye, d * (1.0 / dist), dist).is_none()
-        })
-        .min_by(|a, b| (*a - eye).length().total_cmp(&(*b - eye).length()));
-    let to_goal = goal - at;
-    let run = to_goal.horizontal_length() > 1.0;
-    match target {
-        Some(aim) => {
-            let d = aim - eye;
-            let pitch = d.z.atan2(d.horizontal_length()) / std::f32::consts::TAU * 65536.0;
-            UserCmd {
-                forward: 0,
-                side: 0,
-                buttons: buttons::FIRE,
-                yaw: turn(d) as u16,
-                pitch: pitch.round() as i16,
-            }
-        }
-        None => UserCmd {
-            forward: if run { 127 } else { 0 },
-            side: 0,
-            buttons: 0,
-            yaw: turn(to_goal) as u16,
-            pitch: 0,
-        },
-    }
-}
 
 /// A run of [`play`], for the caller to check.
 struct Played {
@@ -233,7 +55,17 @@ fn play(rtt: Duration, jitter: Duration) -> Played {
     };
     let start = Instant::now();
     let period = Duration::from_nanos(1_000_000_000 / u64::from(config.tick_hz));
-    let mut host = Host::new(&config, socket, start);
+    // A short buy phase and 8 s rounds: fights within the warm-up, and a round's end and
+    // the next one's start within the window; enough rounds that the match cannot end in
+    // the test.
+    let rules = RulesConfig {
+        buy: Duration::from_millis(500),
+        round: Duration::from_secs(8),
+        round_end: Duration::from_millis(500),
+        rounds: std::num::NonZeroU8::new(24).unwrap(),
+        ..RulesConfig::default()
+    };
+    let mut host = Host::new(&config, socket, start, rules);
     let map = Arc::new(config.map.load());
     // Every behaviour: wanderers keep no view, aimers and runners do.
     let roles = [Role::Wander, Role::Aim, Role::Run];
@@ -276,7 +108,7 @@ fn play(rtt: Duration, jitter: Duration) -> Played {
                 allocating.push((t, i, n));
             }
         }
-        host.frame(now);
+        assert!(host.frame(now).is_none(), "the match goes on");
     }
     Played {
         allocating,

@@ -497,6 +497,32 @@ mod tests {
     }
 
     #[test]
+    fn a_wrapping_angle_crosses_the_turn_in_one_step() {
+        // MIXED's heading is an 8-bit angle in lane 0: 255 → 0 is +1, one byte; SHOOTER_LIKE's
+        // yaw (lane 4, 12 bits) likewise, 4095 → 1 is +2.
+        for (schema, l, from, to, zig) in
+            [(&MIXED, 0, 255, 0, 2u8), (&SHOOTER_LIKE, 4, 4095, 1, 16)]
+        {
+            let mut base = Lanes::ZERO;
+            base.0[l] = from;
+            let mut cur = base;
+            cur.0[l] = to;
+            let b = Base::Delta {
+                state: &base,
+                back: 1,
+                tick_hz: 128,
+            };
+            let mut buf = Vec::new();
+            let mask = encode_fields(schema, b, &cur, &mut buf);
+            assert_eq!(buf, [zig], "{from} → {to}");
+            assert_eq!(
+                decode_fields(schema, b, mask, &mut Cursor::new(&buf)),
+                Ok(cur)
+            );
+        }
+    }
+
+    #[test]
     fn steady_running_sends_no_position() {
         let (vx, px) = (0, 2);
         let mut base = Lanes::ZERO;

@@ -17,7 +17,11 @@
 //!                                otherwise id = previous id + 1 (the first record: id 0)
 //!     [back u8]                  kind 1 only, 1..=255
 //!     fields of the mask, in the schema's table order (`Schema`, the game's):
-//!       bit i            field i's lanes, in its coding
+//!       bit i            field i's lanes, in its coding; field i's lanes follow field
+//!                        i - 1's. The mask has as many bits as the table has fields
+//!                        (at most 16): a head with a bit past them, or a varint longer
+//!                        than 4 + fields bits, is refused. Nothing on the wire names
+//!                        the schema: server and client are built with the same one.
 //!
 //!   the reference shooter's table, for example (crates/shooter):
 //!       bit field        lanes        coding

@@ -4,7 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use tickforge_proto::msg::{ClientMsg, ServerMsg};
-use tickforge_replication::{cmd, SnapshotReader};
+use tickforge_shooter::{cmd, SnapshotReader};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(m) = ClientMsg::decode(data) {

@@ -11,9 +11,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tickforge_replication::{
-    EntityState, NetId, Replica, ReplicaConfig, ReplicationConfig, Replicator, Viewer,
-};
+use tickforge_replication::{NetId, Replica, ReplicaConfig, ReplicationConfig, Replicator};
+use tickforge_shooter::{push, schema, viewer, EntityState};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else { return };
@@ -55,11 +54,11 @@ fn config() -> ReplicationConfig {
 }
 
 fn view(r: &Replica) -> Vec<(NetId, EntityState)> {
-    r.entities().collect()
+    r.entities().map(|(id, q)| (id, EntityState::from_lanes(&q))).collect()
 }
 
 fn raw(mut input: Input<'_>) {
-    let mut replica = Replica::new(ReplicaConfig::matching(&config()));
+    let mut replica = Replica::new(ReplicaConfig::matching(&config()), schema());
     while !input.is_empty() {
         let len = usize::from(input.u8());
         let body = input.bytes(len);
@@ -136,7 +135,7 @@ fn deliver(
     for (i, s) in at_tick.iter().enumerate() {
         let id = NetId(i as u16);
         if clean.entity_tick(id) == Some(info.tick) {
-            if let Some(seen) = clean.entity(id) {
+            if let Some(seen) = clean.entity(id).map(|q| EntityState::from_lanes(&q)) {
                 assert_eq!(seen, s.quantized(), "entity {i} at tick {}", info.tick);
             }
         }
@@ -148,9 +147,9 @@ fn deliver(
 
 fn built(mut input: Input<'_>) {
     let config = config();
-    let mut r = Replicator::new(config);
-    let mut clean = Replica::new(ReplicaConfig::matching(&config));
-    let mut tainted = Replica::new(ReplicaConfig::matching(&config));
+    let mut r = Replicator::new(config, schema());
+    let mut clean = Replica::new(ReplicaConfig::matching(&config), schema());
+    let mut tainted = Replica::new(ReplicaConfig::matching(&config), schema());
     r.connect(0, Some(NetId(0)));
     let mut states = [EntityState::default(); 8];
     let mut sent: Vec<(u32, [EntityState; 8])> = Vec::new();
@@ -163,7 +162,7 @@ fn built(mut input: Input<'_>) {
         for (i, s) in states.iter_mut().enumerate() {
             if which >> i & 1 != 0 {
                 *s = next_state(&mut input, s);
-                r.set_entity(NetId(i as u16), s);
+                push(&mut r, NetId(i as u16), s);
             }
         }
         if which == 0xff && input.u8() & 1 == 0 {
@@ -177,7 +176,7 @@ fn built(mut input: Input<'_>) {
         });
         let mut body = Vec::new();
         let budget = if input.u8() & 0xc0 == 0 { usize::from(input.u8()) } else { 1400 };
-        r.write(0, &Viewer { position: states[0].position, yaw: states[0].yaw }, None, budget, &mut body);
+        r.write(0, &viewer(&states[0].to_player()), None, budget, &mut body);
         sent.push((t, states));
         let fate = input.u8();
         let ack_at = (fate & 0x20 == 0).then_some(t + 1 + u32::from(fate >> 6));

@@ -33,7 +33,8 @@ use tickforge_proto::netcode::{Client, ClientEvent, PrivateKey};
 use tickforge_proto::reliable::Endpoint;
 use tickforge_proto::user_data::{UserData, ANY};
 use tickforge_proto::{MatchId, MAX_PACKET_BYTES};
-use tickforge_replication::{cmd, flags, Replica, ReplicaConfig};
+use tickforge_replication::{Replica, ReplicaConfig};
+use tickforge_shooter::{cmd, flags, EntityState};
 use tickforge_telemetry::report::{BotsReport, Clients, Hitreg, ResponseTimeMs, ServerDelayMs};
 use tickforge_telemetry::DurationHistogram;
 
@@ -648,10 +649,13 @@ impl Bot {
             seq: 0,
             sent_at: [(0, None); SENT_RING],
             input_ack: 0,
-            replica: Replica::new(replica_config(
-                config.tick_hz,
-                config.bots_per_match.min(u32::from(u8::MAX)) as u8,
-            )),
+            replica: Replica::new(
+                replica_config(
+                    config.tick_hz,
+                    config.bots_per_match.min(u32::from(u8::MAX)) as u8,
+                ),
+                tickforge_shooter::schema(),
+            ),
             players: config.bots_per_match.min(u32::from(u8::MAX)) as u8,
             newest_tick: 0,
             delay: config.view_delay(),
@@ -746,7 +750,10 @@ impl Bot {
                     // clients, other bot processes): its snapshots name them all.
                     if players != self.players {
                         self.players = players;
-                        self.replica = Replica::new(replica_config(self.tick_hz, players));
+                        self.replica = Replica::new(
+                            replica_config(self.tick_hz, players),
+                            tickforge_shooter::schema(),
+                        );
                         self.view = None;
                     }
                 }
@@ -822,8 +829,8 @@ impl Bot {
                 view
             });
             // Every entity carries the tick's posing; a snapshot with none leaves it unsaid.
-            let posing = self.replica.last_read().find_map(|(_, s)| s).map(|s| {
-                if s.flags & flags::POSED != 0 {
+            let posing = self.replica.last_read().find_map(|(_, s)| s).map(|q| {
+                if EntityState::from_lanes(&q).flags & flags::POSED != 0 {
                     Posing::Animated
                 } else {
                     Posing::Idle
@@ -833,7 +840,8 @@ impl Bot {
                 let slot = u8::try_from(id.0).ok()?;
                 Some((
                     slot,
-                    s.map(|s| (s.to_player(), s.flags & flags::ALIVE != 0)),
+                    s.map(|q| EntityState::from_lanes(&q))
+                        .map(|s| (s.to_player(), s.flags & flags::ALIVE != 0)),
                 ))
             });
             view.record(Tick(tick), posing, records);

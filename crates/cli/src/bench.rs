@@ -180,10 +180,10 @@ fn measure_io_floor(
     // The datagrams of a tick: an input from every player in (kind, seq, view tick and
     // fraction, command), a snapshot to every player out, sized as the full state of every
     // player (delta replication sends less, so the floor errs high on the AEAD's share).
-    let input_bytes = 1 + 4 + 4 + 1 + tickforge_replication::cmd::CMD_BYTES;
+    let input_bytes = 1 + 4 + 4 + 1 + tickforge_shooter::cmd::CMD_BYTES;
     let snapshot_bytes = tickforge_proto::msg::SNAPSHOT_HEADER_BYTES
-        + tickforge_replication::HEADER_BYTES
-        + players * tickforge_replication::ENTITY_BYTES;
+        + tickforge_shooter::HEADER_BYTES
+        + players * tickforge_shooter::ENTITY_BYTES;
     // Paced at the tick, as a worker is: 256 ticks, two seconds at 128 Hz.
     let period = Duration::from_nanos(1_000_000_000 / u64::from(tick_hz));
     std::thread::spawn(move || {

@@ -21,10 +21,12 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion};
-use tickforge_game::Vec3;
-use tickforge_replication::{
-    EntityState, NetId, Replica, ReplicaConfig, ReplicationConfig, Replicator, Viewer,
-};
+use tickforge_replication::{NetId, Replica, ReplicaConfig, ReplicationConfig, Replicator, Viewer};
+
+// The shooter-like state and schema the tests use: the bench measures the shooter's table.
+#[path = "../tests/common/mod.rs"]
+mod common;
+use common::{EntityState, Push, Vec3, SCHEMA};
 
 /// Ticks of precomputed states each bench cycles through.
 const TICKS: u32 = 512;
@@ -66,7 +68,7 @@ impl Match {
             max_connections: n,
             ..ReplicationConfig::default()
         };
-        let mut r = Replicator::new(config);
+        let mut r = Replicator::new(config, &SCHEMA);
         for c in 0..n {
             r.connect(c, Some(NetId(c as u16)));
         }
@@ -125,7 +127,7 @@ impl Match {
         let states = &self.states[at];
         self.r.begin_tick(t);
         for (i, s) in states.iter().enumerate() {
-            self.r.set_entity(NetId(i as u16), s);
+            self.r.push(NetId(i as u16), s);
         }
         let mut bytes = 0;
         for (c, (out, own)) in self.outs.iter_mut().zip(states).enumerate() {
@@ -232,7 +234,7 @@ fn replicate(c: &mut Criterion) {
         })
         .collect();
     let config = ReplicaConfig::matching(m.r.config());
-    let mut replica = Replica::new(config);
+    let mut replica = Replica::new(config, &SCHEMA);
     let mut at = 0usize;
     c.bench_function("read one snapshot of 100 entities", |b| {
         b.iter_custom(|iters| {

@@ -10,7 +10,7 @@
 //! more than that), and the entities whose state it carried get a priority bump. A late
 //! ack still counts as an ack: judging a packet lost only speeds its correction up.
 
-use tickforge_game::math::BitIter;
+use crate::bits::BitIter;
 
 use crate::priority::TokenBucket;
 use crate::state::NetId;

@@ -16,7 +16,14 @@
 //!     [id_gap varint]            id_follows: id = previous id + 1 + id_gap;
 //!                                otherwise id = previous id + 1 (the first record: id 0)
 //!     [back u8]                  kind 1 only, 1..=255
-//!     fields of the mask, in table order:
+//!     fields of the mask, in the schema's table order (`Schema`, the game's):
+//!       bit i            field i's lanes, in its coding; field i's lanes follow field
+//!                        i - 1's. The mask has as many bits as the table has fields
+//!                        (at most 16): a head with a bit past them, or a varint longer
+//!                        than 4 + fields bits, is refused. Nothing on the wire names
+//!                        the schema: server and client are built with the same one.
+//!
+//!   the reference shooter's table, for example (crates/shooter):
 //!       bit field        lanes        coding
 //!       0   velocity xy  vx, vy       pair     1/256 m/s
 //!       1   position xy  px, py       pair     1/256 m, predicted from velocity
@@ -30,24 +37,26 @@
 //! varint:  LEB128, 7 bits a byte, low first; at most 5 bytes (10 for a pair)
 //! scalar:  varint(zigzag(value - expected))
 //! pair:    varint(interleave(zigzag(dx), zigzag(dy))): two deltas within ±3 cost one byte
-//! yaw:     its difference is wrapped to ±2048 before zigzag, its value to 0..4096 after
+//! angle:   a scalar, or a pair's first lane, that wraps at a turn of 2^bits: its difference
+//!          is wrapped to ±2^(bits-1) before zigzag, its value to 0..2^bits after
 //! byte:    the value, one byte
 //! ```
 //!
 //! A field's mask bit is set when its value differs from the expected one. The expected
-//! value is the baseline's, except for positions in a delta record, which are predicted
-//! from the baseline: `base_p + round((base_v + v) × back / (2 × tick_hz))` with `v` the
-//! velocity already decoded from this record (the trapezoid rule, exact under constant
+//! value is the baseline's, except for fields predicted from a rate field (positions) in a
+//! delta record, which are predicted from the baseline:
+//! `base_p + round((base_v + v) × back / (2 × tick_hz))` with `v` the rate (velocity)
+//! already decoded from this record (the trapezoid rule, exact under constant
 //! acceleration). A player running or falling steadily then sends no position at all; the
 //! reader computes the same integers, so the prediction costs nothing in accuracy. Full
 //! records expect zeros everywhere.
 //!
-//! The table is ordered by how often fields change (Quake's `entityStateFields`), so that a
-//! running, jumping, looking-around player's record head is one byte; the common head
+//! The game orders its table by how often fields change (Quake's `entityStateFields`), so
+//! that a running, jumping, looking-around player's record head is one byte; the common head
 //! spends one bit on its form, the rare records (full, gone, other baseline, id gap) a
 //! second byte.
 
-use crate::state::{lane, QState, ANGLE_MASK};
+use crate::schema::{Kind, Lanes, Row, Schema, NO_RATE};
 
 /// Bytes of a snapshot header at most: tick, default back, and a 2-byte count.
 pub(crate) const MAX_HEADER_BYTES: usize = 4 + 1 + 2;
@@ -60,73 +69,7 @@ pub(crate) const KIND_GONE: u32 = 3;
 const HEAD_EXTENDED: u64 = 1;
 const HEAD_ID_FOLLOWS: u64 = 1 << 3;
 const HEAD_COMMON_MASK_SHIFT: u32 = 1;
-const HEAD_EXTENDED_MASK_SHIFT: u32 = 4;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Coding {
-    Pair,
-    Scalar,
-    Byte,
-}
-
-/// One row of the field table.
-#[derive(Clone, Copy, Debug)]
-struct Field {
-    /// First lane; a pair uses this lane and the next.
-    lane: usize,
-    coding: Coding,
-    /// For a position: the lane of its velocity (the next lane too, for a pair).
-    predicted_from: Option<usize>,
-}
-
-/// Fields on the wire, in mask-bit order.
-pub(crate) const FIELD_COUNT: usize = 8;
-
-const FIELDS: [Field; FIELD_COUNT] = [
-    Field {
-        lane: lane::VX,
-        coding: Coding::Pair,
-        predicted_from: None,
-    },
-    Field {
-        lane: lane::PX,
-        coding: Coding::Pair,
-        predicted_from: Some(lane::VX),
-    },
-    Field {
-        lane: lane::YAW,
-        coding: Coding::Pair,
-        predicted_from: None,
-    },
-    Field {
-        lane: lane::VZ,
-        coding: Coding::Scalar,
-        predicted_from: None,
-    },
-    Field {
-        lane: lane::PZ,
-        coding: Coding::Scalar,
-        predicted_from: Some(lane::VZ),
-    },
-    Field {
-        lane: lane::FLAGS,
-        coding: Coding::Byte,
-        predicted_from: None,
-    },
-    Field {
-        lane: lane::HEALTH,
-        coding: Coding::Byte,
-        predicted_from: None,
-    },
-    Field {
-        lane: lane::WEAPON,
-        coding: Coding::Byte,
-        predicted_from: None,
-    },
-];
-
-/// Largest encoded field body: every field at its widest.
-pub(crate) const MAX_BODY_BYTES: usize = 10 + 10 + 10 + 5 + 5 + 1 + 1 + 1;
+pub(crate) const HEAD_EXTENDED_MASK_SHIFT: u32 = 4;
 
 /// What a record's fields are encoded against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,7 +78,7 @@ pub(crate) enum Base<'a> {
     Zero,
     /// The state `back` ticks before the record's tick.
     Delta {
-        state: &'a QState,
+        state: &'a Lanes,
         back: u32,
         tick_hz: u32,
     },
@@ -210,9 +153,10 @@ fn gather(v: u64) -> u32 {
     (v | v >> 16) as u32
 }
 
-/// The value lane `l` is expected to hold, given the baseline and the lanes of `cur`
-/// already decoded (velocities come before their positions in the table).
-fn expected(base: Base<'_>, field: &Field, l: usize, cur: &QState) -> i32 {
+/// The value lane `l` (of `row`) is expected to hold, given the baseline and the lanes of
+/// `cur` already decoded (rate fields come before the fields they predict).
+#[inline(always)]
+fn expected(base: Base<'_>, row: &Row, l: usize, cur: &Lanes) -> i32 {
     let Base::Delta {
         state,
         back,
@@ -222,10 +166,10 @@ fn expected(base: Base<'_>, field: &Field, l: usize, cur: &QState) -> i32 {
         return 0;
     };
     let b = state.0[l];
-    let Some(v) = field.predicted_from else {
+    if row.rate == NO_RATE {
         return b;
-    };
-    let v = v + (l - field.lane);
+    }
+    let v = usize::from(row.rate) + (l - usize::from(row.lane));
     // round((base_v + v) × back / (2 × tick_hz)) in i64: no input overflows it.
     let num = (i64::from(state.0[v]) + i64::from(cur.0[v])) * i64::from(back);
     let den = 2 * i64::from(tick_hz.max(1));
@@ -239,68 +183,67 @@ fn expected(base: Base<'_>, field: &Field, l: usize, cur: &QState) -> i32 {
     b.wrapping_add(step as i32)
 }
 
-/// The difference lane `l` of `cur` encodes against `expected`: yaw wraps, so that
-/// 4095 → 0 is one step.
-fn lane_delta(l: usize, value: i32, expected: i32) -> i32 {
+/// The difference a lane encodes against `expected`: an angle lane (`wrap_bits` > 0)
+/// wraps, so that 4095 → 0 is one step of a 12-bit turn.
+#[inline(always)]
+fn lane_delta(wrap_bits: u8, value: i32, expected: i32) -> i32 {
     let d = value.wrapping_sub(expected);
-    if l == lane::YAW {
-        ((d & ANGLE_MASK) << 20) >> 20
-    } else {
+    if wrap_bits == 0 {
         d
+    } else {
+        let shift = 32 - u32::from(wrap_bits);
+        (d << shift) >> shift
     }
 }
 
-/// The value a decoded difference gives lane `l`.
-fn lane_apply(l: usize, expected: i32, d: i32) -> i32 {
+/// The value a decoded difference gives a lane.
+#[inline(always)]
+fn lane_apply(wrap_bits: u8, expected: i32, d: i32) -> i32 {
     let v = expected.wrapping_add(d);
-    if l == lane::YAW {
-        v & ANGLE_MASK
-    } else {
+    if wrap_bits == 0 {
         v
+    } else {
+        v & ((1u32 << wrap_bits) - 1) as i32
     }
 }
 
 /// Writes the fields of `cur` that differ from what `base` leads the reader to expect, and
 /// returns the change mask. With [`Measure`] as the sink this is the size estimate.
-pub(crate) fn encode_fields<S: Sink>(base: Base<'_>, cur: &QState, sink: &mut S) -> u16 {
-    // The table, row by row: each call sees a constant row, so its coding and lanes fold
-    // into straight-line code rather than a loop that looks them up per field.
-    const _: () = assert!(FIELD_COUNT == 8, "one call per row of FIELDS");
+pub(crate) fn encode_fields<S: Sink>(
+    schema: &Schema,
+    base: Base<'_>,
+    cur: &Lanes,
+    sink: &mut S,
+) -> u16 {
     let mut mask = 0;
-    mask |= encode_field(0, base, cur, sink);
-    mask |= encode_field(1, base, cur, sink);
-    mask |= encode_field(2, base, cur, sink);
-    mask |= encode_field(3, base, cur, sink);
-    mask |= encode_field(4, base, cur, sink);
-    mask |= encode_field(5, base, cur, sink);
-    mask |= encode_field(6, base, cur, sink);
-    mask |= encode_field(7, base, cur, sink);
+    for (bit, row) in schema.rows().iter().enumerate() {
+        mask |= encode_field(bit, row, base, cur, sink);
+    }
     mask
 }
 
 /// Row `bit` of the table: writes its field if it differs, and returns its mask bit.
 #[inline(always)]
-fn encode_field<S: Sink>(bit: usize, base: Base<'_>, cur: &QState, sink: &mut S) -> u16 {
-    let f = &FIELDS[bit];
-    let l = f.lane;
-    let d0 = lane_delta(l, cur.0[l], expected(base, f, l, cur));
-    match f.coding {
-        Coding::Pair => {
-            let d1 = lane_delta(l + 1, cur.0[l + 1], expected(base, f, l + 1, cur));
+fn encode_field<S: Sink>(bit: usize, row: &Row, base: Base<'_>, cur: &Lanes, sink: &mut S) -> u16 {
+    let l = usize::from(row.lane);
+    let d0 = lane_delta(row.wrap_bits, cur.0[l], expected(base, row, l, cur));
+    match row.kind {
+        Kind::Pair => {
+            let d1 = lane_delta(0, cur.0[l + 1], expected(base, row, l + 1, cur));
             if d0 != 0 || d1 != 0 {
                 put_varint(sink, interleave(zigzag(d0), zigzag(d1)));
                 return 1 << bit;
             }
         }
-        Coding::Scalar if d0 != 0 => {
+        Kind::Scalar if d0 != 0 => {
             put_varint(sink, u64::from(zigzag(d0)));
             return 1 << bit;
         }
-        Coding::Byte if d0 != 0 => {
+        Kind::Byte if d0 != 0 => {
             sink.put(cur.0[l] as u8);
             return 1 << bit;
         }
-        Coding::Scalar | Coding::Byte => {}
+        Kind::Scalar | Kind::Byte => {}
     }
     0
 }
@@ -363,35 +306,36 @@ impl<'a> Cursor<'a> {
 
 /// Decodes the fields named by `mask` into the state they encode against `base`.
 pub(crate) fn decode_fields(
+    schema: &Schema,
     base: Base<'_>,
     mask: u16,
     r: &mut Cursor<'_>,
-) -> Result<QState, FieldError> {
-    let mut cur = QState::ZERO;
-    for (bit, f) in FIELDS.iter().enumerate() {
-        let l = f.lane;
+) -> Result<Lanes, FieldError> {
+    let mut cur = Lanes::ZERO;
+    for (bit, row) in schema.rows().iter().enumerate() {
+        let l = usize::from(row.lane);
         let changed = mask & (1 << bit) != 0;
-        let e0 = expected(base, f, l, &cur);
-        match f.coding {
-            Coding::Pair => {
-                let e1 = expected(base, f, l + 1, &cur);
+        let e0 = expected(base, row, l, &cur);
+        match row.kind {
+            Kind::Pair => {
+                let e1 = expected(base, row, l + 1, &cur);
                 let (dx, dy) = if changed {
                     deinterleave(r.varint(64)?)
                 } else {
                     (0, 0)
                 };
-                cur.0[l] = lane_apply(l, e0, unzigzag(dx));
-                cur.0[l + 1] = lane_apply(l + 1, e1, unzigzag(dy));
+                cur.0[l] = lane_apply(row.wrap_bits, e0, unzigzag(dx));
+                cur.0[l + 1] = lane_apply(0, e1, unzigzag(dy));
             }
-            Coding::Scalar => {
+            Kind::Scalar => {
                 let d = if changed {
                     unzigzag(r.varint(32)? as u32)
                 } else {
                     0
                 };
-                cur.0[l] = lane_apply(l, e0, d);
+                cur.0[l] = lane_apply(row.wrap_bits, e0, d);
             }
-            Coding::Byte => {
+            Kind::Byte => {
                 cur.0[l] = if changed { i32::from(r.u8()?) } else { e0 };
             }
         }
@@ -409,8 +353,9 @@ pub(crate) fn head(kind: u32, id_follows: bool, mask: u16) -> u64 {
     HEAD_EXTENDED | u64::from(kind) << 1 | follows | mask << HEAD_EXTENDED_MASK_SHIFT
 }
 
-/// A decoded record head: kind, id_follows, mask; `None` with mask bits past the table.
-pub(crate) fn split_head(h: u64) -> Option<(u32, bool, u16)> {
+/// A decoded record head: kind, id_follows, mask; `None` with mask bits past the table's
+/// `fields`.
+pub(crate) fn split_head(h: u64, fields: usize) -> Option<(u32, bool, u16)> {
     let (kind, follows, mask) = if h & HEAD_EXTENDED == 0 {
         (KIND_DELTA_DEFAULT, false, h >> HEAD_COMMON_MASK_SHIFT)
     } else {
@@ -420,31 +365,72 @@ pub(crate) fn split_head(h: u64) -> Option<(u32, bool, u16)> {
             h >> HEAD_EXTENDED_MASK_SHIFT,
         )
     };
-    (mask >> FIELD_COUNT == 0).then_some((kind, follows, mask as u16))
+    (mask >> fields == 0).then_some((kind, follows, mask as u16))
 }
-
-/// Bits a record head holds; a longer varint is refused.
-pub(crate) const HEAD_BITS: u32 = HEAD_EXTENDED_MASK_SHIFT + FIELD_COUNT as u32;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn lanes() -> impl Strategy<Value = QState> {
+    use crate::schema::{Coding, Field, Quantum, MAX_ANY_BODY_BYTES, MAX_LANES};
+
+    use crate::schema::test_schema::SHOOTER_LIKE;
+
+    /// Every other coding: a wrapping scalar angle, a predicted scalar, 16 lanes.
+    static MIXED: Schema = match Schema::new(&[
+        Field::new(
+            "heading",
+            Coding::Angle { bits: 8 },
+            Quantum::Turn { bits: 8 },
+        ),
+        Field::new("rate", Coding::Scalar, Quantum::Whole),
+        Field::new("x", Coding::Scalar, Quantum::Whole).predicted_from("rate"),
+        Field::new("b0", Coding::Byte, Quantum::Whole),
+        Field::new("b1", Coding::Byte, Quantum::Whole),
+        Field::new("b2", Coding::Byte, Quantum::Whole),
+        Field::new("b3", Coding::Byte, Quantum::Whole),
+        Field::new("b4", Coding::Byte, Quantum::Whole),
+        Field::new("b5", Coding::Byte, Quantum::Whole),
+        Field::new("b6", Coding::Byte, Quantum::Whole),
+        Field::new("b7", Coding::Byte, Quantum::Whole),
+        Field::new("s0", Coding::Scalar, Quantum::Whole),
+        Field::new("s1", Coding::Scalar, Quantum::Whole),
+        Field::new("a", Coding::Angle { bits: 31 }, Quantum::Whole),
+        Field::new("p", Coding::Pair, Quantum::Whole),
+    ]) {
+        Ok(s) => s,
+        Err(_) => panic!("a valid table"),
+    };
+
+    /// Lanes as `schema` allows them: angles within their turn, bytes within a byte, lanes
+    /// past the table zero.
+    fn lanes(schema: &'static Schema) -> impl Strategy<Value = Lanes> {
         (
-            prop::array::uniform11(any::<i32>()),
-            prop::array::uniform11(-300i32..300),
+            prop::array::uniform16(any::<i32>()),
+            prop::array::uniform16(-300i32..300),
             any::<bool>(),
         )
-            .prop_map(|(wild, small, pick)| {
-                let mut q = QState(if pick { wild } else { small });
-                q.0[lane::YAW] &= ANGLE_MASK;
-                for l in [lane::FLAGS, lane::HEALTH, lane::WEAPON] {
-                    q.0[l] &= 0xff;
+            .prop_map(move |(wild, small, pick)| {
+                let mut q = Lanes(if pick { wild } else { small });
+                for row in schema.rows() {
+                    let l = usize::from(row.lane);
+                    if row.wrap_bits != 0 {
+                        q.0[l] &= ((1u32 << row.wrap_bits) - 1) as i32;
+                    }
+                    if row.kind == Kind::Byte {
+                        q.0[l] &= 0xff;
+                    }
+                }
+                for l in &mut q.0[schema.lane_count()..MAX_LANES] {
+                    *l = 0;
                 }
                 q
             })
+    }
+
+    fn schemas() -> impl Strategy<Value = &'static Schema> {
+        prop_oneof![Just(&SHOOTER_LIKE), Just(&MIXED)]
     }
 
     #[test]
@@ -491,15 +477,67 @@ mod tests {
     }
 
     #[test]
+    fn the_widest_record_fits_the_bound() {
+        for schema in [&SHOOTER_LIKE, &MIXED] {
+            let mut cur = Lanes::ZERO;
+            for row in schema.rows() {
+                let l = usize::from(row.lane);
+                cur.0[l] = if row.kind == Kind::Byte {
+                    255
+                } else {
+                    i32::MIN
+                };
+                cur.0[l + usize::from(row.kind == Kind::Pair)] = i32::MIN;
+            }
+            let mut buf = Vec::new();
+            encode_fields(schema, Base::Zero, &cur, &mut buf);
+            assert!(buf.len() <= schema.max_body_bytes(), "{}", buf.len());
+        }
+        assert_eq!(
+            SHOOTER_LIKE.max_body_bytes(),
+            10 + 10 + 10 + 5 + 5 + 1 + 1 + 1
+        );
+        assert_eq!(SHOOTER_LIKE.head_bits(), 12);
+    }
+
+    #[test]
+    fn a_wrapping_angle_crosses_the_turn_in_one_step() {
+        // MIXED's heading is an 8-bit angle in lane 0: 255 → 0 is +1, one byte; SHOOTER_LIKE's
+        // yaw (lane 4, 12 bits) likewise, 4095 → 1 is +2.
+        for (schema, l, from, to, zig) in
+            [(&MIXED, 0, 255, 0, 2u8), (&SHOOTER_LIKE, 4, 4095, 1, 16)]
+        {
+            let mut base = Lanes::ZERO;
+            base.0[l] = from;
+            let mut cur = base;
+            cur.0[l] = to;
+            let b = Base::Delta {
+                state: &base,
+                back: 1,
+                tick_hz: 128,
+            };
+            let mut buf = Vec::new();
+            let mask = encode_fields(schema, b, &cur, &mut buf);
+            assert_eq!(buf, [zig], "{from} → {to}");
+            assert_eq!(
+                decode_fields(schema, b, mask, &mut Cursor::new(&buf)),
+                Ok(cur)
+            );
+        }
+    }
+
+    #[test]
     fn steady_running_sends_no_position() {
-        let mut base = QState::ZERO;
-        base.0[lane::VX] = 500;
-        base.0[lane::PX] = 10_000;
+        let (vx, px) = (0, 2);
+        let mut base = Lanes::ZERO;
+        base.0[vx] = 500;
+        base.0[px] = 10_000;
         let mut cur = base;
-        // 500 cm/s for 4 ticks at 128 Hz: 15.625 cm, rounded to 16.
-        cur.0[lane::PX] += 16;
+        // 500 units/s for 4 ticks at 128 Hz: 15.625 units, rounded to 16.
+        cur.0[px] += 16;
         let mut buf = Vec::new();
         let mask = encode_fields(
+            &SHOOTER_LIKE,
             Base::Delta {
                 state: &base,
                 back: 4,
@@ -514,32 +552,39 @@ mod tests {
     proptest! {
         #[test]
         fn fields_round_trip_and_measure_what_they_write(
-            base in lanes(), cur in lanes(), back in 0u32..256, tick_hz in 1u32..1000,
+            (schema, base, cur) in schemas().prop_flat_map(|s| (Just(s), lanes(s), lanes(s))),
+            back in 0u32..256, tick_hz in 1u32..1000,
         ) {
             let b = if back == 0 { Base::Zero } else { Base::Delta { state: &base, back, tick_hz } };
             let mut buf = Vec::new();
-            let mask = encode_fields(b, &cur, &mut buf);
+            let mask = encode_fields(schema, b, &cur, &mut buf);
             let mut m = Measure::default();
-            prop_assert_eq!(encode_fields(b, &cur, &mut m), mask);
+            prop_assert_eq!(encode_fields(schema, b, &cur, &mut m), mask);
             prop_assert_eq!(m.0, buf.len(), "measured size equals written size");
-            prop_assert!(buf.len() <= MAX_BODY_BYTES);
+            prop_assert!(buf.len() <= schema.max_body_bytes());
+            prop_assert!(buf.len() <= MAX_ANY_BODY_BYTES);
             let mut r = Cursor::new(&buf);
-            prop_assert_eq!(decode_fields(b, mask, &mut r), Ok(cur));
+            prop_assert_eq!(decode_fields(schema, b, mask, &mut r), Ok(cur));
             prop_assert_eq!(r.remaining(), 0);
             for kind in [KIND_DELTA_DEFAULT, KIND_DELTA_BACK, KIND_FULL, KIND_GONE] {
                 for follows in [false, true] {
-                    prop_assert_eq!(split_head(head(kind, follows, mask)), Some((kind, follows, mask)));
+                    let h = head(kind, follows, mask);
+                    prop_assert_eq!(split_head(h, schema.len()), Some((kind, follows, mask)));
+                    let mut hb = Vec::new();
+                    put_varint(&mut hb, h);
+                    prop_assert_eq!(Cursor::new(&hb).varint(schema.head_bits()), Ok(h));
                 }
             }
         }
 
         #[test]
         fn decoding_any_bytes_never_panics(
-            base in lanes(), mask in 0u16..256, data in prop::collection::vec(any::<u8>(), 0..64),
+            schema in schemas(), base in lanes(&MIXED), mask: u16,
+            data in prop::collection::vec(any::<u8>(), 0..128),
         ) {
             let b = Base::Delta { state: &base, back: 255, tick_hz: 1 };
-            let _ = decode_fields(b, mask, &mut Cursor::new(&data));
-            let _ = decode_fields(Base::Zero, mask, &mut Cursor::new(&data));
+            let _ = decode_fields(schema, b, mask, &mut Cursor::new(&data));
+            let _ = decode_fields(schema, Base::Zero, mask, &mut Cursor::new(&data));
         }
     }
 }

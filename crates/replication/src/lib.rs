@@ -9,14 +9,15 @@
 //!   Encodings are shared between connections that acked the same tick.
 //! - [`Replica`], client side: decodes snapshots in any order into a per-entity history
 //!   and a newest-wins view.
-//! - The field table in `delta` drives encoding, decoding and measuring: one place says
-//!   what an entity costs on the wire.
-//! - [`SnapshotWriter`] / [`SnapshotReader`]: the full-state format (every player every
-//!   tick), kept as the baseline that delta replication is measured against; and [`cmd`],
-//!   the player command format.
+//! - [`Schema`]: the game declares its replicated fields (name, coding, quantum, the field
+//!   that predicts it); that one table drives encoding, decoding and measuring, so one
+//!   place says what an entity costs on the wire. Entities are [`Lanes`] of the schema's
+//!   wire units; positions for relevancy and fog-of-war rows are the game's to supply.
 //!
-//! What it does not do: sockets, timing, acks (the transport reports them with
-//! [`Replicator::on_ack`]), reliable events, or deciding when to send. A tick is a number.
+//! What it does not do: know any game (the reference shooter's schema, its state building
+//! and its full-state and command formats live in `tickforge-shooter`), sockets, timing,
+//! acks (the transport reports them with [`Replicator::on_ack`]), reliable events, or
+//! deciding when to send. A tick is a number.
 //!
 //! In order of importance: a decoder never panics on hostile bytes and refuses a bad
 //! snapshot whole; a client never decodes against a state other than the one the server
@@ -24,21 +25,19 @@
 //! times all connections, and each changed entity is quantized once per tick; no
 //! allocation per tick once buffers are warm; then bytes on the wire.
 
-pub mod cmd;
+mod bits;
 mod conn;
 mod delta;
 mod priority;
 mod reader;
 mod relevancy;
-mod snapshot;
+mod schema;
 mod state;
 mod writer;
 
 pub use conn::LOSS_ACK_GAP;
 pub use priority::{PriorityConfig, Viewer};
 pub use reader::{ReadError, ReadInfo, Replica, ReplicaConfig, ReplicaStats};
-pub use snapshot::{
-    EntityView, SnapshotError, SnapshotReader, SnapshotWriter, ENTITY_BYTES, HEADER_BYTES,
-};
-pub use state::{flags, EntityState, NetId, MAX_ENTITIES};
+pub use schema::{Coding, Field, Lanes, Quantum, Schema, SchemaError, MAX_FIELDS, MAX_LANES};
+pub use state::{NetId, Position, MAX_ENTITIES};
 pub use writer::{ConfigError, ReplicationConfig, ReplicationStats, Replicator, WriteInfo};

@@ -6,13 +6,13 @@
 //! them to zero, so an entity left out keeps growing until it wins: nothing starves. An
 //! entity in a packet that was lost gets a bump, so its correction goes out first.
 
-use tickforge_game::{angle16_to_rad, Vec3};
+use crate::state::Position;
 
 /// Where a connection's player looks from: the centre of its relevancy and priority.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Viewer {
     /// Eye or feet position, metres (only x and y are used).
-    pub position: Vec3,
+    pub position: Position,
     /// View yaw, 1/65536 turn.
     pub yaw: u16,
 }
@@ -60,7 +60,7 @@ pub(crate) struct ViewerFrame {
 
 impl ViewerFrame {
     pub fn new(v: &Viewer, radius_m: f32) -> Self {
-        let a = angle16_to_rad(v.yaw);
+        let a = f32::from(v.yaw) * (std::f32::consts::TAU / 65536.0);
         ViewerFrame {
             x: v.position.x,
             y: v.position.y,
@@ -70,13 +70,13 @@ impl ViewerFrame {
     }
 
     /// Squared distance on the ground plane, m².
-    pub fn distance2(&self, p: &Vec3) -> f32 {
+    pub fn distance2(&self, p: &Position) -> f32 {
         let (dx, dy) = (p.x - self.x, p.y - self.y);
         dx * dx + dy * dy
     }
 
     /// The per-tick weight of an entity at `p`.
-    pub fn weight(&self, c: &PriorityConfig, p: &Vec3) -> f32 {
+    pub fn weight(&self, c: &PriorityConfig, p: &Position) -> f32 {
         let (dx, dy) = (p.x - self.x, p.y - self.y);
         let d = (dx * dx + dy * dy).sqrt();
         let near = (1.0 - d * self.inv_radius).max(0.0);
@@ -132,15 +132,15 @@ mod tests {
         let c = PriorityConfig::default();
         let v = ViewerFrame::new(
             &Viewer {
-                position: Vec3::new(0.0, 0.0, 0.0),
+                position: Position::new(0.0, 0.0, 0.0),
                 yaw: 0,
             },
             100.0,
         );
-        let ahead_near = v.weight(&c, &Vec3::new(10.0, 0.0, 0.0));
-        let ahead_far = v.weight(&c, &Vec3::new(90.0, 0.0, 0.0));
-        let behind_near = v.weight(&c, &Vec3::new(-10.0, 0.0, 0.0));
-        let behind_out = v.weight(&c, &Vec3::new(-200.0, 0.0, 0.0));
+        let ahead_near = v.weight(&c, &Position::new(10.0, 0.0, 0.0));
+        let ahead_far = v.weight(&c, &Position::new(90.0, 0.0, 0.0));
+        let behind_near = v.weight(&c, &Position::new(-10.0, 0.0, 0.0));
+        let behind_out = v.weight(&c, &Position::new(-200.0, 0.0, 0.0));
         assert!(ahead_near > ahead_far && ahead_near > behind_near);
         assert!(behind_near > behind_out);
         assert!((behind_out - c.base).abs() < 1e-6);
@@ -148,15 +148,16 @@ mod tests {
         // Yaw 16384 is a quarter turn: +y is ahead.
         let v = ViewerFrame::new(
             &Viewer {
-                position: Vec3::default(),
+                position: Position::default(),
                 yaw: 16384,
             },
             100.0,
         );
         assert!(
-            v.weight(&c, &Vec3::new(0.0, 50.0, 0.0)) > v.weight(&c, &Vec3::new(50.0, 0.0, 0.0))
+            v.weight(&c, &Position::new(0.0, 50.0, 0.0))
+                > v.weight(&c, &Position::new(50.0, 0.0, 0.0))
         );
-        assert!(v.weight(&c, &Vec3::new(f32::NAN, 0.0, 0.0)).is_finite());
+        assert!(v.weight(&c, &Position::new(f32::NAN, 0.0, 0.0)).is_finite());
     }
 
     #[test]

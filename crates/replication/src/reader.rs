@@ -10,10 +10,11 @@
 //! fails changes nothing.
 
 use crate::delta::{
-    decode_fields, split_head, Base, Cursor, FieldError, HEAD_BITS, KIND_DELTA_BACK,
-    KIND_DELTA_DEFAULT, KIND_FULL, KIND_GONE,
+    decode_fields, split_head, Base, Cursor, FieldError, KIND_DELTA_BACK, KIND_DELTA_DEFAULT,
+    KIND_FULL, KIND_GONE,
 };
-use crate::state::{EntityState, NetId, QState, Stored, MAX_ENTITIES};
+use crate::schema::{Lanes, Schema};
+use crate::state::{NetId, Stored, MAX_ENTITIES};
 use crate::writer::ReplicationConfig;
 
 /// Tunables of a [`Replica`]; they must agree with the server's [`ReplicationConfig`].
@@ -64,7 +65,8 @@ pub enum ReadError {
     /// An entity id at or past `max_entities`.
     #[error("snapshot entity id out of range")]
     IdOutOfRange,
-    /// A record head with unknown mask bits, or a gone record with fields.
+    /// A record head with mask bits past the schema's fields, or a gone record with
+    /// fields.
     #[error("snapshot record head invalid")]
     BadHead,
     /// A delta whose baseline distance is 0 or reaches before tick 0.
@@ -120,20 +122,21 @@ struct Shown {
     present: bool,
     updated: bool,
     tick: u32,
-    state: EntityState,
+    state: Lanes,
 }
 
 #[derive(Clone, Copy, Debug)]
 struct Decoded {
     id: u16,
     gone: bool,
-    q: QState,
+    q: Lanes,
 }
 
 /// A client's copy of the replicated world, rebuilt from snapshot bodies. Performs no I/O;
 /// allocates only in [`Replica::new`].
 pub struct Replica {
     config: ReplicaConfig,
+    schema: &'static Schema,
     history: Vec<Stored>,
     view: Vec<Shown>,
     seen: Vec<Option<u32>>,
@@ -143,11 +146,12 @@ pub struct Replica {
 }
 
 impl Replica {
-    /// An empty replica. Memory: about `max_entities × history_ticks × 48` bytes.
+    /// An empty replica decoding the fields of `schema`, the server's. Memory: about
+    /// `max_entities × history_ticks × 72` bytes.
     ///
     /// # Panics
     /// If `max_entities` is not 1..=[`MAX_ENTITIES`] or `history_ticks` or `tick_hz` is 0.
-    pub fn new(config: ReplicaConfig) -> Replica {
+    pub fn new(config: ReplicaConfig, schema: &'static Schema) -> Replica {
         assert!(
             (1..=MAX_ENTITIES).contains(&config.max_entities)
                 && config.history_ticks > 0
@@ -157,10 +161,11 @@ impl Replica {
         let empty = Stored {
             tick: 0,
             filled: false,
-            q: QState::ZERO,
+            q: Lanes::ZERO,
         };
         Replica {
             config,
+            schema,
             history: vec![empty; config.max_entities * config.history_ticks as usize],
             view: vec![Shown::default(); config.max_entities],
             seen: vec![None; config.history_ticks as usize],
@@ -205,6 +210,8 @@ impl Replica {
     }
 
     fn decode(&mut self, body: &[u8]) -> Result<ReadInfo, ReadError> {
+        let schema = self.schema;
+        let (fields, head_bits) = (schema.len(), schema.head_bits());
         let mut r = Cursor::new(body);
         let tick = r.u32_le()?;
         let default_back = u32::from(r.u8()?);
@@ -234,7 +241,7 @@ impl Replica {
         };
         for _ in 0..count {
             let (kind, id_follows, mask) =
-                split_head(r.varint(HEAD_BITS)?).ok_or(ReadError::BadHead)?;
+                split_head(r.varint(head_bits)?, fields).ok_or(ReadError::BadHead)?;
             let gap = if id_follows {
                 r.varint(16)? as usize
             } else {
@@ -252,11 +259,11 @@ impl Replica {
                     self.scratch.push(Decoded {
                         id: id as u16,
                         gone: true,
-                        q: QState::ZERO,
+                        q: Lanes::ZERO,
                     });
                     continue;
                 }
-                KIND_FULL => decode_fields(Base::Zero, mask, &mut r)?,
+                KIND_FULL => decode_fields(schema, Base::Zero, mask, &mut r)?,
                 KIND_DELTA_DEFAULT | KIND_DELTA_BACK => {
                     let back = if kind == KIND_DELTA_BACK {
                         u32::from(r.u8()?)
@@ -276,7 +283,7 @@ impl Replica {
                         back,
                         tick_hz: self.config.tick_hz,
                     };
-                    decode_fields(base, mask, &mut r)?
+                    decode_fields(schema, base, mask, &mut r)?
                 }
                 _ => unreachable!("a two-bit kind"),
             };
@@ -313,7 +320,7 @@ impl Replica {
                 v.tick = tick;
                 v.present = !d.gone;
                 if !d.gone {
-                    v.state = d.q.to_state();
+                    v.state = d.q;
                 }
             }
         }
@@ -326,17 +333,17 @@ impl Replica {
     }
 
     /// What the last successful [`Replica::read`] decoded, lowest id first: each entity it
-    /// carried, with its state at that snapshot's tick, or `None` for a gone record. Empty
+    /// carried, with its lanes at that snapshot's tick, or `None` for a gone record. Empty
     /// after a duplicate or an error. For clients that keep their own per-tick history
     /// (interpolation, lag-compensation checks) rather than the newest-wins view.
-    pub fn last_read(&self) -> impl Iterator<Item = (NetId, Option<EntityState>)> + '_ {
+    pub fn last_read(&self) -> impl Iterator<Item = (NetId, Option<Lanes>)> + '_ {
         self.scratch
             .iter()
-            .map(|d| (NetId(d.id), (!d.gone).then(|| d.q.to_state())))
+            .map(|d| (NetId(d.id), (!d.gone).then_some(d.q)))
     }
 
-    /// The entities in view and their states, lowest id first.
-    pub fn entities(&self) -> impl Iterator<Item = (NetId, EntityState)> + '_ {
+    /// The entities in view and their lanes, lowest id first.
+    pub fn entities(&self) -> impl Iterator<Item = (NetId, Lanes)> + '_ {
         self.view
             .iter()
             .enumerate()
@@ -344,8 +351,8 @@ impl Replica {
             .map(|(i, v)| (NetId(i as u16), v.state))
     }
 
-    /// Entity `id`'s state, if in view.
-    pub fn entity(&self, id: NetId) -> Option<EntityState> {
+    /// Entity `id`'s lanes, if in view.
+    pub fn entity(&self, id: NetId) -> Option<Lanes> {
         self.view
             .get(id.index())
             .filter(|v| v.present)
@@ -374,15 +381,21 @@ impl Replica {
     pub fn config(&self) -> &ReplicaConfig {
         &self.config
     }
+
+    /// The schema this replica decodes with.
+    pub fn schema(&self) -> &'static Schema {
+        self.schema
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::priority::Viewer;
+    use crate::schema::test_schema::SHOOTER_LIKE;
+    use crate::state::Position;
     use crate::writer::Replicator;
     use proptest::prelude::*;
-    use tickforge_game::Vec3;
 
     fn config() -> ReplicationConfig {
         ReplicationConfig {
@@ -392,25 +405,33 @@ mod tests {
         }
     }
 
-    fn state(t: u32) -> EntityState {
-        EntityState {
-            position: Vec3::new(t as f32 * 0.07, 1.0, 0.0),
-            velocity: Vec3::new(9.0, 0.0, 0.0),
-            yaw: (t * 300) as u16,
-            ..EntityState::default()
-        }
+    /// Running along x at 9 m/s, turning: lanes vx vy px py yaw of [`SHOOTER_LIKE`].
+    fn state(t: u32) -> Lanes {
+        let mut q = Lanes::ZERO;
+        q.0[..5].copy_from_slice(&[
+            9 * 256,
+            0,
+            (t as f32 * 0.07 * 256.0).round() as i32,
+            256,
+            (t as i32 * 300 / 16) & 0xfff,
+        ]);
+        q
+    }
+
+    fn new_replica() -> Replica {
+        Replica::new(ReplicaConfig::matching(&config()), &SHOOTER_LIKE)
     }
 
     /// Snapshot bodies of ticks `0..n` for entities 0 and 3; `(t, a)` in `acks` acks tick
     /// `a` before tick `t` is written.
     fn bodies(n: u32, acks: &[(u32, u32)]) -> Vec<Vec<u8>> {
-        let mut r = Replicator::new(config());
+        let mut r = Replicator::new(config(), &SHOOTER_LIKE);
         r.connect(0, None);
         (0..n)
             .map(|t| {
                 r.begin_tick(t);
-                r.set_entity(NetId(0), &state(t));
-                r.set_entity(NetId(3), &state(t + 100));
+                r.set_entity(NetId(0), Position::default(), &state(t));
+                r.set_entity(NetId(3), Position::default(), &state(t + 100));
                 for &(_, a) in acks.iter().filter(|&&(at, _)| at == t) {
                     r.on_ack(0, a);
                 }
@@ -425,19 +446,15 @@ mod tests {
     fn a_late_snapshot_is_stored_as_a_baseline_without_moving_the_view_back() {
         // 2 is encoded against 0 (1 not yet acked), 3 against 1.
         let b = bodies(4, &[(1, 0), (3, 1)]);
-        let mut replica = Replica::new(ReplicaConfig::matching(&config()));
+        let mut replica = new_replica();
         replica.read(&b[0]).unwrap();
         replica.read(&b[2]).unwrap();
         let late = replica.read(&b[1]).unwrap();
         assert!(late.stale && !late.duplicate);
-        assert_eq!(
-            replica.entity(NetId(0)),
-            Some(state(2).quantized()),
-            "newest wins"
-        );
+        assert_eq!(replica.entity(NetId(0)), Some(state(2)), "newest wins");
         assert_eq!(replica.newest_tick(), Some(2));
         replica.read(&b[3]).unwrap();
-        assert_eq!(replica.entity(NetId(3)), Some(state(103).quantized()));
+        assert_eq!(replica.entity(NetId(3)), Some(state(103)));
         assert!(replica.read(&b[3]).unwrap().duplicate);
         let s = replica.stats();
         assert_eq!((s.snapshots, s.stale, s.duplicates), (4, 1, 1));
@@ -446,7 +463,7 @@ mod tests {
     #[test]
     fn a_missing_baseline_drops_the_snapshot_whole() {
         let b = bodies(2, &[(1, 0)]);
-        let mut replica = Replica::new(ReplicaConfig::matching(&config()));
+        let mut replica = new_replica();
         assert_eq!(replica.read(&b[1]), Err(ReadError::MissingBaseline));
         assert_eq!(replica.entities().count(), 0);
         assert_eq!(replica.newest_tick(), None);
@@ -458,7 +475,7 @@ mod tests {
 
     #[test]
     fn hostile_records_are_refused_with_their_reason() {
-        let mut replica = Replica::new(ReplicaConfig::matching(&config()));
+        let mut replica = new_replica();
         let head = |tick: u32, back: u8, count: u8| {
             let mut v = tick.to_le_bytes().to_vec();
             v.extend([back, count]);
@@ -512,7 +529,7 @@ mod tests {
             flips in prop::collection::vec((any::<prop::sample::Index>(), 1u8..), 0..4),
         ) {
             let b = bodies(3, &[(1, 0), (2, 1)]);
-            let mut replica = Replica::new(ReplicaConfig::matching(&config()));
+            let mut replica = new_replica();
             replica.read(&b[0]).unwrap();
             let view: Vec<_> = replica.entities().collect();
             if replica.read(&noise).is_err() {
@@ -527,7 +544,7 @@ mod tests {
                     bad[i] ^= x;
                 }
             }
-            let mut fresh = Replica::new(ReplicaConfig::matching(&config()));
+            let mut fresh = new_replica();
             fresh.read(&b[0]).unwrap();
             if fresh.read(&bad).is_err() {
                 prop_assert_eq!(fresh.entities().collect::<Vec<_>>(), view);

@@ -7,17 +7,16 @@
 //! The bytes of a (entity, baseline) encoding are cached for the tick, so connections that
 //! acked the same tick share one encoding: the usual case at a steady tick rate.
 
-use tickforge_game::math::BitIter;
-use tickforge_game::Vec3;
-
+use crate::bits::BitIter;
 use crate::conn::{Conn, Status, NO_BASELINE};
 use crate::delta::{
     encode_fields, head, put_varint, varint_len, Base, Measure, Sink, KIND_DELTA_BACK,
-    KIND_DELTA_DEFAULT, KIND_FULL, KIND_GONE, MAX_BODY_BYTES, MAX_HEADER_BYTES,
+    KIND_DELTA_DEFAULT, KIND_FULL, KIND_GONE, MAX_HEADER_BYTES,
 };
 use crate::priority::{PriorityConfig, Viewer, ViewerFrame};
 use crate::relevancy::Grid;
-use crate::state::{EntityState, NetId, QState, Stored, MAX_ENTITIES};
+use crate::schema::{Lanes, Schema, MAX_ANY_BODY_BYTES};
+use crate::state::{NetId, Position, Stored, MAX_ENTITIES};
 
 /// Tunables of a [`Replicator`]; [`Default`] is a 128-tick, 128-player match.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -200,12 +199,12 @@ pub struct WriteInfo {
 const CACHE_WAYS: usize = 4;
 /// Cache key of a full state: the baseline of an entity that has none.
 const FULL_KEY: u32 = NO_BASELINE;
-/// Bytes copied for one encoding body: at least [`MAX_BODY_BYTES`], so every body is moved
-/// with one fixed-size copy (buffers it is copied from and to keep this much slack).
-const COPY_BYTES: usize = 48;
-const _: () = assert!(COPY_BYTES >= MAX_BODY_BYTES, "one copy moves any body");
-/// Largest record: head, id gap, back, body.
-const MAX_RECORD_BYTES: usize = 2 + 2 + 1 + MAX_BODY_BYTES;
+/// Bytes copied for one encoding body: at least any schema's widest body, so every body is
+/// moved with one fixed-size copy (buffers it is copied from and to keep this much slack).
+const COPY_BYTES: usize = 80;
+const _: () = assert!(COPY_BYTES >= MAX_ANY_BODY_BYTES, "one copy moves any body");
+/// Largest record but its body: head (4 bits and a 16-bit mask), id gap, back.
+const MAX_RECORD_HEAD_BYTES: usize = 3 + 2 + 1;
 
 /// One cached encoding: where its body is in the arena and its change mask.
 #[derive(Clone, Copy, Debug, Default)]
@@ -226,13 +225,13 @@ struct CacheSet {
 }
 
 /// One entity's encoding, for a write: where its body is and what its head says. Small, as
-/// a write moves one per relevant entity: a body is at most [`MAX_BODY_BYTES`], a mask has
-/// `FIELD_COUNT` (8) bits and `back` is below `ring_ticks`.
+/// a write moves one per relevant entity: a body is at most [`MAX_ANY_BODY_BYTES`], a mask
+/// has at most 16 bits and `back` is below `ring_ticks`.
 #[derive(Clone, Copy, Debug)]
 struct Enc {
     start: u32,
     len: u8,
-    mask: u8,
+    mask: u16,
     back: u8,
     full: bool,
     in_arena: bool,
@@ -282,13 +281,14 @@ impl Sink for Bytes {
 
 /// Entity states, their past, and this tick's encodings.
 struct Entities {
+    schema: &'static Schema,
     n: usize,
     ring_ticks: u32,
     tick_hz: u32,
     /// Bit `e % 64` of word `e / 64`: entity `e` is in the match.
     exists: Vec<u64>,
-    position: Vec<Vec3>,
-    current: Vec<QState>,
+    position: Vec<Position>,
+    current: Vec<Lanes>,
     /// Past states, by ring slot then entity: the states of one tick are together.
     ring: Vec<Stored>,
     cache: Vec<CacheSet>,
@@ -307,14 +307,14 @@ impl Entities {
         (tick % self.ring_ticks) as usize * self.n + e
     }
 
-    fn stored(&self, e: usize, tick: u32) -> Option<&QState> {
+    fn stored(&self, e: usize, tick: u32) -> Option<&Lanes> {
         let s = &self.ring[self.slot(e, tick)];
         (s.filled && s.tick == tick).then_some(&s.q)
     }
 
     /// The state every connection is sent for `e` this tick: the current one, frozen at
     /// the first write of the tick that encodes it, so that all connections see the same.
-    fn state_now(&mut self, e: usize, now: u32) -> QState {
+    fn state_now(&mut self, e: usize, now: u32) -> Lanes {
         let at = self.slot(e, now);
         let s = &mut self.ring[at];
         if !(s.filled && s.tick == now) {
@@ -370,7 +370,7 @@ impl Entities {
             return Enc {
                 start: way.start,
                 len: way.len as u8,
-                mask: way.mask as u8,
+                mask: way.mask,
                 back: back as u8,
                 full,
                 in_arena: true,
@@ -392,18 +392,18 @@ impl Entities {
         };
         let set = &mut self.cache[e];
         let free = (set.used as usize) < CACHE_WAYS;
-        let in_arena = free && self.arena.room() - self.arena.len >= MAX_BODY_BYTES;
+        let in_arena = free && self.arena.room() - self.arena.len >= self.schema.max_body_bytes();
         let buf = if in_arena {
             &mut self.arena
         } else {
             &mut self.overflow
         };
         let start = buf.len;
-        let mask = encode_fields(base, &cur, buf);
+        let mask = encode_fields(self.schema, base, &cur, buf);
         let len = (buf.len - start) as u16;
         debug_assert_eq!(
             usize::from(len),
-            measure(base, &cur),
+            measure(self.schema, base, &cur),
             "measured size equals written size"
         );
         if in_arena {
@@ -419,7 +419,7 @@ impl Entities {
         Enc {
             start: start as u32,
             len: len as u8,
-            mask: mask as u8,
+            mask,
             back: back as u8,
             full,
             in_arena,
@@ -475,14 +475,15 @@ pub struct Replicator {
 }
 
 impl Replicator {
-    /// A replicator with every table sized by `config`.
+    /// A replicator with every table sized by `config`, whose entities carry the fields of
+    /// `schema` (the game's; its clients' replicas must use the same).
     ///
-    /// Memory: about `max_entities × (ring_ticks × 52 + max_connections × 22)` bytes plus
+    /// Memory: about `max_entities × (ring_ticks × 72 + max_connections × 22)` bytes plus
     /// `max_connections × ring_ticks × max_entities / 4`.
     ///
     /// # Panics
     /// If `config` fails [`ReplicationConfig::validate`].
-    pub fn new(config: ReplicationConfig) -> Replicator {
+    pub fn new(config: ReplicationConfig, schema: &'static Schema) -> Replicator {
         if let Err(e) = config.validate() {
             panic!("replication config: {e}");
         }
@@ -491,23 +492,25 @@ impl Replicator {
         let empty = Stored {
             tick: 0,
             filled: false,
-            q: QState::ZERO,
+            q: Lanes::ZERO,
         };
+        let body_bytes = schema.max_body_bytes();
         Replicator {
             config,
             tick: 0,
             entities: Entities {
+                schema,
                 n,
                 ring_ticks: config.ring_ticks,
                 tick_hz: config.tick_hz,
                 exists: vec![0; words],
-                position: vec![Vec3::default(); n],
-                current: vec![QState::ZERO; n],
+                position: vec![Position::default(); n],
+                current: vec![Lanes::ZERO; n],
                 ring: vec![empty; n * config.ring_ticks as usize],
                 cache: vec![CacheSet::default(); n],
                 // Two encodings per entity at their widest; typical ones are a tenth of that.
-                arena: Bytes::new(2 * n * MAX_BODY_BYTES),
-                overflow: Bytes::new(n * MAX_BODY_BYTES),
+                arena: Bytes::new(2 * n * body_bytes),
+                overflow: Bytes::new(n * body_bytes),
                 generation: 1,
             },
             grid: Grid::new(n, config.cell_size_m),
@@ -521,7 +524,7 @@ impl Replicator {
                 enc: vec![Enc::NONE; n],
                 sel_states: vec![0; words],
                 sel_gone: vec![0; words],
-                body: Bytes::new(MAX_HEADER_BYTES + n * MAX_RECORD_BYTES),
+                body: Bytes::new(MAX_HEADER_BYTES + n * (MAX_RECORD_HEAD_BYTES + body_bytes)),
             },
             stats: ReplicationStats::default(),
         }
@@ -530,6 +533,11 @@ impl Replicator {
     /// The configuration this replicator was made with.
     pub fn config(&self) -> &ReplicationConfig {
         &self.config
+    }
+
+    /// The schema this replicator encodes with.
+    pub fn schema(&self) -> &'static Schema {
+        self.entities.schema
     }
 
     /// The current tick.
@@ -548,19 +556,21 @@ impl Replicator {
         self.stats.max_staleness_ticks = 0;
     }
 
-    /// Pushes the state of entity `id`, quantized once here. Call when the state changed,
-    /// and the first time; calling with an unchanged state costs little. A state set after
-    /// this tick's first write takes effect next tick.
+    /// Pushes the state of entity `id`: `lanes` in the schema's wire units (the game
+    /// quantizes once, with each field's [`Quantum`](crate::Quantum)), `position` where
+    /// relevancy and priority place it. Call when the state changed, and the first time;
+    /// calling with an unchanged state costs little. A state set after this tick's first
+    /// write takes effect next tick. Lanes past the schema's are ignored.
     ///
     /// # Panics
     /// If `id` is not below `max_entities`.
-    pub fn set_entity(&mut self, id: NetId, state: &EntityState) {
+    pub fn set_entity(&mut self, id: NetId, position: Position, lanes: &Lanes) {
         let e = id.index();
         let ents = &mut self.entities;
         ents.exists[e / 64] |= 1 << (e % 64);
-        ents.position[e] = state.position;
-        ents.current[e] = QState::from_state(state);
-        self.grid.place(e, state.position.x, state.position.y);
+        ents.position[e] = position;
+        ents.current[e] = *lanes;
+        self.grid.place(e, position.x, position.y);
     }
 
     /// Removes entity `id` from the match: connections that have it get a gone record.
@@ -766,7 +776,7 @@ impl Replicator {
             let kind = record_kind(&enc, default_back);
             enc.kind = kind as u8;
             scratch.enc[e] = enc;
-            let size = varint_len(head(kind, true, enc.mask.into()))
+            let size = varint_len(head(kind, true, enc.mask))
                 + varint_len(e as u64)
                 + usize::from(kind == KIND_DELTA_BACK)
                 + usize::from(enc.len);
@@ -836,7 +846,7 @@ impl Replicator {
                 }
                 let enc = &scratch.enc[e];
                 let kind = u32::from(enc.kind);
-                put_varint(body, head(kind, gap != 0, enc.mask.into()));
+                put_varint(body, head(kind, gap != 0, enc.mask));
                 if gap != 0 {
                     put_varint(body, gap as u64);
                 }
@@ -889,9 +899,9 @@ impl Replicator {
     }
 }
 
-fn measure(base: Base<'_>, cur: &QState) -> usize {
+fn measure(schema: &Schema, base: Base<'_>, cur: &Lanes) -> usize {
     let mut m = Measure::default();
-    encode_fields(base, cur, &mut m);
+    encode_fields(schema, base, cur, &mut m);
     m.0
 }
 

@@ -3,12 +3,9 @@
 
 mod common;
 
-use common::{running, viewer_of, Rng};
+use common::{running, viewer_of, EntityState, Push, Rng, Shown, Vec3, SCHEMA};
 use proptest::prelude::*;
-use tickforge_game::Vec3;
-use tickforge_replication::{
-    EntityState, NetId, Replica, ReplicaConfig, ReplicationConfig, Replicator,
-};
+use tickforge_replication::{NetId, Replica, ReplicaConfig, ReplicationConfig, Replicator};
 
 const CLIENTS: usize = 8;
 const ENTITIES: u16 = 40;
@@ -44,9 +41,9 @@ fn run(seed: u64) {
         max_connections: CLIENTS,
         ..ReplicationConfig::default()
     };
-    let mut r = Replicator::new(config);
+    let mut r = Replicator::new(config, &SCHEMA);
     let mut replicas: Vec<Replica> = (0..CLIENTS)
-        .map(|_| Replica::new(ReplicaConfig::matching(&config)))
+        .map(|_| Replica::new(ReplicaConfig::matching(&config), &SCHEMA))
         .collect();
     for c in 0..CLIENTS {
         r.connect(c, Some(NetId(c as u16)));
@@ -69,7 +66,7 @@ fn run(seed: u64) {
                 }
                 continue;
             }
-            r.set_entity(NetId(i), &state(i, t));
+            r.push(NetId(i), &state(i, t));
         }
         up.retain(|&(at, c, tick)| {
             if at <= t {
@@ -117,7 +114,7 @@ fn run(seed: u64) {
                     .filter(|&e| r.is_relevant(c, e))
                     .map(|e| (e, state(e.0, t).quantized()))
                     .collect();
-                let got: Vec<(NetId, EntityState)> = replica.entities().collect();
+                let got: Vec<(NetId, EntityState)> = replica.states();
                 assert_eq!(got, want, "seed {seed} tick {t} client {c}");
             }
         }
@@ -191,15 +188,15 @@ proptest! {
     #[test]
     fn any_states_with_any_acks_decode_to_the_server_state(ticks in ticks()) {
         let config = ReplicationConfig { max_entities: 4, max_connections: 1, ring_ticks: 16, ..ReplicationConfig::default() };
-        let mut r = Replicator::new(config);
-        let mut replica = Replica::new(ReplicaConfig::matching(&config));
+        let mut r = Replicator::new(config, &SCHEMA);
+        let mut replica = Replica::new(ReplicaConfig::matching(&config), &SCHEMA);
         r.connect(0, Some(NetId(0)));
         let mut acks: Vec<(u32, u32)> = Vec::new();
         for (t, (states, arrives, ack_after)) in ticks.iter().enumerate() {
             let t = t as u32;
             r.begin_tick(t);
             for (i, s) in states.iter().enumerate() {
-                r.set_entity(NetId(i as u16), s);
+                r.push(NetId(i as u16), s);
             }
             acks.retain(|&(at, tick)| {
                 if at <= t {
@@ -219,14 +216,14 @@ proptest! {
             for (i, s) in states.iter().enumerate() {
                 let id = NetId(i as u16);
                 if replica.entity_tick(id) == Some(t) {
-                    if let Some(seen) = replica.entity(id) {
+                    if let Some(seen) = replica.state(id) {
                         prop_assert_eq!(seen, s.quantized(), "tick {} entity {}", t, i);
                     } else {
                         prop_assert!(!r.is_relevant(0, id));
                     }
                 }
             }
-            prop_assert_eq!(replica.entity(NetId(0)), Some(states[0].quantized()));
+            prop_assert_eq!(replica.state(NetId(0)), Some(states[0].quantized()));
         }
     }
 }

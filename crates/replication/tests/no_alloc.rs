@@ -6,8 +6,7 @@
 
 mod common;
 
-use common::{running, viewer_of};
-use tickforge_game::Vec3;
+use common::{running, viewer_of, Push, Vec3, SCHEMA};
 use tickforge_replication::{NetId, Replica, ReplicaConfig, ReplicationConfig, Replicator};
 use tickforge_testkit::alloc::{allocations_in, Counting};
 
@@ -22,8 +21,8 @@ fn a_warm_tick_of_100_entities_for_100_connections_allocates_nothing() {
         max_connections: N,
         ..ReplicationConfig::default()
     };
-    let mut r = Replicator::new(config);
-    let mut replica = Replica::new(ReplicaConfig::matching(&config));
+    let mut r = Replicator::new(config, &SCHEMA);
+    let mut replica = Replica::new(ReplicaConfig::matching(&config), &SCHEMA);
     for c in 0..N {
         r.connect(c, Some(NetId(c as u16)));
     }
@@ -41,7 +40,7 @@ fn a_warm_tick_of_100_entities_for_100_connections_allocates_nothing() {
     let tick = |t: u32, r: &mut Replicator, replica: &mut Replica, outs: &mut [Vec<u8>]| {
         r.begin_tick(t);
         for i in 0..N {
-            r.set_entity(NetId(i as u16), &running(i, t, centre, 20.0 + i as f32));
+            r.push(NetId(i as u16), &running(i, t, centre, 20.0 + i as f32));
         }
         // Some entities leave and come back: gone records and re-entry.
         if t % 50 == 25 {

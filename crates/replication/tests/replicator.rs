@@ -4,10 +4,11 @@
 
 mod common;
 
-use common::{assert_view, config_small, running, viewer_of};
-use tickforge_game::Vec3;
+use common::{
+    assert_view, config_small, running, viewer_of, EntityState, Push, Shown, Vec3, SCHEMA,
+};
 use tickforge_replication::{
-    EntityState, NetId, Replica, ReplicaConfig, ReplicationConfig, Replicator, Viewer, WriteInfo,
+    NetId, Replica, ReplicaConfig, ReplicationConfig, Replicator, Viewer, WriteInfo,
 };
 
 const ORIGIN: Vec3 = Vec3::new(0.0, 0.0, 0.0);
@@ -39,7 +40,7 @@ fn exchange(
 
 #[test]
 fn connections_with_the_same_baseline_share_byte_identical_encodings() {
-    let mut r = Replicator::new(config_small());
+    let mut r = Replicator::new(config_small(), &SCHEMA);
     let n = 10u16;
     let viewer = Viewer::default();
     for c in 0..3 {
@@ -49,7 +50,7 @@ fn connections_with_the_same_baseline_share_byte_identical_encodings() {
     for t in 0..20u32 {
         r.begin_tick(t);
         for i in 0..n {
-            r.set_entity(NetId(i), &running(usize::from(i), t, ORIGIN, 20.0));
+            r.push(NetId(i), &running(usize::from(i), t, ORIGIN, 20.0));
         }
         let before = r.stats();
         for (c, body) in bodies.iter_mut().enumerate() {
@@ -86,20 +87,20 @@ fn an_entity_leaving_range_stays_for_the_hysteresis_then_is_gone_until_acked() {
         hysteresis_ticks: 10,
         ..config_small()
     };
-    let mut r = Replicator::new(config);
-    let mut replica = Replica::new(ReplicaConfig::matching(&config));
+    let mut r = Replicator::new(config, &SCHEMA);
+    let mut replica = Replica::new(ReplicaConfig::matching(&config), &SCHEMA);
     r.connect(0, None);
     let viewer = Viewer::default();
     for t in 0..5 {
         r.begin_tick(t);
-        r.set_entity(NetId(1), &at(10.0, 0.0));
+        r.push(NetId(1), &at(10.0, 0.0));
         exchange(&mut r, 0, &viewer, None, &mut replica);
     }
     // In range last at tick 4: relevant through tick 14.
     for t in 5..=14 {
         r.begin_tick(t);
         let s = at(80.0 + t as f32, 0.0);
-        r.set_entity(NetId(1), &s);
+        r.push(NetId(1), &s);
         exchange(&mut r, 0, &viewer, None, &mut replica);
         assert!(r.is_relevant(0, NetId(1)), "tick {t}");
         assert_view(
@@ -119,7 +120,7 @@ fn an_entity_leaving_range_stays_for_the_hysteresis_then_is_gone_until_acked() {
             "tick {t}: gone until a gone is acked"
         );
         replica.read(&body).unwrap();
-        assert!(replica.entity(NetId(1)).is_none());
+        assert!(replica.state(NetId(1)).is_none());
     }
     r.on_ack(0, 16);
     r.begin_tick(18);
@@ -132,8 +133,8 @@ fn an_entity_leaving_range_stays_for_the_hysteresis_then_is_gone_until_acked() {
 #[test]
 fn fog_hides_an_entity_with_a_gone_record_and_never_its_state_after() {
     let config = config_small();
-    let mut r = Replicator::new(config);
-    let mut replica = Replica::new(ReplicaConfig::matching(&config));
+    let mut r = Replicator::new(config, &SCHEMA);
+    let mut replica = Replica::new(ReplicaConfig::matching(&config), &SCHEMA);
     r.connect(0, None);
     let viewer = Viewer::default();
     let all = [u64::MAX];
@@ -141,7 +142,7 @@ fn fog_hides_an_entity_with_a_gone_record_and_never_its_state_after() {
     for t in 0..40 {
         r.begin_tick(t);
         for i in 0..4 {
-            r.set_entity(NetId(i), &running(usize::from(i), t, ORIGIN, 10.0));
+            r.push(NetId(i), &running(usize::from(i), t, ORIGIN, 10.0));
         }
         let row: &[u64] = if t < 5 { &all } else { &hidden };
         let info = exchange(&mut r, 0, &viewer, Some(row), &mut replica);
@@ -149,7 +150,7 @@ fn fog_hides_an_entity_with_a_gone_record_and_never_its_state_after() {
             assert_eq!((info.states, info.gone), (3, 1));
         }
         if t >= 5 {
-            assert!(replica.entity(NetId(2)).is_none(), "tick {t}");
+            assert!(replica.state(NetId(2)).is_none(), "tick {t}");
             assert_eq!(
                 replica.entity_tick(NetId(2)),
                 Some(5),
@@ -172,14 +173,14 @@ fn the_grid_never_considers_far_entities() {
         max_connections: 2,
         ..ReplicationConfig::default()
     };
-    let mut r = Replicator::new(config);
+    let mut r = Replicator::new(config, &SCHEMA);
     r.connect(0, None);
     r.begin_tick(0);
     for i in 0..20u16 {
-        r.set_entity(NetId(i), &at(f32::from(i) * 4.0, -30.0));
+        r.push(NetId(i), &at(f32::from(i) * 4.0, -30.0));
     }
     for i in 20..1024u16 {
-        r.set_entity(
+        r.push(
             NetId(i),
             &at(5_000.0 + f32::from(i) * 3.0, f32::from(i % 7) * 500.0),
         );
@@ -198,14 +199,14 @@ fn the_grid_never_considers_far_entities() {
 #[test]
 fn the_own_entity_is_relevant_out_of_range_and_through_fog() {
     let config = config_small();
-    let mut r = Replicator::new(config);
-    let mut replica = Replica::new(ReplicaConfig::matching(&config));
+    let mut r = Replicator::new(config, &SCHEMA);
+    let mut replica = Replica::new(ReplicaConfig::matching(&config), &SCHEMA);
     r.connect(0, Some(NetId(7)));
     for t in 0..3 {
         r.begin_tick(t);
         let own = at(1_000.0, 1_000.0);
-        r.set_entity(NetId(7), &own);
-        r.set_entity(NetId(8), &at(1_001.0, 1_000.0));
+        r.push(NetId(7), &own);
+        r.push(NetId(8), &at(1_001.0, 1_000.0));
         // The viewer is elsewhere (a spectator camera, say) and its own bit is clear.
         exchange(&mut r, 0, &Viewer::default(), Some(&[0]), &mut replica);
         assert_view(&replica, &[(NetId(7), own)], "own entity only");
@@ -218,15 +219,15 @@ fn full_states_on_join_when_the_baseline_leaves_the_ring_and_after_reconnect() {
         ring_ticks: 8,
         ..config_small()
     };
-    let mut r = Replicator::new(config);
-    let mut replica = Replica::new(ReplicaConfig::matching(&config));
+    let mut r = Replicator::new(config, &SCHEMA);
+    let mut replica = Replica::new(ReplicaConfig::matching(&config), &SCHEMA);
     r.connect(0, None);
     let viewer = Viewer::default();
     let mut body = Vec::new();
     let mut fulls = Vec::new();
     for t in 0..12 {
         r.begin_tick(t);
-        r.set_entity(NetId(0), &running(0, t, ORIGIN, 5.0));
+        r.push(NetId(0), &running(0, t, ORIGIN, 5.0));
         body.clear();
         let info = r.write(0, &viewer, None, 1400, &mut body);
         replica.read(&body).unwrap();
@@ -253,22 +254,22 @@ fn full_states_on_join_when_the_baseline_leaves_the_ring_and_after_reconnect() {
 #[test]
 fn a_removed_entity_is_gone_and_its_id_reusable() {
     let config = config_small();
-    let mut r = Replicator::new(config);
-    let mut replica = Replica::new(ReplicaConfig::matching(&config));
+    let mut r = Replicator::new(config, &SCHEMA);
+    let mut replica = Replica::new(ReplicaConfig::matching(&config), &SCHEMA);
     r.connect(0, None);
     let viewer = Viewer::default();
     for t in 0..4 {
         r.begin_tick(t);
-        r.set_entity(NetId(3), &running(3, t, ORIGIN, 5.0));
+        r.push(NetId(3), &running(3, t, ORIGIN, 5.0));
         exchange(&mut r, 0, &viewer, None, &mut replica);
     }
     r.begin_tick(4);
     r.remove_entity(NetId(3));
     assert_eq!(exchange(&mut r, 0, &viewer, None, &mut replica).gone, 1);
-    assert!(replica.entity(NetId(3)).is_none());
+    assert!(replica.state(NetId(3)).is_none());
     r.begin_tick(5);
     let newcomer = at(-3.0, 2.0);
-    r.set_entity(NetId(3), &newcomer);
+    r.push(NetId(3), &newcomer);
     exchange(&mut r, 0, &viewer, None, &mut replica);
     assert_view(&replica, &[(NetId(3), newcomer)], "the id's new entity");
 }
@@ -276,19 +277,19 @@ fn a_removed_entity_is_gone_and_its_id_reusable() {
 #[test]
 fn a_state_set_after_the_first_write_waits_for_the_next_tick() {
     let config = config_small();
-    let mut r = Replicator::new(config);
+    let mut r = Replicator::new(config, &SCHEMA);
     let mut replicas = [
-        Replica::new(ReplicaConfig::matching(&config)),
-        Replica::new(ReplicaConfig::matching(&config)),
+        Replica::new(ReplicaConfig::matching(&config), &SCHEMA),
+        Replica::new(ReplicaConfig::matching(&config), &SCHEMA),
     ];
     r.connect(0, None);
     r.connect(1, None);
     let viewer = Viewer::default();
     let (a, b) = (at(1.0, 1.0), at(2.0, 2.0));
     r.begin_tick(0);
-    r.set_entity(NetId(0), &a);
+    r.push(NetId(0), &a);
     exchange(&mut r, 0, &viewer, None, &mut replicas[0]);
-    r.set_entity(NetId(0), &b);
+    r.push(NetId(0), &b);
     exchange(&mut r, 1, &viewer, None, &mut replicas[1]);
     assert_view(
         &replicas[1],
@@ -305,8 +306,8 @@ fn a_state_set_after_the_first_write_waits_for_the_next_tick() {
 #[test]
 fn with_room_for_a_third_every_entity_still_goes_out_every_few_ticks() {
     let config = config_small();
-    let mut r = Replicator::new(config);
-    let mut replica = Replica::new(ReplicaConfig::matching(&config));
+    let mut r = Replicator::new(config, &SCHEMA);
+    let mut replica = Replica::new(ReplicaConfig::matching(&config), &SCHEMA);
     r.connect(0, Some(NetId(0)));
     let n = 30u16;
     let mut body = Vec::new();
@@ -318,7 +319,7 @@ fn with_room_for_a_third_every_entity_still_goes_out_every_few_ticks() {
     for t in 0..8 {
         r.begin_tick(t);
         for (i, s) in states(t).enumerate() {
-            r.set_entity(NetId(i as u16), &s);
+            r.push(NetId(i as u16), &s);
         }
         body.clear();
         let info = r.write(
@@ -345,7 +346,7 @@ fn with_room_for_a_third_every_entity_still_goes_out_every_few_ticks() {
     for t in 8..400 {
         r.begin_tick(t);
         for (i, s) in states(t).enumerate() {
-            r.set_entity(NetId(i as u16), &s);
+            r.push(NetId(i as u16), &s);
         }
         while acks.front().is_some_and(|&(due, _)| due <= t) {
             r.on_ack(0, acks.pop_front().unwrap().1);
@@ -399,14 +400,14 @@ fn the_rate_bucket_holds_each_second_to_bytes_per_second() {
         burst_ticks: 4,
         ..config_small()
     };
-    let mut r = Replicator::new(config);
+    let mut r = Replicator::new(config, &SCHEMA);
     r.connect(0, None);
     let mut per_tick = Vec::new();
     let mut body = Vec::new();
     for t in 0..512 {
         r.begin_tick(t);
         for i in 0..30u16 {
-            r.set_entity(NetId(i), &running(usize::from(i), t, ORIGIN, 30.0));
+            r.push(NetId(i), &running(usize::from(i), t, ORIGIN, 30.0));
         }
         body.clear();
         per_tick.push(r.write(0, &Viewer::default(), None, 1400, &mut body).bytes);

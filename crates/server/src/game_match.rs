@@ -2,7 +2,6 @@
 
 use std::time::{Duration, Instant};
 
-use tickforge_game::history::Posing;
 use tickforge_game::replay::Recorder;
 use tickforge_game::rules::{Phase as RoundPhase, RulesEvent};
 use tickforge_game::{PlayerSlot, Tick, UserCmd, ViewTime, World, WorldConfig};
@@ -11,10 +10,8 @@ use tickforge_proto::msg::{self, ClientMsg, Event, ServerMsg};
 use tickforge_proto::netcode::Server as Transport;
 use tickforge_proto::reliable::{Endpoint, ReliableError};
 use tickforge_proto::{ClientIndex, MatchId};
-use tickforge_replication::{
-    cmd, flags, EntityState, NetId, ReplicationConfig, Replicator, Viewer, ENTITY_BYTES,
-    HEADER_BYTES,
-};
+use tickforge_replication::{NetId, ReplicationConfig, Replicator};
+use tickforge_shooter::{cmd, ENTITY_BYTES, HEADER_BYTES};
 use tickforge_telemetry::{Category, FrameRecord, Phase, Scopes};
 
 /// Packets a client may send beyond one a tick before it counts as flooding: two seconds'
@@ -133,21 +130,6 @@ fn round_event(world: &World) -> Event {
     }
 }
 
-/// What a client is told of `slot`.
-fn entity_state(world: &World, slot: PlayerSlot) -> EntityState {
-    let rules = world.rules();
-    let p = &world.players()[usize::from(slot.0)];
-    let mut bits = 0;
-    if rules.is_alive(slot) {
-        bits |= flags::ALIVE;
-    }
-    if world.posing() == Posing::Animated {
-        bits |= flags::POSED;
-    }
-    let ammo = rules.weapon(slot).map_or(0, |w| w.ammo().min(255) as u8);
-    EntityState::from_player(&p.state, rules.health_hp(slot).min(255) as u8, ammo, bits)
-}
-
 impl Match {
     /// A match whose tick 0 is due at `start`.
     pub fn new(id: MatchId, config: WorldConfig, start: Instant) -> Self {
@@ -156,7 +138,10 @@ impl Match {
             id,
             world: World::new(config),
             seats: (0..players).map(|_| Seat::default()).collect(),
-            replicator: Replicator::new(replication_config(&config, ReplicationConfig::default())),
+            replicator: Replicator::new(
+                replication_config(&config, ReplicationConfig::default()),
+                tickforge_shooter::schema(),
+            ),
             body: Vec::with_capacity(tickforge_proto::MAX_PACKET_BYTES),
             payloads: Vec::with_capacity(players * tickforge_proto::MAX_PACKET_BYTES),
             payload_ends: Vec::with_capacity(players),
@@ -337,7 +322,7 @@ impl Match {
         // Snapshot ticks start again from 0: old baselines mean nothing now.
         let config = *self.replicator.config();
         self.past_replication = self.replication_stats();
-        self.replicator = Replicator::new(config);
+        self.replicator = Replicator::new(config, tickforge_shooter::schema());
         for (i, seat) in self.seats.iter_mut().enumerate() {
             seat.acked_tick = None;
             if seat.client.is_some() {
@@ -524,8 +509,8 @@ impl Match {
             // Push: only what the step wrote is quantized, once for every connection.
             self.replicator.begin_tick(tick);
             for slot in self.world.changed() {
-                let state = entity_state(&self.world, slot);
-                self.replicator.set_entity(NetId(u16::from(slot.0)), &state);
+                let state = tickforge_shooter::entity_state(&self.world, slot);
+                tickforge_shooter::push(&mut self.replicator, NetId(u16::from(slot.0)), &state);
             }
             self.payloads.clear();
             self.payload_ends.clear();
@@ -534,11 +519,7 @@ impl Match {
                     continue;
                 };
                 let slot = PlayerSlot(i as u8);
-                let own = &self.world.players()[i].state;
-                let viewer = Viewer {
-                    position: own.origin,
-                    yaw: own.yaw,
-                };
+                let viewer = tickforge_shooter::viewer(&self.world.players()[i].state);
                 // One packet a tick: the snapshot takes what the reliable events' reserved
                 // share leaves.
                 let budget = link

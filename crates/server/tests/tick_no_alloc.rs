@@ -23,8 +23,9 @@ use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
 use tickforge_proto::netcode::{self, Client, ClientEvent, ServerEvent};
 use tickforge_proto::reliable::Endpoint;
 use tickforge_proto::{ClientIndex, MatchId, MAX_PACKET_BYTES};
-use tickforge_replication::{cmd, Replica, ReplicaConfig, ReplicationConfig};
+use tickforge_replication::{Replica, ReplicaConfig, ReplicationConfig};
 use tickforge_server::Match;
+use tickforge_shooter::cmd;
 use tickforge_telemetry::Scopes;
 use tickforge_testkit::alloc::{allocations_in, Counting};
 use tickforge_testkit::SimRng;
@@ -300,7 +301,7 @@ fn a_warm_tick_of_a_ten_player_match_allocates_nothing() {
                 slot,
                 client,
                 link: Endpoint::new(msg::link_config(), t0),
-                replica: Replica::new(replica_config),
+                replica: Replica::new(replica_config, tickforge_shooter::schema()),
                 seq: 0,
                 newest_tick: 0,
                 datagram: Some(Vec::with_capacity(MAX_PACKET_BYTES)),

@@ -1,12 +1,134 @@
-//! Helpers shared by the replication tests: a seeded RNG, moving entities, and reading a
-//! snapshot's records back.
+//! Helpers shared by the replication tests and bench: a seeded RNG, a shooter-like entity
+//! state and its schema, moving entities, and reading a snapshot's records back.
+//!
+//! The state and schema copy the reference shooter's (`crates/shooter`), so these tests
+//! exercise the table shape the server runs without replication depending on any game;
+//! `crates/shooter/tests/wire_fixture.rs` pins the real schema's bytes.
 
 #![allow(dead_code)]
 
-use tickforge_game::Vec3;
 use tickforge_replication::{
-    flags, EntityState, NetId, Replica, ReplicationConfig, Replicator, Viewer,
+    Coding, Field, Lanes, NetId, Position, Quantum, Replica, ReplicationConfig, Replicator, Schema,
+    Viewer,
 };
+
+/// A point, metres: replication's own.
+pub type Vec3 = Position;
+
+const METRES: Quantum = Quantum::PerUnit(256.0);
+const ANGLE: Quantum = Quantum::Turn { bits: 12 };
+
+/// The shooter's table, field for field.
+pub static SCHEMA: Schema = match Schema::new(&[
+    Field::new("velocity xy", Coding::Pair, METRES),
+    Field::new("position xy", Coding::Pair, METRES).predicted_from("velocity xy"),
+    Field::new("view", Coding::AnglePair { bits: 12 }, ANGLE),
+    Field::new("velocity z", Coding::Scalar, METRES),
+    Field::new("position z", Coding::Scalar, METRES).predicted_from("velocity z"),
+    Field::new("flags", Coding::Byte, Quantum::Whole),
+    Field::new("health", Coding::Byte, Quantum::Whole),
+    Field::new("weapon", Coding::Byte, Quantum::Whole),
+]) {
+    Ok(s) => s,
+    Err(_) => panic!("a valid table"),
+};
+
+/// Bits of [`EntityState::flags`], as the shooter's.
+pub mod flags {
+    pub const ON_GROUND: u8 = 1 << 0;
+    pub const CROUCHED: u8 = 1 << 1;
+    pub const ALIVE: u8 = 1 << 2;
+    pub const POSED: u8 = 1 << 3;
+}
+
+/// A shooter player's replicated state, in game units.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct EntityState {
+    pub position: Vec3,
+    pub velocity: Vec3,
+    pub yaw: u16,
+    pub pitch: i16,
+    pub flags: u8,
+    pub health: u8,
+    pub weapon: u8,
+}
+
+impl EntityState {
+    /// In [`SCHEMA`]'s lanes, quantized as the shooter does.
+    pub fn lanes(&self) -> Lanes {
+        let mut q = Lanes::ZERO;
+        q.0[..11].copy_from_slice(&[
+            METRES.to_lane(self.velocity.x),
+            METRES.to_lane(self.velocity.y),
+            METRES.to_lane(self.position.x),
+            METRES.to_lane(self.position.y),
+            ANGLE.angle_to_lane(i32::from(self.yaw)) & 0xfff,
+            ANGLE.angle_to_lane(i32::from(self.pitch)),
+            METRES.to_lane(self.velocity.z),
+            METRES.to_lane(self.position.z),
+            i32::from(self.flags),
+            i32::from(self.health),
+            i32::from(self.weapon),
+        ]);
+        q
+    }
+
+    pub fn from_lanes(q: &Lanes) -> EntityState {
+        let q = &q.0;
+        let byte = |v: i32| v.clamp(0, 255) as u8;
+        EntityState {
+            position: Vec3::new(
+                METRES.from_lane(q[2]),
+                METRES.from_lane(q[3]),
+                METRES.from_lane(q[7]),
+            ),
+            velocity: Vec3::new(
+                METRES.from_lane(q[0]),
+                METRES.from_lane(q[1]),
+                METRES.from_lane(q[6]),
+            ),
+            yaw: ANGLE.lane_to_angle(q[4] & 0xfff) as u16,
+            pitch: ANGLE.lane_to_angle(q[5].clamp(-2048, 2047)) as i16,
+            flags: byte(q[8]),
+            health: byte(q[9]),
+            weapon: byte(q[10]),
+        }
+    }
+
+    /// As a client sees it after the wire's quanta.
+    pub fn quantized(&self) -> EntityState {
+        EntityState::from_lanes(&self.lanes())
+    }
+}
+
+/// Pushing a shooter-like state: its position and lanes.
+pub trait Push {
+    fn push(&mut self, id: NetId, s: &EntityState);
+}
+
+impl Push for Replicator {
+    fn push(&mut self, id: NetId, s: &EntityState) {
+        self.set_entity(id, s.position, &s.lanes());
+    }
+}
+
+/// A replica's view as shooter-like states.
+pub trait Shown {
+    fn states(&self) -> Vec<(NetId, EntityState)>;
+    fn state(&self, id: NetId) -> Option<EntityState>;
+}
+
+impl Shown for Replica {
+    fn states(&self) -> Vec<(NetId, EntityState)> {
+        self.entities()
+            .map(|(id, q)| (id, EntityState::from_lanes(&q)))
+            .collect()
+    }
+
+    fn state(&self, id: NetId) -> Option<EntityState> {
+        self.entity(id).map(|q| EntityState::from_lanes(&q))
+    }
+}
 
 /// splitmix64: a tiny seeded generator, so runs repeat exactly.
 pub struct Rng(pub u64);
@@ -65,7 +187,7 @@ pub fn viewer_of(s: &EntityState) -> Viewer {
 
 /// Asserts that `replica` shows exactly `expected` (id, server state), quantized.
 pub fn assert_view(replica: &Replica, expected: &[(NetId, EntityState)], what: &str) {
-    let got: Vec<(NetId, EntityState)> = replica.entities().collect();
+    let got: Vec<(NetId, EntityState)> = replica.states();
     let want: Vec<(NetId, EntityState)> = expected
         .iter()
         .map(|&(id, s)| (id, s.quantized()))
@@ -83,5 +205,5 @@ pub fn config_small() -> ReplicationConfig {
 }
 
 pub fn new_replicator(config: ReplicationConfig) -> Replicator {
-    Replicator::new(config)
+    Replicator::new(config, &SCHEMA)
 }

@@ -3,6 +3,7 @@ use super::*;
 use crate::testing::connected_pair;
 use tickforge_proto::netcode::ClientEvent;
 use tickforge_proto::reliable::Endpoint;
+use tickforge_shooter::{entity_state, EntityState};
 
 /// Match 1 of two players on the default world, its tick 0 due at `start`.
 fn two_seat_match(start: Instant) -> Match {
@@ -80,11 +81,14 @@ fn a_tick_applies_inputs_and_snapshots_every_seat() {
     // other is sent only if the fog of war lets this seat see it.
     let mut replica = tickforge_replication::Replica::new(
         tickforge_replication::ReplicaConfig::matching(m.replicator.config()),
+        tickforge_shooter::schema(),
     );
     let read = replica.read(body).unwrap();
     let own = NetId(u16::from(slot.0));
     assert_eq!(
-        replica.entity(own).map(|e| e.position),
+        replica
+            .entity(own)
+            .map(|q| EntityState::from_lanes(&q).position),
         Some(entity_state(m.world(), slot).quantized().position)
     );
     let other = PlayerSlot(1 - slot.0);
@@ -301,7 +305,10 @@ fn a_match_under_loss_converges_and_loses_no_event() {
                     .parse()
                     .unwrap(),
                 link: Endpoint::new(msg::link_config(), t0),
-                replica: tickforge_replication::Replica::new(replica_config),
+                replica: tickforge_replication::Replica::new(
+                    replica_config,
+                    tickforge_shooter::schema(),
+                ),
                 shared_events: Vec::new(),
                 seq: 0,
                 bad_snapshots: 0,
@@ -431,7 +438,10 @@ fn a_match_under_loss_converges_and_loses_no_event() {
                 newest - at <= 8,
                 "client {i}, entity {s}: tick {at} of {newest}"
             );
-            assert_eq!(c.replica.entity(id), Some(sent[&at][usize::from(s)]));
+            assert_eq!(
+                c.replica.entity(id).map(|q| EntityState::from_lanes(&q)),
+                Some(sent[&at][usize::from(s)])
+            );
         }
         // Every event every client is sent, once each and in order, as the client whose
         // link never lost anything got them.

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use tickforge_game::rules::RulesConfig;
 use tickforge_game::{buttons, PlayerSlot, UserCmd, World, WorldConfig};
-use tickforge_replication::{
-    flags, EntityState, NetId, Replica, ReplicaConfig, ReplicationConfig, Replicator,
-    SnapshotWriter, Viewer, ENTITY_BYTES, HEADER_BYTES,
+use tickforge_replication::{NetId, Replica, ReplicaConfig, ReplicationConfig, Replicator, Viewer};
+use tickforge_shooter::{
+    flags, push, schema, EntityState, SnapshotWriter, ENTITY_BYTES, HEADER_BYTES,
 };
 use tickforge_telemetry::Scopes;
 
@@ -47,9 +47,9 @@ fn measure(rtt_ticks: u32) -> (f64, f64) {
         max_connections: players,
         ..ReplicationConfig::default()
     };
-    let mut r = Replicator::new(config);
+    let mut r = Replicator::new(config, schema());
     let mut replicas: Vec<Replica> = (0..players)
-        .map(|_| Replica::new(ReplicaConfig::matching(&config)))
+        .map(|_| Replica::new(ReplicaConfig::matching(&config), schema()))
         .collect();
     for c in 0..players {
         r.connect(c, Some(NetId(c as u16)));
@@ -79,7 +79,7 @@ fn measure(rtt_ticks: u32) -> (f64, f64) {
                 ammo,
                 alive,
             );
-            r.set_entity(NetId(i as u16), &states[i]);
+            push(&mut r, NetId(i as u16), &states[i]);
         }
         if t >= rtt_ticks {
             for c in 0..players {
@@ -90,7 +90,7 @@ fn measure(rtt_ticks: u32) -> (f64, f64) {
         for (c, replica) in replicas.iter_mut().enumerate() {
             body.clear();
             let viewer = Viewer {
-                position: states[c].position,
+                position: states[c].position(),
                 yaw: states[c].yaw,
             };
             r.write(c, &viewer, None, 1400, &mut body);
@@ -106,7 +106,11 @@ fn measure(rtt_ticks: u32) -> (f64, f64) {
             .enumerate()
             .map(|(i, s)| (NetId(i as u16), s.quantized()))
             .collect();
-        assert_eq!(replicas[3].entities().collect::<Vec<_>>(), want, "tick {t}");
+        let got: Vec<_> = replicas[3]
+            .entities()
+            .map(|(id, q)| (id, EntityState::from_lanes(&q)))
+            .collect();
+        assert_eq!(got, want, "tick {t}");
     }
     assert_eq!(full_bytes / samples, HEADER_BYTES + players * ENTITY_BYTES);
     (

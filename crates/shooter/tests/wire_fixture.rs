@@ -9,7 +9,7 @@
 //! means to alter the bytes re-records it on purpose, and says why, with:
 //!
 //! ```text
-//! TICKFORGE_RECORD_WIRE=1 cargo test -p tickforge-replication --test wire_fixture
+//! TICKFORGE_RECORD_WIRE=1 cargo test -p tickforge-shooter --test wire_fixture
 //! ```
 //!
 //! which writes the file from the current code instead of comparing with it. The
@@ -30,7 +30,8 @@ mod common;
 
 use common::Rng;
 use tickforge_game::Vec3;
-use tickforge_replication::{flags, EntityState, NetId, ReplicationConfig, Replicator, Viewer};
+use tickforge_replication::{NetId, ReplicationConfig, Replicator, Viewer};
+use tickforge_shooter::{flags, position, push, schema, EntityState};
 
 const FIXTURE: &str = "tests/fixtures/wire.bin";
 
@@ -242,7 +243,7 @@ fn record(plan: &Plan, out: &mut Vec<Entry>) {
     let cfg = plan.config;
     let conns = cfg.max_connections;
     let mut rng = Rng(plan.seed);
-    let mut r = Replicator::new(cfg);
+    let mut r = Replicator::new(cfg, schema());
     let mut movers: Vec<Mover> = (0..cfg.max_entities)
         .map(|_| Mover::new(&mut rng, plan.half_side_16ths))
         .collect();
@@ -306,14 +307,14 @@ fn record(plan: &Plan, out: &mut Vec<Entry>) {
             movers[e].step(&mut rng, plan.half_side_16ths);
             // Standing still is not pushed again; now and then a moving one is not either.
             if movers[e].v != [0, 0] && !(plan.churn && rng.chance(0.05)) {
-                r.set_entity(NetId(e as u16), &movers[e].state());
+                push(&mut r, NetId(e as u16), &movers[e].state());
             }
         }
         if plan.churn && t == 40 {
             // A wild float lands in some cell and is never in anyone's range.
             let mut wild = movers[plan.steady - 1].state();
             wild.position = Vec3::new(f32::NAN, f32::INFINITY, 0.0);
-            r.set_entity(NetId(plan.steady as u16 - 1), &wild);
+            push(&mut r, NetId(plan.steady as u16 - 1), &wild);
         }
         if plan.churn && t == 90 {
             r.disconnect(2);
@@ -333,17 +334,17 @@ fn record(plan: &Plan, out: &mut Vec<Entry>) {
                 // Set after some connection's write: frozen for those already encoded.
                 let e = rng.below(plan.steady as u64) as usize;
                 movers[e].step(&mut rng, plan.half_side_16ths);
-                r.set_entity(NetId(e as u16), &movers[e].state());
+                push(&mut r, NetId(e as u16), &movers[e].state());
             }
             let seen_from = own(c).map_or(
                 Viewer {
-                    position: Vec3::new(0.0, 0.0, 0.0),
+                    position: position(Vec3::new(0.0, 0.0, 0.0)),
                     yaw: 0,
                 },
                 |id| {
                     let s = movers[id.index()].state();
                     Viewer {
-                        position: s.position,
+                        position: s.position(),
                         yaw: s.yaw,
                     }
                 },

@@ -535,7 +535,11 @@ mod tests {
         let again = played.restarted();
         assert!(Arc::ptr_eq(&again.map, &a.map) && Arc::ptr_eq(&again.buy_map, &a.buy_map));
         assert_eq!(again.tick(), Tick(0));
-        assert_eq!(again.state_hash(), a.state_hash(), "a restart is a new world");
+        assert_eq!(
+            again.state_hash(),
+            a.state_hash(),
+            "a restart is a new world"
+        );
         // The buy map is the map with its barriers raised.
         assert!(!Arc::ptr_eq(&a.map, &a.buy_map));
     }

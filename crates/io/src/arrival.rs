@@ -56,4 +56,3 @@ pub(crate) unsafe fn stamp_of(msg: &libc::msghdr) -> Option<ArrivalTime> {
     }
     stamp
 }
-

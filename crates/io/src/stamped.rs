@@ -12,8 +12,8 @@ use std::mem;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 
-pub use crate::arrival::{realtime_now, ArrivalTime};
 use crate::arrival::stamp_of;
+pub use crate::arrival::{realtime_now, ArrivalTime};
 use crate::udp::{read_sockaddr, UdpSocket};
 
 impl UdpSocket {

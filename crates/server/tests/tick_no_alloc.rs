@@ -207,7 +207,10 @@ fn a_warm_worker_frame_allocates_nothing_through_connect_match_end_and_restart()
     // Every deadline has passed: each frame runs one tick, as a late worker catches up.
     let mut worker = Worker::lone(config, Instant::now() - Duration::from_secs(600)).unwrap();
     let server = worker.local_addr();
-    let mut players = players(server, Instant::now());
+    // The clients live on virtual time, a tick a frame, so that their handshake and their
+    // pace take as many frames on any machine; the worker keeps the real clock.
+    let clients_t0 = Instant::now();
+    let mut players = players(server, clients_t0);
 
     let mut rng = SimRng::new(5);
     let (mut input, mut packet, mut event, mut datagram) = (
@@ -228,7 +231,7 @@ fn a_warm_worker_frame_allocates_nothing_through_connect_match_end_and_restart()
             frame < MAX_FRAMES,
             "the match played out as planned: {heard:?}"
         );
-        let now = Instant::now();
+        let now = clients_t0 + worker.matches()[0].period() * frame;
         // The clients, once the warm-up is over: the handshake, then one input a tick through
         // the link that acks the snapshots read.
         for p in players.iter_mut().filter(|_| frame >= WARM_UP) {

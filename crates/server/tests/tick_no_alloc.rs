@@ -5,9 +5,9 @@
 //! the rules, fog of war, lag compensation, replication, sealing and the restart all do
 //! their work.
 //!
-//! Measured is [`Worker::frame`], the function [`Worker::run`] calls once a wake-up: the
-//! admin's commands, `recvmmsg`, the transport and routing, every due match's tick, its
-//! packets sealed, `sendmmsg`. What must allocate, a finished match's result and its
+//! Measured is [`Worker::frame`], the function [`Worker::run`] calls once a wake-up:
+//! `recvmmsg`, the transport and routing, every due match's tick, its packets sealed,
+//! `sendmmsg`. What must allocate, a finished match's result and its
 //! successor's world, is done by [`Worker::after_frame`] before the next wake-up, and is
 //! not measured (the test checks that it happened). The worker's start lies in the past, so
 //! every frame runs a tick of the match without waiting for its deadline. The clients'
@@ -258,7 +258,7 @@ fn a_warm_worker_frame_allocates_nothing_through_connect_match_end_and_restart()
         }
 
         let tick_before = worker.matches()[0].world().tick();
-        let (done, n) = allocations_in(|| worker.frame(Instant::now(), false));
+        let (done, n) = allocations_in(|| worker.frame(Instant::now()));
         if frame >= WARM_UP {
             measured += 1;
             if n > 0 {

@@ -3,7 +3,6 @@
 //! ```text
 //! wake at the earliest match deadline        (sleep, then spin)
 //! Worker::frame, which allocates nothing:
-//!   take the admin's commands                → create matches between ticks
 //!   receive every waiting datagram           → transport → route by client → match
 //!   for each match whose tick is due:        Match::run_tick leaves a payload per seat in
 //!                                            its outbox; the worker seals each into the
@@ -15,6 +14,7 @@
 //!                                            disk) or is removed
 //!   hand queued results to the persister     → its thread writes and fsyncs them
 //!   charge the frames their share of the send, record them
+//!   take the admin's commands                → create matches between ticks
 //! about once a second: publish status and metrics, roll the cost window
 //! ```
 //!
@@ -549,7 +549,7 @@ impl Worker {
                 self.measure.woke(&window, deadline, woke);
             }
 
-            let frame = self.frame(woke, shutdown.is_draining());
+            let frame = self.frame(woke);
             ticks_run += frame.ticks as u64;
             let sent = frame.sent;
             self.after_frame(&frame, shutdown.is_draining());
@@ -579,14 +579,13 @@ impl Worker {
         self.figures(&window, stopped_at)
     }
 
-    /// One wake-up's frame, woken at `woke`: the admin's commands, every waiting datagram
-    /// received and routed to its match, one tick of every due match with its packets
-    /// sealed into the send batch, and the batch sent. Allocates nothing (but for a match
-    /// the admin asks for): what must allocate waits for [`Worker::after_frame`].
+    /// One wake-up's frame, woken at `woke`: every waiting datagram received and routed to
+    /// its match, one tick of every due match with its packets sealed into the send batch,
+    /// and the batch sent. Allocates nothing: what must allocate waits for
+    /// [`Worker::after_frame`].
     ///
     /// [`Worker::run`] calls it once per wake-up; a test may drive it directly.
-    pub fn frame(&mut self, woke: Instant, draining: bool) -> Frame {
-        self.take_commands(woke, draining);
+    pub fn frame(&mut self, woke: Instant) -> Frame {
         // Receive, and share its cost among the matches by datagrams routed to each.
         self.receive(woke);
         let received = time::now();
@@ -601,10 +600,11 @@ impl Worker {
         }
     }
 
-    /// What follows a [`Worker::frame`] before the next wake-up: every match that ended in
-    /// it hands its result to the persister and starts over or is removed (allocating a new
-    /// world, off the tick), the results are handed to the persister's thread, and the
-    /// frames' costs are charged and recorded.
+    /// What follows a [`Worker::frame`] before the next wake-up, off the tick: every match
+    /// that ended in it hands its result to the persister and starts over or is removed
+    /// (allocating its new world), the results are handed to the persister's thread, the
+    /// frames' costs are charged and recorded, and the admin's commands are taken (a match
+    /// it asks for is created here, its memory reserved).
     pub fn after_frame(&mut self, frame: &Frame, draining: bool) {
         self.finish_ended(draining);
         if let Some(p) = &mut self.persister {
@@ -613,6 +613,7 @@ impl Worker {
         let window = self.window;
         self.charge_send_and_record(nanos(frame.sent - frame.ticked), &window);
         self.remove_finished();
+        self.take_commands(time::now(), draining);
     }
 
     /// The matches this worker hosts, in no particular order.

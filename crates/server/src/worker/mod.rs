@@ -584,7 +584,8 @@ impl Worker {
     /// and the batch sent. Allocates nothing: what must allocate waits for
     /// [`Worker::after_frame`].
     ///
-    /// [`Worker::run`] calls it once per wake-up; a test may drive it directly.
+    /// [`Worker::run`] calls it once per wake-up; a test may drive it directly, calling
+    /// [`Worker::after_frame`] after each (a match that ended waits there to start over).
     pub fn frame(&mut self, woke: Instant) -> Frame {
         // Receive, and share its cost among the matches by datagrams routed to each.
         self.receive(woke);

@@ -117,7 +117,8 @@ impl Host {
         while let Some(to) = self.transport.poll_transmit(&mut self.frame) {
             self.out.push(to, &self.frame);
         }
-        self.m.run_tick(
+        tickforge_server::tick_match(
+            &mut self.m,
             now,
             &self.scopes,
             &mut self.transport,

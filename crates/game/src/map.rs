@@ -50,6 +50,7 @@
 //! why a map holds few ([`MAX_BARRIERS`]).
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use crate::math::Vec3;
 use crate::rules::Team;
@@ -295,6 +296,38 @@ impl BuiltinMap {
             Err(e) => panic!("built-in map {} is malformed: {e}", self.name()),
         }
     }
+
+    /// The map and the same map with its barriers raised (what the buy phase holds players
+    /// in), parsed once per process and shared by every world that plays it: a match that
+    /// starts, or starts over, copies no map.
+    ///
+    /// # Panics
+    /// As [`BuiltinMap::load`].
+    pub fn shared(self) -> SharedMap {
+        // One immutable value per built-in map, made on first use: a lazily parsed
+        // constant, not mutable state.
+        static LOADED: [OnceLock<SharedMap>; BuiltinMap::ALL.len()] =
+            [const { OnceLock::new() }; BuiltinMap::ALL.len()];
+        let index = BuiltinMap::ALL.iter().position(|&m| m == self).unwrap_or(0);
+        LOADED[index]
+            .get_or_init(|| {
+                let map = self.load();
+                SharedMap {
+                    with_barriers: Arc::new(map.with_barriers(true)),
+                    map: Arc::new(map),
+                }
+            })
+            .clone()
+    }
+}
+
+/// A map as worlds share it: the map, and the same map with its barriers raised.
+#[derive(Clone, Debug)]
+pub struct SharedMap {
+    /// The map with its barriers lowered.
+    pub map: Arc<Map>,
+    /// The map with its barriers raised.
+    pub with_barriers: Arc<Map>,
 }
 
 /// A map: solid boxes, barriers, spawn points and the grid that finds boxes near a point.

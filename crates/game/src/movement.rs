@@ -26,7 +26,6 @@
 
 use crate::map::{Aabb, Hull, Map, Near};
 use crate::math::Vec3;
-use crate::pose::Stance;
 use crate::{angle16_to_rad, buttons, UserCmd};
 
 /// Movement tuning, in metres and seconds. Defaults are Quake III's, converted at 39.37 units
@@ -131,19 +130,6 @@ pub struct PlayerState {
     /// Crouched: the shorter, slower player box of [`MovementParams::hull_for`]. Set by
     /// [`pmove`] from [`buttons::CROUCH`] and the headroom.
     pub crouched: bool,
-}
-
-impl PlayerState {
-    /// The stance the pose follows: [`Stance::Crouching`] when crouched, which puts the eyes
-    /// at [`crate::pose::PoseParams::eye_height_m`] of it (1.15 m against 1.6 m standing, by
-    /// default).
-    pub fn stance(&self) -> Stance {
-        if self.crouched {
-            Stance::Crouching
-        } else {
-            Stance::Standing
-        }
-    }
 }
 
 /// Largest pitch accepted: 89° in 1/65536 turn.
@@ -809,12 +795,10 @@ mod tests {
         let mut s = standing_at(0.0, 0.0, 0.0);
         run(&mut s, crouch(UserCmd::default()), &map, 1);
         assert!(s.crouched && s.on_ground, "{s:?}");
-        assert_eq!(s.stance(), Stance::Crouching);
         // The feet stay on the floor: crouching lowers the head, not the feet.
         assert_eq!(s.origin.z, SKIN_M);
         run(&mut s, UserCmd::default(), &map, 1);
         assert!(!s.crouched, "{s:?}");
-        assert_eq!(s.stance(), Stance::Standing);
     }
 
     #[test]
@@ -1015,39 +999,6 @@ mod tests {
             let digest = seeded_run_digest(map, seed as u64, 1_500);
             assert_eq!(digest, seeded_run_digest(map, seed as u64, 1_500));
         }
-    }
-
-    #[test]
-    fn each_hull_holds_its_stances_hitboxes() {
-        use crate::pose::{Pose, PoseParams};
-        let p = MovementParams::default();
-        let pose = PoseParams::default();
-        for crouched in [false, true] {
-            let hull = p.hull_for(crouched);
-            let state = PlayerState {
-                crouched,
-                ..Default::default()
-            };
-            let mut top: f32 = 0.0;
-            for pitch in [-MAX_PITCH, -8000, 0, 8000, MAX_PITCH] {
-                for phase in 0..16 {
-                    let shape = Pose {
-                        stance: state.stance(),
-                        pitch_rad: f32::from(pitch) * std::f32::consts::TAU / 65536.0,
-                        run_phase: phase as f32 / 16.0,
-                        run_weight: 1.0,
-                        move_dir: [1.0, 0.0],
-                    };
-                    for c in shape.hitboxes(&pose).capsules {
-                        top = top.max(c.a.z.max(c.b.z) + c.radius_m);
-                    }
-                }
-            }
-            assert!(top <= hull.height, "crouched {crouched}: {top}");
-            // And not loose: the box is within 10 cm of the head's crown.
-            assert!(top > hull.height - 0.1, "crouched {crouched}: {top}");
-        }
-        assert!(pose.eye_height_m(Stance::Crouching) < p.crouch_hull_height);
     }
 
     fn arena_interior() -> Aabb {

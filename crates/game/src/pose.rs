@@ -57,6 +57,19 @@ pub enum Stance {
     Crouching,
 }
 
+impl PlayerState {
+    /// The stance the pose follows: [`Stance::Crouching`] when crouched, which puts the eyes
+    /// at [`PoseParams::eye_height_m`] of it (1.15 m against 1.6 m standing, by
+    /// default).
+    pub fn stance(&self) -> Stance {
+        if self.crouched {
+            Stance::Crouching
+        } else {
+            Stance::Standing
+        }
+    }
+}
+
 /// The proportions of one stance, metres and radians.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StanceShape {
@@ -575,6 +588,47 @@ mod tests {
         assert!(!beats((BodyPart::Body, 1.0), (BodyPart::Head, 1.0005)));
         assert!(!beats((BodyPart::Head, 1.01), (BodyPart::Body, 1.0)));
         assert!(beats((BodyPart::Legs, 0.9), (BodyPart::Head, 1.0)));
+    }
+
+    #[test]
+    fn the_stance_follows_the_crouch() {
+        let mut state = PlayerState::default();
+        assert_eq!(state.stance(), Stance::Standing);
+        state.crouched = true;
+        assert_eq!(state.stance(), Stance::Crouching);
+    }
+
+    #[test]
+    fn each_hull_holds_its_stances_hitboxes() {
+        use crate::movement::MovementParams;
+        let p = MovementParams::default();
+        let pose = PoseParams::default();
+        for crouched in [false, true] {
+            let hull = p.hull_for(crouched);
+            let state = PlayerState {
+                crouched,
+                ..Default::default()
+            };
+            let mut top: f32 = 0.0;
+            for pitch in [-MAX_PITCH, -8000, 0, 8000, MAX_PITCH] {
+                for phase in 0..16 {
+                    let shape = Pose {
+                        stance: state.stance(),
+                        pitch_rad: f32::from(pitch) * std::f32::consts::TAU / 65536.0,
+                        run_phase: phase as f32 / 16.0,
+                        run_weight: 1.0,
+                        move_dir: [1.0, 0.0],
+                    };
+                    for c in shape.hitboxes(&pose).capsules {
+                        top = top.max(c.a.z.max(c.b.z) + c.radius_m);
+                    }
+                }
+            }
+            assert!(top <= hull.height, "crouched {crouched}: {top}");
+            // And not loose: the box is within 10 cm of the head's crown.
+            assert!(top > hull.height - 0.1, "crouched {crouched}: {top}");
+        }
+        assert!(pose.eye_height_m(Stance::Crouching) < p.crouch_hull_height);
     }
 
     #[test]

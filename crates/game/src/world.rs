@@ -126,14 +126,32 @@ pub struct World {
 impl World {
     /// A world at tick 0 on the built-in map `config.map`, every player at a spawn point of
     /// its team ([`World::team_of`]).
+    /// The map is parsed once per process and shared ([`BuiltinMap::shared`]).
     pub fn new(config: WorldConfig) -> Self {
-        World::with_map(config, Arc::new(config.map.load()))
+        let shared = config.map.shared();
+        World::with_maps(config, shared.map, shared.with_barriers)
+    }
+
+    /// A world at tick 0 of the same configuration on the same maps (shared, not copied):
+    /// what a finished match starts over with.
+    pub fn restarted(&self) -> World {
+        World::with_maps(
+            self.config,
+            Arc::clone(&self.map),
+            Arc::clone(&self.buy_map),
+        )
     }
 
     /// A world at tick 0 on `map` (`config.map` is not used), every player at a spawn point
     /// of its team ([`World::team_of`]). Slot 2k takes the attackers' kth spawn point and slot
     /// 2k + 1 the defenders', counting round when a team has fewer points than players.
     pub fn with_map(config: WorldConfig, map: Arc<Map>) -> Self {
+        let buy_map = Arc::new(map.with_barriers(true));
+        World::with_maps(config, map, buy_map)
+    }
+
+    /// [`World::with_map`] with `buy_map`, the same map with its barriers raised, given.
+    fn with_maps(config: WorldConfig, map: Arc<Map>, buy_map: Arc<Map>) -> Self {
         let players = (0..config.players)
             .map(|slot| {
                 let spawn =
@@ -197,7 +215,7 @@ impl World {
             // A new world is news to everyone.
             changed: vec![u64::MAX; usize::from(config.players).div_ceil(64)],
             config,
-            buy_map: Arc::new(map.with_barriers(true)),
+            buy_map,
             map,
             posing: Posing::Idle,
             tick: Tick(0),
@@ -503,6 +521,27 @@ mod tests {
 
     fn scopes() -> Scopes {
         Scopes::new(Instant::now)
+    }
+
+    #[test]
+    fn worlds_share_their_built_in_map_and_a_restart_copies_none() {
+        let a = World::new(WorldConfig::default());
+        let b = World::new(WorldConfig::default());
+        assert!(Arc::ptr_eq(&a.map, &b.map) && Arc::ptr_eq(&a.buy_map, &b.buy_map));
+        let mut played = World::new(WorldConfig::default());
+        for _ in 0..10 {
+            played.step(&scopes());
+        }
+        let again = played.restarted();
+        assert!(Arc::ptr_eq(&again.map, &a.map) && Arc::ptr_eq(&again.buy_map, &a.buy_map));
+        assert_eq!(again.tick(), Tick(0));
+        assert_eq!(
+            again.state_hash(),
+            a.state_hash(),
+            "a restart is a new world"
+        );
+        // The buy map is the map with its barriers raised.
+        assert!(!Arc::ptr_eq(&a.map, &a.buy_map));
     }
 
     fn scripted(world: &mut World, s: &Scopes, ticks: u32) -> Vec<u64> {

@@ -11,6 +11,7 @@
 //! In order of importance: a per-datagram error is never fatal; waking on time; no
 //! allocation per call.
 
+mod arrival;
 pub mod cpu;
 pub mod entropy;
 pub mod host;

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::stamped::{stamp_of, ArrivalTime};
+use crate::arrival::{stamp_of, ArrivalTime};
 
 /// Bytes of one receive slot: an Ethernet MTU. The kernel cuts a longer datagram to this
 /// length; [`RecvBatch`] flags it ([`RecvBatch::is_truncated`]) and counts it

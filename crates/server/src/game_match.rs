@@ -1,13 +1,15 @@
 //! One match: its world, its seats, and its tick.
+//!
+//! The match sees plain data: packets in ([`Match::receive`]), and after each tick one
+//! payload per connected seat in its [`Outbox`], which the worker seals and sends. It never
+//! calls back into the worker or the transport.
 
 use std::time::{Duration, Instant};
 
 use tickforge_game::replay::Recorder;
 use tickforge_game::rules::{Phase as RoundPhase, RulesEvent};
 use tickforge_game::{PlayerSlot, Tick, UserCmd, ViewTime, World, WorldConfig};
-use tickforge_io::udp::SendBatch;
 use tickforge_proto::msg::{self, ClientMsg, Event, ServerMsg};
-use tickforge_proto::netcode::Server as Transport;
 use tickforge_proto::reliable::{Endpoint, ReliableError};
 use tickforge_proto::{ClientIndex, MatchId};
 use tickforge_replication::{NetId, ReplicationConfig, Replicator};
@@ -36,14 +38,62 @@ pub enum ReceiveError {
     Flood,
 }
 
+/// What a match wants sent after a tick: one payload per connected seat, back to back in
+/// one buffer that lives as long as the match. The worker seals each for its client and
+/// queues it; nothing here knows of sockets or encryption.
+#[derive(Debug, Default)]
+pub struct Outbox {
+    bytes: Vec<u8>,
+    /// Each payload's client and the end of its bytes.
+    ends: Vec<(ClientIndex, usize)>,
+}
+
+impl Outbox {
+    /// An empty outbox with room for `payloads` payloads of `bytes_each` bytes.
+    fn with_capacity(payloads: usize, bytes_each: usize) -> Outbox {
+        Outbox {
+            bytes: Vec::with_capacity(payloads * bytes_each),
+            ends: Vec::with_capacity(payloads),
+        }
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+    }
+
+    fn push(&mut self, client: ClientIndex, payload: &[u8]) {
+        self.bytes.extend_from_slice(payload);
+        self.ends.push((client, self.bytes.len()));
+    }
+
+    /// Payloads queued.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// True when nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Each payload with its client, in seat order.
+    pub fn iter(&self) -> impl Iterator<Item = (ClientIndex, &[u8])> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().map(|&(_, end)| end));
+        (self.ends.iter())
+            .zip(starts)
+            .map(|(&(client, end), start)| (client, &self.bytes[start..end]))
+    }
+}
+
 /// A player slot and the connection in it.
-#[derive(Default)]
 struct Seat {
     /// Packets the client may still send before it counts as flooding.
     allowance: u32,
     client: Option<ClientIndex>,
-    /// Acks, reliable events and snapshot baselines of the connection.
-    link: Option<Endpoint>,
+    /// Acks, reliable events and snapshot baselines of the connection: made with the match,
+    /// reset in place for each client seated.
+    link: Endpoint,
     /// Newest snapshot tick the client acknowledged: its baseline for deltas.
     acked_tick: Option<u32>,
     /// Newest command received, applied at the next tick.
@@ -56,6 +106,38 @@ struct Seat {
     applied_seq: u32,
 }
 
+impl Seat {
+    /// A free seat; its link's memory is reserved now, once.
+    fn new(now: Instant) -> Seat {
+        Seat {
+            allowance: 0,
+            client: None,
+            link: Endpoint::new(msg::link_config(), now),
+            acked_tick: None,
+            cmd: UserCmd::default(),
+            view: ViewTime::default(),
+            newest_seq: 0,
+            applied_seq: 0,
+        }
+    }
+
+    /// Frees the seat, keeping its link's memory.
+    fn clear(&mut self) {
+        self.allowance = 0;
+        self.client = None;
+        self.acked_tick = None;
+        self.cmd = UserCmd::default();
+        self.view = ViewTime::default();
+        self.newest_seq = 0;
+        self.applied_seq = 0;
+    }
+
+    /// The seat's link, when a client sits in it.
+    fn link_mut(&mut self) -> Option<&mut Endpoint> {
+        self.client.is_some().then_some(&mut self.link)
+    }
+}
+
 /// A match hosted by a worker. Sockets belong to the worker; the match sees plain data.
 pub struct Match {
     id: MatchId,
@@ -65,13 +147,12 @@ pub struct Match {
     replicator: Replicator,
     /// One snapshot body, before it becomes a message.
     body: Vec<u8>,
-    /// Encoded packets of this tick, one per connected seat, before sealing.
-    payloads: Vec<u8>,
+    /// This tick's packets, one per connected seat, before the worker seals them.
+    outbox: Outbox,
     /// One snapshot message, before the reliability layer packs it.
     message: Vec<u8>,
-    /// One packet, before it joins `payloads`.
+    /// One packet, before it joins the outbox.
     packet: Vec<u8>,
-    payload_ends: Vec<(ClientIndex, usize)>,
     start: Instant,
     period_ns: u64,
     /// Receive work done for this match since its last tick, charged to its next frame.
@@ -113,6 +194,11 @@ pub fn replication_config(world: &WorldConfig, base: ReplicationConfig) -> Repli
     }
 }
 
+/// Ticks per second of a tick `period_ns` long.
+fn tick_hz(period_ns: u64) -> u16 {
+    (1_000_000_000 / period_ns).min(u64::from(u16::MAX)) as u16
+}
+
 /// The round's phase and score as an [`Event::Round`].
 fn round_event(world: &World) -> Event {
     let state = world.rules().round_state();
@@ -131,20 +217,20 @@ fn round_event(world: &World) -> Event {
 }
 
 impl Match {
-    /// A match whose tick 0 is due at `start`.
+    /// A match whose tick 0 is due at `start`. Reserves everything its ticks use, a
+    /// reliable link per seat among it; the built-in map is shared, not copied.
     pub fn new(id: MatchId, config: WorldConfig, start: Instant) -> Self {
         let players = usize::from(config.players);
         Match {
             id,
             world: World::new(config),
-            seats: (0..players).map(|_| Seat::default()).collect(),
+            seats: (0..players).map(|_| Seat::new(start)).collect(),
             replicator: Replicator::new(
                 replication_config(&config, ReplicationConfig::default()),
                 tickforge_shooter::schema(),
             ),
             body: Vec::with_capacity(tickforge_proto::MAX_PACKET_BYTES),
-            payloads: Vec::with_capacity(players * tickforge_proto::MAX_PACKET_BYTES),
-            payload_ends: Vec::with_capacity(players),
+            outbox: Outbox::with_capacity(players, tickforge_proto::MAX_PACKET_BYTES),
             message: Vec::with_capacity(tickforge_proto::MAX_PACKET_BYTES),
             packet: Vec::with_capacity(tickforge_proto::MAX_PACKET_BYTES),
             start,
@@ -209,12 +295,16 @@ impl Match {
             Some(p) if free(p) => p,
             _ => self.seats.iter().position(|s| s.client.is_none())?,
         };
-        let mut link = Endpoint::new(msg::link_config(), now);
+        let players = self.seats.len();
+        let seat = &mut self.seats[i];
+        seat.clear();
+        seat.link.reset(now);
+        let link = &mut seat.link;
         let welcome = Event::Welcome {
             match_id: self.id.0,
             slot: i as u8,
-            tick_hz: self.tick_hz(),
-            players: u8::try_from(self.seats.len()).unwrap_or(u8::MAX),
+            tick_hz: tick_hz(self.period_ns),
+            players: u8::try_from(players).unwrap_or(u8::MAX),
         };
         self.message.clear();
         welcome.encode(&mut self.message);
@@ -239,18 +329,10 @@ impl Match {
                 self.dropped_events += 1;
             }
         }
+        seat.client = Some(client);
+        seat.allowance = FLOOD_ALLOWANCE;
         self.replicator.connect(i, Some(NetId(i as u16)));
-        self.seats[i] = Seat {
-            client: Some(client),
-            link: Some(link),
-            allowance: FLOOD_ALLOWANCE,
-            ..Seat::default()
-        };
         Some(PlayerSlot(i as u8))
-    }
-
-    fn tick_hz(&self) -> u16 {
-        (1_000_000_000 / self.period_ns).min(u64::from(u16::MAX)) as u16
     }
 
     /// Takes one packet from `slot`'s connection: acks, events, and the input it carries.
@@ -271,7 +353,7 @@ impl Match {
             return Err(ReceiveError::Flood);
         }
         seat.allowance -= 1;
-        let Some(link) = seat.link.as_mut() else {
+        let Some(link) = seat.link_mut() else {
             return Ok(());
         };
         let input = match link.read_packet(now, packet).map_err(ReceiveError::Link)? {
@@ -310,15 +392,21 @@ impl Match {
         Ok(())
     }
 
-    /// When the match has just ended: its result, and the match starts over (a new world,
-    /// the same seats) at its next deadline. Allocates, once a match.
+    /// True once the match has ended: [`Match::finish_if_over`] then has its result.
+    pub fn is_over(&self) -> bool {
+        self.world.rules().phase() == RoundPhase::MatchOver
+    }
+
+    /// When the match has ended: its result, and the match starts over (a new world on the
+    /// same shared map, the same seats and links) at its next deadline. Allocates, once a
+    /// match: call it between ticks, never inside one (the worker calls it after its send).
     pub fn finish_if_over(
         &mut self,
     ) -> Option<(tickforge_game::rules::MatchResult, Option<Vec<u8>>)> {
         let result = self.world.result()?;
         let actions = self.recorder.take().map(|r| r.finish(&self.world));
         self.start = self.next_deadline();
-        self.world = World::new(*self.world.config());
+        self.world = self.world.restarted();
         // Snapshot ticks start again from 0: old baselines mean nothing now.
         let config = *self.replicator.config();
         self.past_replication = self.replication_stats();
@@ -348,7 +436,7 @@ impl Match {
     /// Frees the seat of `slot`; the player stops where it is.
     pub fn unseat(&mut self, slot: PlayerSlot) {
         if let Some(seat) = self.seats.get_mut(usize::from(slot.0)) {
-            *seat = Seat::default();
+            seat.clear();
             self.replicator.disconnect(usize::from(slot.0));
             self.world.set_cmd(slot, UserCmd::default());
             // The world's input changed: the recording says so, or its replay would run
@@ -412,7 +500,7 @@ impl Match {
             self.message.clear();
             event.encode(&mut self.message);
             for seat in &mut self.seats {
-                if let Some(link) = seat.link.as_mut() {
+                if let Some(link) = seat.link_mut() {
                     if link.send_reliable(&self.message).is_err() {
                         self.dropped_events += 1;
                     }
@@ -432,7 +520,7 @@ impl Match {
             }
             .encode(&mut self.message);
             for seat in &mut self.seats {
-                if let Some(link) = seat.link.as_mut() {
+                if let Some(link) = seat.link_mut() {
                     if link.send_reliable(&self.message).is_err() {
                         self.dropped_events += 1;
                     }
@@ -445,9 +533,9 @@ impl Match {
             let Some(seat) = self.seats.get_mut(usize::from(shot.shooter.0)) else {
                 continue;
             };
-            let Some(link) = seat.link.as_mut() else {
+            if seat.client.is_none() {
                 continue;
-            };
+            }
             let (victim, part) = shot.hit.map_or((msg::NONE, msg::NONE), |h| {
                 (h.victim.0, body_part_code(h.part))
             });
@@ -461,24 +549,18 @@ impl Match {
                 landed,
             }
             .encode(&mut self.message);
-            if link.send_reliable(&self.message).is_err() {
+            if seat.link.send_reliable(&self.message).is_err() {
                 self.dropped_events += 1;
             }
         }
     }
 
-    /// Runs one tick and queues a snapshot for every connected player into `out`.
+    /// Runs one tick: inputs, the world's step, events, and a packet for every connected
+    /// seat in [`Match::outbox`] (replacing the last tick's). Allocates nothing.
     ///
-    /// Returns the frame's cost so far (the caller adds the shared send work) and the
-    /// number of datagrams it queued.
-    pub fn run_tick(
-        &mut self,
-        now: Instant,
-        scopes: &Scopes,
-        transport: &mut Transport,
-        frame_buf: &mut Vec<u8>,
-        out: &mut SendBatch,
-    ) -> (FrameRecord, usize) {
+    /// Returns the tick's cost; the caller adds what it does for the match outside
+    /// (sealing the outbox, its share of the batched receive and send).
+    pub fn run_tick(&mut self, now: Instant, scopes: &Scopes) -> FrameRecord {
         scopes.begin_frame();
 
         scopes.phase(Phase::Simulate);
@@ -512,12 +594,12 @@ impl Match {
                 let state = tickforge_shooter::entity_state(&self.world, slot);
                 tickforge_shooter::push(&mut self.replicator, NetId(u16::from(slot.0)), &state);
             }
-            self.payloads.clear();
-            self.payload_ends.clear();
+            self.outbox.clear();
             for (i, seat) in self.seats.iter_mut().enumerate() {
-                let (Some(client), Some(link)) = (seat.client, seat.link.as_mut()) else {
+                let Some(client) = seat.client else {
                     continue;
                 };
+                let link = &mut seat.link;
                 let slot = PlayerSlot(i as u8);
                 let viewer = tickforge_shooter::viewer(&self.world.players()[i].state);
                 // One packet a tick: the snapshot takes what the reliable events' reserved
@@ -545,29 +627,21 @@ impl Match {
                 }
                 .encode(&mut self.message);
                 link.write_packet(now, Some((tick, &self.message)), &mut self.packet);
-                self.payloads.extend_from_slice(&self.packet);
-                self.payload_ends.push((client, self.payloads.len()));
+                self.outbox.push(client, &self.packet);
             }
         }
+        scopes.end_frame()
+    }
 
-        scopes.phase(Phase::Send);
-        let mut queued = 0;
-        {
-            let _n = scopes.scope(Category::Network);
-            let mut start = 0;
-            for &(client, end) in &self.payload_ends {
-                let payload = &self.payloads[start..end];
-                start = end;
-                if let Some(tx) = transport.send_payload(now, client, payload, frame_buf) {
-                    crate::worker::push_transmit(out, tx, frame_buf);
-                    queued += 1;
-                }
-            }
-        }
-        let mut record = scopes.end_frame();
-        let receive_ns = std::mem::take(&mut self.pending_receive_ns);
-        record.add(Category::Network, Phase::Receive, receive_ns);
-        (record, queued)
+    /// What the last tick wants sent: a packet per connected seat, to be sealed.
+    pub fn outbox(&self) -> &Outbox {
+        &self.outbox
+    }
+
+    /// Receive work done for this match since its last tick (nanoseconds), to charge to
+    /// the frame of its next tick; zero after.
+    pub fn take_receive_ns(&mut self) -> u64 {
+        std::mem::take(&mut self.pending_receive_ns)
     }
 }
 

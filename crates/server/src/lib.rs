@@ -22,11 +22,12 @@ mod worker;
 mod testing;
 
 pub use config::{ConfigError, ConfigFile, ServerConfig};
-pub use game_match::Match;
+pub use game_match::{Match, Outbox};
 pub use host::{DrainEvent, Host, HostError, Plan, WorkerPlan};
 pub use run_id::RunId;
 pub use worker::DrainProgress;
 pub use worker::{
-    bind_game_socket, matches_that_fit, remaining_capacity, MatchCounters, Shutdown, Worker,
-    WorkerError, WorkerFigures, WorkerSetup, WorkerStatus, ADMISSION_BUDGET_SHARE,
+    bind_game_socket, matches_that_fit, remaining_capacity, tick_match, Frame, MatchCounters,
+    Shutdown, Worker, WorkerError, WorkerFigures, WorkerSetup, WorkerStatus,
+    ADMISSION_BUDGET_SHARE,
 };

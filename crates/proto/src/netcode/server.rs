@@ -190,6 +190,9 @@ impl ServerStats {
 
 /// What the server learnt from a datagram.
 #[derive(Debug, PartialEq, Eq)]
+// Connected carries the 256 bytes of user data in place: a connection is made in the frame,
+// which allocates nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum ServerEvent<'a> {
     /// A client completed the handshake. Its token's user data says what it is for; the
     /// caller may refuse it with [`Server::disconnect`].
@@ -198,8 +201,9 @@ pub enum ServerEvent<'a> {
         client: ClientIndex,
         /// The id the backend gave it.
         client_id: u64,
-        /// The token's user data.
-        user_data: Box<[u8; USER_DATA_BYTES]>,
+        /// The token's user data (in place: a box would allocate per connection inside the
+        /// frame).
+        user_data: [u8; USER_DATA_BYTES],
     },
     /// A payload from a connected client, decrypted in place in the datagram buffer.
     Payload {
@@ -492,21 +496,18 @@ impl Server {
         let tag: [u8; MAC_BYTES] = sealed[PRIVATE_TOKEN_BYTES - MAC_BYTES..]
             .try_into()
             .expect("16 bytes");
-        let token = match PrivateToken::open(
+        let token = match PrivateToken::open_for(
             sealed,
             self.config.protocol_id,
             expire,
             &nonce,
             &self.private_key,
+            &self.config.public_addresses,
         ) {
             Ok(t) => t,
             Err(_) => return self.drop(ServerDrop::TokenInvalid),
         };
-        if !token
-            .server_addresses
-            .iter()
-            .any(|a| self.config.public_addresses.contains(a))
-        {
+        if !token.names_server {
             return self.drop(ServerDrop::TokenWrongServer);
         }
         if self.by_addr.contains_key(&from) || self.by_client_id.contains_key(&token.client_id) {
@@ -631,7 +632,7 @@ impl Server {
         Some(ServerEvent::Connected {
             client,
             client_id,
-            user_data: Box::new(user_data),
+            user_data,
         })
     }
 

@@ -120,11 +120,17 @@ fn write_addresses(w: &mut Writer<'_>, addrs: &[SocketAddr]) {
 }
 
 fn read_addresses(r: &mut Reader<'_>) -> Result<Vec<SocketAddr>, TokenError> {
+    let mut addrs = Vec::new();
+    for_each_address(r, |a| addrs.push(a))?;
+    Ok(addrs)
+}
+
+/// Reads a token's address list, handing each address to `f`; allocates nothing.
+fn for_each_address(r: &mut Reader<'_>, mut f: impl FnMut(SocketAddr)) -> Result<(), TokenError> {
     let n = r.u32()?;
     if n == 0 || n > MAX_SERVERS_PER_TOKEN {
         return Err(TokenError::Addresses);
     }
-    let mut addrs = Vec::with_capacity(n as usize);
     for _ in 0..n {
         let addr = match r.u8()? {
             1 => {
@@ -140,9 +146,22 @@ fn read_addresses(r: &mut Reader<'_>) -> Result<Vec<SocketAddr>, TokenError> {
             }
             _ => return Err(TokenError::Addresses),
         };
-        addrs.push(addr);
+        f(addr);
     }
-    Ok(addrs)
+    Ok(())
+}
+
+/// What a server reads of a private token ([`PrivateToken::open_for`]): its fields, with,
+/// instead of the address list, whether the list names one of the server's addresses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ServerView {
+    pub(crate) client_id: u64,
+    pub(crate) timeout_seconds: i32,
+    /// The token names one of the addresses the server was asked about.
+    pub(crate) names_server: bool,
+    pub(crate) client_to_server_key: [u8; KEY_BYTES],
+    pub(crate) server_to_client_key: [u8; KEY_BYTES],
+    pub(crate) user_data: [u8; USER_DATA_BYTES],
 }
 
 /// The key schedule of a private key, for [`PrivateToken::open`].
@@ -199,16 +218,7 @@ impl PrivateToken {
         nonce: &[u8; TOKEN_NONCE_BYTES],
         private_key: &XChaCha20Poly1305,
     ) -> Result<PrivateToken, TokenError> {
-        let (body, tag) = sealed.split_at_mut(PRIVATE_TOKEN_BYTES - MAC_BYTES);
-        let tag = Tag::clone_from_slice(tag);
-        private_key
-            .decrypt_in_place_detached(
-                XNonce::from_slice(nonce),
-                &private_ad(protocol_id, expire_timestamp),
-                body,
-                &tag,
-            )
-            .map_err(|_| TokenError::Decrypt)?;
+        let body = decrypt(sealed, protocol_id, expire_timestamp, nonce, private_key)?;
         let mut r = Reader::new(body);
         Ok(PrivateToken {
             client_id: r.u64()?,
@@ -219,6 +229,53 @@ impl PrivateToken {
             user_data: r.array()?,
         })
     }
+
+    /// [`PrivateToken::open`] as a server needs it, allocating nothing: the addresses are
+    /// only checked against `servers`.
+    pub(crate) fn open_for(
+        sealed: &mut [u8; PRIVATE_TOKEN_BYTES],
+        protocol_id: u64,
+        expire_timestamp: u64,
+        nonce: &[u8; TOKEN_NONCE_BYTES],
+        private_key: &XChaCha20Poly1305,
+        servers: &[SocketAddr],
+    ) -> Result<ServerView, TokenError> {
+        let body = decrypt(sealed, protocol_id, expire_timestamp, nonce, private_key)?;
+        let mut r = Reader::new(body);
+        let client_id = r.u64()?;
+        let timeout_seconds = r.i32()?;
+        let mut names_server = false;
+        for_each_address(&mut r, |a| names_server |= servers.contains(&a))?;
+        Ok(ServerView {
+            client_id,
+            timeout_seconds,
+            names_server,
+            client_to_server_key: r.array()?,
+            server_to_client_key: r.array()?,
+            user_data: r.array()?,
+        })
+    }
+}
+
+/// Opens a sealed private part in place; returns its plaintext body.
+fn decrypt<'a>(
+    sealed: &'a mut [u8; PRIVATE_TOKEN_BYTES],
+    protocol_id: u64,
+    expire_timestamp: u64,
+    nonce: &[u8; TOKEN_NONCE_BYTES],
+    private_key: &XChaCha20Poly1305,
+) -> Result<&'a [u8], TokenError> {
+    let (body, tag) = sealed.split_at_mut(PRIVATE_TOKEN_BYTES - MAC_BYTES);
+    let tag = Tag::clone_from_slice(tag);
+    private_key
+        .decrypt_in_place_detached(
+            XNonce::from_slice(nonce),
+            &private_ad(protocol_id, expire_timestamp),
+            body,
+            &tag,
+        )
+        .map_err(|_| TokenError::Decrypt)?;
+    Ok(body)
 }
 
 /// What a backend needs to mint connect tokens.
@@ -389,6 +446,48 @@ mod tests {
         let bytes = hex(f[2]);
         assert_eq!(bytes.len(), f[1].parse::<usize>().unwrap());
         bytes
+    }
+
+    #[test]
+    fn a_server_reads_the_reference_token_as_open_does_and_checks_its_addresses() {
+        let t = ConnectToken::from_bytes(&reference_token()).unwrap();
+        let key = XChaCha20Poly1305::new((&KEY).into());
+        let open = |servers: &[SocketAddr]| {
+            let mut private = t.private;
+            PrivateToken::open_for(
+                &mut private,
+                t.protocol_id,
+                t.expire_timestamp,
+                &t.nonce,
+                &key,
+                servers,
+            )
+            .unwrap()
+        };
+        let mut private = t.private;
+        let full = PrivateToken::open(
+            &mut private,
+            t.protocol_id,
+            t.expire_timestamp,
+            &t.nonce,
+            &key,
+        )
+        .unwrap();
+        let ours: SocketAddr = "[::1]:40001".parse().unwrap();
+        let other: SocketAddr = "127.0.0.1:40001".parse().unwrap();
+        let view = open(&[other, ours]);
+        assert_eq!(
+            view,
+            ServerView {
+                client_id: full.client_id,
+                timeout_seconds: full.timeout_seconds,
+                names_server: true,
+                client_to_server_key: full.client_to_server_key,
+                server_to_client_key: full.server_to_client_key,
+                user_data: full.user_data,
+            }
+        );
+        assert!(!open(&[other]).names_server);
     }
 
     #[test]

@@ -43,6 +43,13 @@ impl ReceivedPackets {
         }
     }
 
+    /// As [`ReceivedPackets::new`] made it, keeping its memory.
+    pub(crate) fn reset(&mut self) {
+        self.slots.fill(None);
+        self.newest = None;
+        self.bits = 0;
+    }
+
     pub(crate) fn arrival(&self, sequence: Seq16) -> Arrival {
         let Some(newest) = self.newest else {
             return Arrival::New;
@@ -132,6 +139,20 @@ pub(crate) struct SentPacket {
     pub(crate) refs_count: u16,
 }
 
+impl SentPacket {
+    /// A slot not used yet; `now` fills its time.
+    fn unused(now: Instant) -> SentPacket {
+        SentPacket {
+            sequence: None,
+            sent_at: now,
+            acked: false,
+            tag: None,
+            refs_start: 0,
+            refs_count: 0,
+        }
+    }
+}
+
 /// Our packets, until acknowledged or replaced.
 pub(crate) struct SentPackets {
     slots: Box<[SentPacket]>,
@@ -147,21 +168,22 @@ pub(crate) struct SentPackets {
 impl SentPackets {
     /// `now` only fills the unused slots.
     pub(crate) fn new(history: usize, now: Instant) -> Self {
-        let unused = SentPacket {
-            sequence: None,
-            sent_at: now,
-            acked: false,
-            tag: None,
-            refs_start: 0,
-            refs_count: 0,
-        };
         SentPackets {
-            slots: vec![unused; history].into_boxed_slice(),
+            slots: vec![SentPacket::unused(now); history].into_boxed_slice(),
             reported: None,
             next: Seq16::ZERO,
             newest_acked: None,
             next_to_judge: Seq16::ZERO,
         }
+    }
+
+    /// As [`SentPackets::new`] made it at `now`, keeping its memory.
+    pub(crate) fn reset(&mut self, now: Instant) {
+        self.slots.fill(SentPacket::unused(now));
+        self.reported = None;
+        self.next = Seq16::ZERO;
+        self.newest_acked = None;
+        self.next_to_judge = Seq16::ZERO;
     }
 
     /// Sequence of the next packet.
@@ -272,6 +294,12 @@ impl TagQueue {
             head: 0,
             len: 0,
         }
+    }
+
+    /// Empty, keeping its memory.
+    pub(crate) fn reset(&mut self) {
+        self.head = 0;
+        self.len = 0;
     }
 
     /// Appends `tag`, discarding the oldest when full; false when it discarded one.

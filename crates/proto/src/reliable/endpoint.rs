@@ -73,6 +73,20 @@ impl Endpoint {
         }
     }
 
+    /// Makes the endpoint as [`Endpoint::new`] made it, started at `now`, for a new
+    /// connection: nothing sent, received or queued, statistics cleared. Keeps its memory:
+    /// allocates nothing.
+    pub fn reset(&mut self, now: Instant) {
+        self.sent.reset(now);
+        self.refs.reset();
+        self.received.reset();
+        self.send.reset();
+        self.recv.reset();
+        self.acked_tags.reset();
+        self.rtt_sampled = false;
+        self.stats = LinkStats::new(self.config.initial_rtt);
+    }
+
     /// The configuration this endpoint was made with.
     pub fn config(&self) -> &ReliableConfig {
         &self.config
@@ -656,5 +670,57 @@ mod tests {
         assert_eq!(b.stats().packets_received, 0);
         assert_eq!(b.read_packet(t0, &good), Ok(Some((1, &b"snap"[..]))));
         assert_eq!(drain(&mut b), [b"event"]);
+    }
+
+    /// Every packet both sides write over `ticks` ticks of an exchange starting at `t`: `a`
+    /// sends a fragmented message, small ones and a tagged unreliable message a tick, `b`
+    /// answers with acks and messages of its own; every fourth packet of `a`'s is lost.
+    fn exchange(a: &mut Endpoint, b: &mut Endpoint, t: Instant, ticks: u32) -> Vec<Vec<u8>> {
+        let big: Vec<u8> = (0..3000u32).map(|i| (i * 13 % 251) as u8).collect();
+        a.send_reliable(&big).unwrap();
+        let mut wire = Vec::new();
+        let mut buf = Vec::new();
+        for k in 0..ticks {
+            let now = t + TICK * k;
+            a.send_reliable(&k.to_le_bytes()).unwrap();
+            a.write_packet(now, Some((k, b"snapshot")), &mut buf);
+            wire.push(buf.clone());
+            if k % 4 != 3 {
+                b.read_packet(now, &buf).unwrap();
+            }
+            wire.extend(drain(b));
+            b.send_reliable(&[k as u8]).unwrap();
+            b.write_packet(now, None, &mut buf);
+            wire.push(buf.clone());
+            a.read_packet(now, &buf).unwrap();
+            wire.extend(drain(a));
+            while let Some(tag) = a.poll_acked_tag() {
+                wire.push(tag.to_le_bytes().to_vec());
+            }
+        }
+        wire
+    }
+
+    #[test]
+    fn a_reset_endpoint_behaves_as_a_new_one() {
+        let t0 = Instant::now();
+        let config = ReliableConfig::default();
+        let mut used = Endpoint::new(config, t0);
+        let mut peer = Endpoint::new(config, t0);
+        // A connection that got somewhere: sequences, acks, queues, fragments, statistics.
+        exchange(&mut used, &mut peer, t0, 40);
+        used.send_reliable(b"left unacknowledged").unwrap();
+        assert!(used.stats().packets_sent > 0 && used.queued_reliable_messages() > 0);
+
+        let t1 = t0 + Duration::from_secs(3);
+        used.reset(t1);
+        assert_eq!(used.queued_reliable_messages(), 0);
+        assert_eq!(*used.stats(), LinkStats::new(config.initial_rtt));
+        let mut new = Endpoint::new(config, t1);
+        // The same exchange with a new peer writes the same bytes from both.
+        let from_reset = exchange(&mut used, &mut Endpoint::new(config, t1), t1, 40);
+        let from_new = exchange(&mut new, &mut Endpoint::new(config, t1), t1, 40);
+        assert_eq!(from_reset, from_new);
+        assert_eq!(used.stats(), new.stats());
     }
 }

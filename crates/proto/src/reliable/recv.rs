@@ -101,6 +101,16 @@ impl ReceiveWindow {
         }
     }
 
+    /// As [`ReceiveWindow::new`] made it, keeping its memory. Message bytes are only read
+    /// where a slot or an owned cell says a message lies, so they are left as they are.
+    pub(crate) fn reset(&mut self) {
+        self.slots.fill(Slot::Empty);
+        self.have.fill(0);
+        self.owned.fill(0);
+        self.next_deliver = Seq16::ZERO;
+        self.next_expected = Seq16::ZERO;
+    }
+
     fn slot_index(&self, id: Seq16) -> usize {
         // The window is a power of two dividing 65536, so ids keep their slots across the wrap.
         usize::from(id.0) & (self.window - 1)

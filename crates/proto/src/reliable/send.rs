@@ -43,6 +43,18 @@ struct Chunk {
 }
 
 impl Chunk {
+    /// A slot no message uses.
+    const EMPTY: Chunk = Chunk {
+        id: Seq16::ZERO,
+        index: 0,
+        count: 1,
+        stream_start: 0,
+        offset: 0,
+        len: 0,
+        last_sent: None,
+        acked: false,
+    };
+
     fn head(&self, ring_cells: u64) -> SectionHead {
         if self.count == 1 {
             SectionHead::Message {
@@ -78,6 +90,12 @@ impl ChunkRefs {
             serials: vec![0; capacity].into_boxed_slice(),
             written: 0,
         }
+    }
+
+    /// As [`ChunkRefs::new`] made it, keeping its memory.
+    pub(crate) fn reset(&mut self) {
+        self.serials.fill(0);
+        self.written = 0;
     }
 
     /// Serials written so far; a packet's record starts at this position.
@@ -141,16 +159,7 @@ impl SendQueue {
         // Every message needs one chunk and every full fragment_bytes of it one more at most.
         let max_chunks =
             config.send_queue_messages + config.send_queue_bytes / config.fragment_bytes;
-        let empty = Chunk {
-            id: Seq16::ZERO,
-            index: 0,
-            count: 1,
-            stream_start: 0,
-            offset: 0,
-            len: 0,
-            last_sent: None,
-            acked: false,
-        };
+        let empty = Chunk::EMPTY;
         SendQueue {
             bytes: vec![0; config.send_queue_bytes].into_boxed_slice(),
             bytes_head: 0,
@@ -168,6 +177,19 @@ impl SendQueue {
             ring_cells: config.reassembly_cells() as u64,
             stream_tail: 0,
         }
+    }
+
+    /// As [`SendQueue::new`] made it, keeping its memory (the message bytes are only ever
+    /// read where a chunk points, so they are left as they are).
+    pub(crate) fn reset(&mut self) {
+        self.chunks.fill(Chunk::EMPTY);
+        self.bytes_head = 0;
+        self.bytes_tail = 0;
+        self.chunks_head = 0;
+        self.chunks_tail = 0;
+        self.messages = 0;
+        self.next_id = Seq16::ZERO;
+        self.stream_tail = 0;
     }
 
     /// Messages held, acknowledged or not, until they leave the front of the queue.

@@ -5,6 +5,32 @@ use tickforge_proto::netcode::ClientEvent;
 use tickforge_proto::reliable::Endpoint;
 use tickforge_shooter::{entity_state, EntityState};
 
+/// The datagrams the worker would send for `m`'s last tick: each payload of its outbox
+/// sealed for its client, after the keep-alive a client not yet confirmed is sent first.
+fn sealed(
+    transport: &mut tickforge_proto::netcode::Server,
+    now: Instant,
+    m: &Match,
+) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    for (client, payload) in m.outbox().iter() {
+        if let Some(tx) = transport.send_payload(now, client, payload, &mut buf) {
+            if tx.keepalive_bytes > 0 {
+                out.push(buf[..tx.keepalive_bytes].to_vec());
+            }
+            out.push(buf[tx.keepalive_bytes..].to_vec());
+        }
+    }
+    out
+}
+
+/// The outbox's only payload.
+fn only_payload(m: &Match) -> Vec<u8> {
+    assert_eq!(m.outbox().len(), 1);
+    m.outbox().iter().next().unwrap().1.to_vec()
+}
+
 /// Match 1 of two players on the default world, its tick 0 due at `start`.
 fn two_seat_match(start: Instant) -> Match {
     Match::new(
@@ -45,12 +71,8 @@ fn a_tick_applies_inputs_and_snapshots_every_seat() {
     );
     m.queue_input(slot, 1, UserCmd::default(), ViewTime::default()); // a duplicate is ignored
 
-    let mut out = SendBatch::with_capacity(8, 1300);
-    let mut frame = Vec::new();
-    let (record, queued) = m.run_tick(t0, &scopes, &mut transport, &mut frame, &mut out);
-    assert_eq!(queued, 1);
-    // The client never spoke after connecting: a keep-alive goes before the snapshot.
-    assert_eq!(out.len(), 2);
+    let record = m.run_tick(t0, &scopes);
+    assert_eq!(m.outbox().len(), 1, "a packet for the one seated client");
     assert_eq!(record.category_sum_ns(), record.total_ns);
     // The input reached the world: the player runs (inside its spawn room, in the buy
     // phase).
@@ -61,7 +83,9 @@ fn a_tick_applies_inputs_and_snapshots_every_seat() {
     );
 
     // The client reads a snapshot of tick 0 acknowledging input 1, with both players.
-    let mut datagrams: Vec<Vec<u8>> = (0..out.len()).map(|i| out.get(i).1.to_vec()).collect();
+    // The client never spoke after connecting: a keep-alive goes before the snapshot.
+    let mut datagrams = sealed(&mut transport, t0, &m);
+    assert_eq!(datagrams.len(), 2);
     let mut seen = None;
     for d in &mut datagrams {
         if let Some(ClientEvent::Payload(p)) = client.handle_datagram(t0, server_addr, d) {
@@ -112,14 +136,12 @@ fn a_tick_applies_inputs_and_snapshots_every_seat() {
 fn inputs_arrive_through_the_link_and_its_acks_name_the_baseline() {
     let t0 = Instant::now();
     let scopes = Scopes::new(Instant::now);
-    let (mut transport, _client, index, _) = connected_pair(t0);
+    let (_transport, _client, index, _) = connected_pair(t0);
     let mut m = two_seat_match(t0);
     let slot = m.seat(t0, index, None).unwrap();
-    let mut out = SendBatch::with_capacity(8, 1300);
-    let mut frame = Vec::new();
-    m.run_tick(t0, &scopes, &mut transport, &mut frame, &mut out);
+    m.run_tick(t0, &scopes);
     // The client's side of the link reads the tick-0 packet, then sends input 1.
-    let packet = m.payloads.clone();
+    let packet = only_payload(&m);
     let mut link = Endpoint::new(msg::link_config(), t0);
     assert!(link.read_packet(t0, &packet).unwrap().is_some());
     let mut input = Vec::new();
@@ -188,7 +210,7 @@ fn a_flooding_client_is_refused_and_far_inputs_are_dropped() {
 fn each_shot_s_verdict_goes_to_its_shooter_reliably() {
     let t0 = Instant::now();
     let scopes = Scopes::new(Instant::now);
-    let (mut transport, _client, index, _) = connected_pair(t0);
+    let (_transport, _client, index, _) = connected_pair(t0);
     let mut config = WorldConfig {
         players: 2,
         ..Default::default()
@@ -205,14 +227,12 @@ fn each_shot_s_verdict_goes_to_its_shooter_reliably() {
         },
         ViewTime::default(),
     );
-    let mut frame = Vec::new();
     let mut link = Endpoint::new(msg::link_config(), t0);
     let mut results = Vec::new();
     let mut event = Vec::new();
     for _ in 0..40 {
-        let mut out = SendBatch::with_capacity(8, 1300);
-        m.run_tick(t0, &scopes, &mut transport, &mut frame, &mut out);
-        link.read_packet(t0, &m.payloads).unwrap();
+        m.run_tick(t0, &scopes);
+        link.read_packet(t0, &only_payload(&m)).unwrap();
         while link.poll_reliable(&mut event) {
             if let Ok(e @ Event::ShotResult { .. }) = Event::decode(&event) {
                 results.push(e);
@@ -232,6 +252,40 @@ fn each_shot_s_verdict_goes_to_its_shooter_reliably() {
             ..
         }
     )));
+}
+
+#[test]
+fn a_slot_seated_again_starts_its_client_on_a_new_link() {
+    let t0 = Instant::now();
+    let scopes = Scopes::new(Instant::now);
+    let mut m = two_seat_match(t0);
+    let slot = m.seat(t0, ClientIndex(0), Some(PlayerSlot(0))).unwrap();
+    // The first client's link carries its welcome and the round's state, and more packets.
+    for _ in 0..5 {
+        m.run_tick(t0, &scopes);
+    }
+    m.unseat(slot);
+    assert_eq!(m.outbox().len(), 1, "still seated at the last tick");
+    let later = t0 + Duration::from_secs(1);
+    assert_eq!(m.seat(later, ClientIndex(1), Some(slot)), Some(slot));
+    m.run_tick(later, &scopes);
+    // A new client's side of the link takes the packet as the first of a connection: the
+    // welcome is message 0 again, and nothing of the first client's is resent.
+    let mut link = Endpoint::new(msg::link_config(), later);
+    link.read_packet(later, &only_payload(&m)).unwrap();
+    let mut event = Vec::new();
+    assert!(link.poll_reliable(&mut event), "the welcome arrived");
+    assert!(matches!(
+        Event::decode(&event),
+        Ok(Event::Welcome { slot: 0, .. })
+    ));
+    assert!(link.poll_reliable(&mut event), "the round's state follows");
+    assert!(matches!(Event::decode(&event), Ok(Event::Round { .. })));
+    assert!(
+        !link.poll_reliable(&mut event),
+        "nothing of the first client's"
+    );
+    assert_eq!(link.stats().packets_received, 1);
 }
 
 #[test]
@@ -276,8 +330,6 @@ fn a_match_under_loss_converges_and_loses_no_event() {
 
     let t0 = Instant::now();
     let scopes = Scopes::new(Instant::now);
-    // The transport only seals; the match's packets are taken before sealing.
-    let (mut transport, ..) = connected_pair(t0);
     let players = 4u8;
     let mut m = Match::new(
         MatchId(1),
@@ -331,12 +383,7 @@ fn a_match_under_loss_converges_and_loses_no_event() {
     let mut rng = SimRng::new(11);
     // What the server replicated at each tick, quantized: what a client must end up with.
     let mut sent: HashMap<u32, Vec<EntityState>> = HashMap::new();
-    let (mut out, mut frame, mut up, mut input) = (
-        SendBatch::with_capacity(8, 1300),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-    );
+    let (mut up, mut input) = (Vec::new(), Vec::new());
     let mut event = Vec::new();
     let (ticks, clears_at) = (1200u32, 900u32);
     for t in 0..ticks {
@@ -396,18 +443,14 @@ fn a_match_under_loss_converges_and_loses_no_event() {
             c.link.write_packet(now, Some((c.seq, &input)), &mut up);
             sim.send(now, c.addr, server, &up);
         }
-        m.run_tick(now, &scopes, &mut transport, &mut frame, &mut out);
-        // Sealed datagrams are not needed: the match's packets are taken before sealing.
-        out = SendBatch::with_capacity(8, 1300);
+        m.run_tick(now, &scopes);
         let states = (0..players)
             .map(|s| entity_state(m.world(), PlayerSlot(s)).quantized())
             .collect();
         sent.insert(t, states);
-        let mut start = 0;
-        for &(client, end) in &m.payload_ends {
+        for (client, payload) in m.outbox().iter() {
             let to = clients[usize::from(client.0)].addr;
-            sim.send(now, server, to, &m.payloads[start..end]);
-            start = end;
+            sim.send(now, server, to, payload);
         }
     }
     assert!(
@@ -463,7 +506,7 @@ fn a_match_under_loss_converges_and_loses_no_event() {
 fn a_recording_replays_identically_when_a_player_leaves_mid_match() {
     let t0 = Instant::now();
     let scopes = Scopes::new(Instant::now);
-    let (mut transport, _client, index, _) = connected_pair(t0);
+    let (_transport, _client, index, _) = connected_pair(t0);
     let rules = tickforge_game::rules::RulesConfig {
         buy: Duration::from_millis(50),
         round: Duration::from_millis(300),
@@ -482,10 +525,8 @@ fn a_recording_replays_identically_when_a_player_leaves_mid_match() {
     );
     m.record_actions();
     let slot = m.seat(t0, index, None).unwrap();
-    let mut frame = Vec::new();
     let mut seq = 0;
     let actions = loop {
-        let mut out = SendBatch::with_capacity(8, 1300);
         let tick = m.world().tick().0;
         // Running in combat from tick 10, then gone at tick 20: the world stops the
         // player, and the recording must say so.
@@ -500,7 +541,7 @@ fn a_recording_replays_identically_when_a_player_leaves_mid_match() {
         if tick == 20 {
             m.unseat(slot);
         }
-        m.run_tick(t0, &scopes, &mut transport, &mut frame, &mut out);
+        m.run_tick(t0, &scopes);
         if let Some((_, actions)) = m.finish_if_over() {
             break actions.unwrap();
         }

@@ -75,7 +75,7 @@ impl CostWindow {
 }
 
 impl Worker {
-    /// Takes every waiting admin command; called once per wake-up, before any tick.
+    /// Takes every waiting admin command; called once per wake-up, after the frame.
     pub(super) fn take_commands(&mut self, now: Instant, draining: bool) {
         while let Some(command) = self.admin.as_ref().and_then(WorkerLink::poll_command) {
             match command {

@@ -2,13 +2,19 @@
 //!
 //! ```text
 //! wake at the earliest match deadline        (sleep, then spin)
-//! take the admin's commands                  → create matches between ticks
-//! receive every waiting datagram             → transport → route by client → match
-//! for each match whose tick is due: run it   (snapshots queued into the send batch;
-//!                                            a finished match's result is queued, and
-//!                                            its replacement waits until it is on disk)
-//! send the batch
-//! hand queued results to the persister       → its thread writes and fsyncs them
+//! Worker::frame, which allocates nothing:
+//!   receive every waiting datagram           → transport → route by client → match
+//!   for each match whose tick is due:        Match::run_tick leaves a payload per seat in
+//!                                            its outbox; the worker seals each into the
+//!                                            send batch (seal.rs)
+//!   send the batch
+//! Worker::after_frame, before the next wake-up:
+//!   each match that ended: its result queued, and it starts over on its shared map (its
+//!                                            first tick waits until the result is on
+//!                                            disk) or is removed
+//!   hand queued results to the persister     → its thread writes and fsyncs them
+//!   charge the frames their share of the send, record them
+//!   take the admin's commands                → create matches between ticks
 //! about once a second: publish status and metrics, roll the cost window
 //! ```
 //!
@@ -28,6 +34,7 @@ mod persist;
 mod report;
 mod results;
 mod routing;
+mod seal;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -50,7 +57,7 @@ use crate::RunId;
 
 pub use admission::{matches_that_fit, remaining_capacity, ADMISSION_BUDGET_SHARE};
 pub use report::WorkerFigures;
-pub(crate) use routing::push_transmit;
+pub use seal::tick_match;
 
 use report::{Drops, Measure, Retired, Window};
 
@@ -214,6 +221,17 @@ pub struct WorkerSetup {
     pub run_id: RunId,
 }
 
+/// What one [`Worker::frame`] did.
+#[derive(Clone, Copy, Debug)]
+pub struct Frame {
+    /// Match ticks run.
+    pub ticks: usize,
+    /// When the last tick ended and the send began.
+    pub ticked: Instant,
+    /// When the send batch had gone.
+    pub sent: Instant,
+}
+
 /// Per-match figures since the match was created, kept beside its [`Match`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MatchCounters {
@@ -303,6 +321,8 @@ pub struct Worker {
     drops: Drops,
     retired: Retired,
     start: Instant,
+    /// The measured window: warm-up after the start, then the configured duration.
+    window: Window,
     measure: Measure,
     /// The startup matches it was given (a drain may remove them before the report).
     startup_matches: u32,
@@ -374,8 +394,9 @@ impl Worker {
         Worker::lone(config, time::now())
     }
 
-    /// [`Worker::new`] with its first match's tick 0 due at `start`.
-    fn lone(config: ServerConfig, start: Instant) -> Result<Self, WorkerError> {
+    /// [`Worker::new`] with its first match's tick 0 due at `start`. A start in the past
+    /// makes every tick due at once: a test drives [`Worker::frame`] without waiting.
+    pub fn lone(config: ServerConfig, start: Instant) -> Result<Self, WorkerError> {
         let (socket, bound) = bind_game_socket(config.bind)?;
         let setup = WorkerSetup {
             index: 0,
@@ -473,6 +494,7 @@ impl Worker {
             matches,
             hosted,
             socket,
+            window: Window::new(start, config.warmup, config.duration),
             config,
             start,
             measure: Measure::default(),
@@ -497,7 +519,7 @@ impl Worker {
         status: &mut dyn FnMut(&WorkerStatus),
     ) -> WorkerFigures {
         time::tighten_timer_slack();
-        let window = Window::new(self.start, self.config.warmup, self.config.duration);
+        let window = self.window;
         let exit_at = window.end.zip(linger).map(|(end, l)| end + l);
         let mut next_status = self.start + Duration::from_secs(1);
         let mut drain_until = None;
@@ -527,20 +549,10 @@ impl Worker {
                 self.measure.woke(&window, deadline, woke);
             }
 
-            self.take_commands(woke, shutdown.is_draining());
-            // Receive, and share its cost among the matches by datagrams routed to each.
-            self.receive(woke);
-            let received = time::now();
-            self.share_receive_cost(nanos(received - woke));
-            ticks_run += self.run_due_ticks(shutdown.is_draining()) as u64;
-            let ticked = time::now();
-            self.send.flush(&self.socket, &mut self.io);
-            let sent = time::now();
-            if let Some(p) = &mut self.persister {
-                p.hand_over();
-            }
-            self.charge_send_and_record(nanos(sent - ticked), &window);
-            self.remove_finished();
+            let frame = self.frame(woke);
+            ticks_run += frame.ticks as u64;
+            let sent = frame.sent;
+            self.after_frame(&frame, shutdown.is_draining());
             if earliest.is_some() && window.contains(deadline) {
                 self.measure.worker_frames.record_ns(nanos(sent - woke));
             }
@@ -567,6 +579,49 @@ impl Worker {
         self.figures(&window, stopped_at)
     }
 
+    /// One wake-up's frame, woken at `woke`: every waiting datagram received and routed to
+    /// its match, one tick of every due match with its packets sealed into the send batch,
+    /// and the batch sent. Allocates nothing: what must allocate waits for
+    /// [`Worker::after_frame`].
+    ///
+    /// [`Worker::run`] calls it once per wake-up; a test may drive it directly, calling
+    /// [`Worker::after_frame`] after each (a match that ended waits there to start over).
+    pub fn frame(&mut self, woke: Instant) -> Frame {
+        // Receive, and share its cost among the matches by datagrams routed to each.
+        self.receive(woke);
+        let received = time::now();
+        self.share_receive_cost(nanos(received - woke));
+        let ticks = self.run_due_ticks();
+        let ticked = time::now();
+        self.send.flush(&self.socket, &mut self.io);
+        Frame {
+            ticks,
+            ticked,
+            sent: time::now(),
+        }
+    }
+
+    /// What follows a [`Worker::frame`] before the next wake-up, off the tick: every match
+    /// that ended in it hands its result to the persister and starts over or is removed
+    /// (allocating its new world), the results are handed to the persister's thread, the
+    /// frames' costs are charged and recorded, and the admin's commands are taken (a match
+    /// it asks for is created here, its memory reserved).
+    pub fn after_frame(&mut self, frame: &Frame, draining: bool) {
+        self.finish_ended(draining);
+        if let Some(p) = &mut self.persister {
+            p.hand_over();
+        }
+        let window = self.window;
+        self.charge_send_and_record(nanos(frame.sent - frame.ticked), &window);
+        self.remove_finished();
+        self.take_commands(time::now(), draining);
+    }
+
+    /// The matches this worker hosts, in no particular order.
+    pub fn matches(&self) -> &[Match] {
+        &self.matches
+    }
+
     /// The earliest deadline of a match that may tick; a match waiting for its
     /// predecessor's result is looked at again [`RESULT_POLL`] from now. `None`: no match.
     fn next_wake(&self) -> Option<Instant> {
@@ -586,9 +641,9 @@ impl Worker {
     }
 
     /// Runs one tick of every match whose deadline has passed and whose predecessor's
-    /// result is durable, persisting any that ends; returns the ticks run. The matches
+    /// result is durable; returns the ticks run. The matches
     /// within their fair share of the tick run first ([`fair::order`]).
-    fn run_due_ticks(&mut self, draining: bool) -> usize {
+    fn run_due_ticks(&mut self) -> usize {
         self.due.clear();
         self.order.clear();
         let now = time::now();
@@ -616,7 +671,8 @@ impl Worker {
                 index: i, deadline, ..
             } = self.order[k];
             let now = time::now();
-            let (record, queued) = self.matches[i].run_tick(
+            let (record, queued) = tick_match(
+                &mut self.matches[i],
                 now,
                 &self.scopes,
                 &mut self.transport,
@@ -624,20 +680,32 @@ impl Worker {
                 &mut self.send,
             );
             self.due.push((i, record, queued, now - deadline, deadline));
-            if let Some((result, actions)) = self.matches[i].finish_if_over() {
-                let ticket = self.persist(i, &result, actions);
-                // The match has already started over, and its first tick waits until the
-                // result is durable; a drained server or an admin-made match removes it
-                // instead.
-                if draining || !self.hosted[i].restarts {
-                    self.hosted[i].over = true;
-                    self.finished += 1;
-                } else {
-                    self.hosted[i].awaiting_result = ticket;
-                }
-            }
         }
         self.due.len()
+    }
+
+    /// Takes the result of every match that ended in this wake-up's ticks and queues it for
+    /// the persister; the match starts over (a startup match: its first tick waits until
+    /// the result is durable) or, on a draining server or for an admin-made match, is
+    /// marked for removal. Allocates (the result, a new world): after the send, off the
+    /// tick, so no match's tick waits for another's restart.
+    fn finish_ended(&mut self, draining: bool) {
+        for k in 0..self.due.len() {
+            let i = self.due[k].0;
+            if !self.matches[i].is_over() {
+                continue;
+            }
+            let Some((result, actions)) = self.matches[i].finish_if_over() else {
+                continue;
+            };
+            let ticket = self.persist(i, &result, actions);
+            if draining || !self.hosted[i].restarts {
+                self.hosted[i].over = true;
+                self.finished += 1;
+            } else {
+                self.hosted[i].awaiting_result = ticket;
+            }
+        }
     }
 
     /// Removes every match with no connected player (a draining worker's: it waits only
@@ -691,11 +759,7 @@ mod tests {
             w.hosted[0].cost.add(3_000_000);
         }
         for round in 0..3 {
-            assert_eq!(
-                w.run_due_ticks(false),
-                4,
-                "round {round}: every due match ticks"
-            );
+            assert_eq!(w.run_due_ticks(), 4, "round {round}: every due match ticks");
             let order: Vec<usize> = w.due.iter().map(|d| d.0).collect();
             assert_eq!(order, vec![1, 2, 3, 0], "round {round}");
         }
@@ -703,7 +767,7 @@ mod tests {
         for _ in 0..64 {
             w.hosted[0].cost.add(50_000);
         }
-        w.run_due_ticks(false);
+        w.run_due_ticks();
         assert_eq!(
             w.due.iter().map(|d| d.0).collect::<Vec<_>>(),
             vec![0, 1, 2, 3]

@@ -760,7 +760,7 @@ mod tests {
         // Match 1's first deadline is the worker's start: it has passed.
         let before = tickforge_io::time::now();
         assert!(w.matches[0].next_deadline() <= before);
-        assert_eq!(w.run_due_ticks(false), 0, "held back");
+        assert_eq!(w.run_due_ticks(), 0, "held back");
         assert!(
             w.next_wake().unwrap() >= before + RESULT_POLL,
             "a held match does not make the worker spin"
@@ -769,7 +769,7 @@ mod tests {
         p.start();
         p.hand_over();
         p.finish();
-        assert_eq!(w.run_due_ticks(false), 1, "durable: the match ticks");
+        assert_eq!(w.run_due_ticks(), 1, "durable: the match ticks");
         assert_eq!(w.hosted[0].awaiting_result, None);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "held\n");
     }

@@ -3,8 +3,7 @@
 use std::time::Instant;
 
 use tickforge_game::PlayerSlot;
-use tickforge_io::udp::SendBatch;
-use tickforge_proto::netcode::{self, ServerEvent};
+use tickforge_proto::netcode::ServerEvent;
 use tickforge_proto::user_data::{UserData, ANY};
 use tickforge_proto::ClientIndex;
 
@@ -130,15 +129,6 @@ fn place(
             .find_map(|(mi, m)| m.seat(now, client, None).map(|slot| (mi, slot)))
             .ok_or(Refusal::MatchFull),
     }
-}
-
-/// Queues a sealed payload, after the keep-alive that must precede it to an unconfirmed
-/// client.
-pub(crate) fn push_transmit(send: &mut SendBatch, tx: netcode::Transmit, bytes: &[u8]) {
-    if tx.keepalive_bytes > 0 {
-        send.push(tx.to, &bytes[..tx.keepalive_bytes]);
-    }
-    send.push(tx.to, &bytes[tx.keepalive_bytes..]);
 }
 
 pub(super) fn unroute(

@@ -143,8 +143,8 @@ pub struct MetricsSnapshot {
     pub matches_reclaimed: u64,
 }
 
-/// Most distinct reasons one [`ReasonCounts`] holds; a count for a reason past them is
-/// added to `other`.
+/// Entries of one [`ReasonCounts`]: distinct reasons up to one less, and `other`, which
+/// takes the counts of any reason past them.
 pub const MAX_REASONS: usize = 32;
 
 /// Counts by reason, for a counter family with a `reason` label: a fixed table of
@@ -166,31 +166,49 @@ impl Default for ReasonCounts {
 }
 
 impl ReasonCounts {
-    fn slot(&mut self, reason: &'static str) -> &mut u64 {
-        let i = match self.entries[..self.len].iter().position(|e| e.0 == reason) {
-            Some(i) => i,
-            None if self.len < MAX_REASONS => {
-                self.entries[self.len] = (reason, 0);
-                self.len += 1;
-                self.len - 1
-            }
-            // Full: the last entry becomes (or already is) the catch-all.
-            None => {
-                self.entries[MAX_REASONS - 1].0 = "other";
-                MAX_REASONS - 1
-            }
-        };
-        &mut self.entries[i].1
+    /// The index of `reason`, taking a free entry for a new one; `None` when every entry
+    /// is taken by other reasons.
+    fn index(&mut self, reason: &'static str) -> Option<usize> {
+        if let Some(i) = self.entries[..self.len].iter().position(|e| e.0 == reason) {
+            return Some(i);
+        }
+        // The last entry is kept for `other`, so a named reason never changes its name.
+        (self.len < MAX_REASONS - 1).then(|| {
+            self.entries[self.len] = (reason, 0);
+            self.len += 1;
+            self.len - 1
+        })
     }
 
-    /// Sets the count of `reason` (for a running total kept elsewhere).
+    /// The catch-all entry for reasons past the table (the last one).
+    fn other(&mut self) -> &mut u64 {
+        if self.len < MAX_REASONS {
+            self.entries[MAX_REASONS - 1] = ("other", 0);
+            self.len = MAX_REASONS;
+        }
+        &mut self.entries[MAX_REASONS - 1].1
+    }
+
+    /// Sets the count of `reason` (for a running total kept elsewhere, set again each
+    /// time it is published). A reason past the table raises `other` to at least `n`:
+    /// `other` never goes back and never counts a total twice. The tables in use hold far
+    /// fewer reasons than [`MAX_REASONS`].
     pub fn set(&mut self, reason: &'static str, n: u64) {
-        *self.slot(reason) = n;
+        match self.index(reason) {
+            Some(i) => self.entries[i].1 = n,
+            None => {
+                let other = self.other();
+                *other = (*other).max(n);
+            }
+        }
     }
 
-    /// Adds `n` to the count of `reason`.
+    /// Adds `n` to the count of `reason` (to `other` when the table is full).
     pub fn add(&mut self, reason: &'static str, n: u64) {
-        *self.slot(reason) += n;
+        match self.index(reason) {
+            Some(i) => self.entries[i].1 += n,
+            None => *self.other() += n,
+        }
     }
 
     /// The count of `reason` (0 when never counted).
@@ -854,6 +872,13 @@ mod tests {
         assert_eq!(full.iter().count(), MAX_REASONS);
         assert_eq!(full.total(), NAMES.len() as u64, "nothing is lost");
         assert_eq!(full.get("other"), 4);
+        assert_eq!(full.get("r30"), 1, "a named reason keeps its name");
+        // Set again, as a worker does each second: the named ones hold, `other` only grows.
+        for name in NAMES {
+            full.set(name, 1);
+        }
+        assert_eq!(full.get("r30"), 1);
+        assert_eq!(full.get("other"), 4, "never back, never counted twice");
     }
 
     #[test]

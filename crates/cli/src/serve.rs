@@ -212,6 +212,9 @@ pub fn run(args: ServeArgs) -> Result<()> {
     if let Some(warning) = (file.key_file.as_deref()).and_then(config::key_file_warning) {
         eprintln!("tickforge serve: warning: {warning}");
     }
+    if let Some(warning) = (file.admin_token_file.as_deref()).and_then(config::token_file_warning) {
+        eprintln!("tickforge serve: warning: {warning}");
+    }
     let config = file.resolve()?;
     if !(args.linger_s.is_finite() && (0.0..=1e6).contains(&args.linger_s)) {
         anyhow::bail!(

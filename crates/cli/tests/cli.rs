@@ -1127,6 +1127,71 @@ fn a_garbled_key_file_is_called_the_key_file_and_an_open_one_gets_a_warning() {
 }
 
 #[test]
+fn a_bad_admin_token_file_is_called_the_token_file_and_an_open_one_gets_a_warning() {
+    use std::os::unix::fs::PermissionsExt;
+    let token = scratch("admin.token");
+    let _ = std::fs::remove_file(&token);
+    let missing = std::io::Error::from_raw_os_error(libc::ENOENT).to_string();
+    let err = serve_refused(&["--admin-token-file".as_ref(), token.as_os_str()]);
+    assert!(
+        err.contains(&format!(
+            "tickforge: admin token file {} (--admin-token-file, config key \
+             `admin_token_file`): cannot read it: {missing}; expected the admin API's bearer \
+             token",
+            token.display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("config file"), "{err}");
+    assert_eq!(err.matches(&missing).count(), 1, "{err}");
+
+    std::fs::write(&token, [0x8a, 0xff, 0x00, 0x13, 0xc3, 0x28]).unwrap();
+    let err = serve_refused(&["--admin-token-file".as_ref(), token.as_os_str()]);
+    assert!(
+        err.contains(&format!(
+            "tickforge: admin token file {} (--admin-token-file, config key \
+             `admin_token_file`): it holds 6 bytes of binary data; expected",
+            token.display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("config file"), "{err}");
+
+    // A good token, readable by all: a warning, then the server runs (stopped here by a
+    // degenerate rule).
+    std::fs::write(&token, "0123456789abcdef0123\n").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let err = serve_refused(&[
+        "--admin-token-file".as_ref(),
+        token.as_os_str(),
+        "--round-s".as_ref(),
+        "0".as_ref(),
+    ]);
+    assert!(
+        err.contains(&format!(
+            "tickforge serve: warning: admin token file {0} is open to group or others (mode \
+             644)",
+            token.display()
+        )) && err.contains(&format!("run `chmod 600 {}`", token.display())),
+        "{err}"
+    );
+    assert!(
+        !err.contains("0123456789abcdef0123"),
+        "never the token: {err}"
+    );
+    assert!(err.contains("config key `round_s`"), "{err}");
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let err = serve_refused(&[
+        "--admin-token-file".as_ref(),
+        token.as_os_str(),
+        "--rounds".as_ref(),
+        "0".as_ref(),
+    ]);
+    assert!(!err.contains("warning"), "{err}");
+    assert!(err.contains("config key `rounds`"), "{err}");
+}
+
+#[test]
 fn record_dir_errors_name_the_record_dir() {
     let file = scratch("record-dir-is-a-file");
     std::fs::write(&file, "").unwrap();

@@ -731,6 +731,34 @@ fn a_second_signal_exits_at_once_naming_what_it_abandoned() {
 }
 
 #[test]
+fn a_third_signal_exits_the_process_outright() {
+    let (mut server, mut bots, log, _) = serve_with_bots("third-signal", 2, &[]);
+    send(&server, libc::SIGTERM);
+    log_until(
+        &log,
+        "draining: waiting for 1 match with 2 players",
+        std::time::Duration::from_secs(5),
+    );
+    // Stopped, the child takes the second and third signals together when it resumes
+    // (two different signals, so neither merges into the other): the third comes before
+    // the second's orderly exit (status 2, naming what it abandoned) could.
+    send(&server, libc::SIGSTOP);
+    send(&server, libc::SIGINT);
+    send(&server, libc::SIGTERM);
+    send(&server, libc::SIGCONT);
+    let status = exit_within(&mut server, std::time::Duration::from_secs(2));
+    bots.kill().unwrap();
+    bots.wait().unwrap();
+    let err = log.lock().unwrap().clone();
+    assert_eq!(status.code(), Some(1), "{status}: {err}");
+    assert!(
+        err.contains("tickforge serve: a third signal: exiting now"),
+        "{err}"
+    );
+    assert!(!err.contains("a second signal stopped the drain"), "{err}");
+}
+
+#[test]
 fn a_sweep_runs_each_step_and_reports_the_curve() {
     let (stdout, report) = smoke_bench("sweep", &["--sweep", "--sweep-steps", "1,2"]);
     let sweep = report.sweep.expect("a sweep in the report");

@@ -563,7 +563,7 @@ impl Admin {
         order.sort_unstable();
         let mut refusal = String::from("no workers");
         for (_, i) in order {
-            let (reply, answer) = oneshot::channel();
+            let (reply, mut answer) = oneshot::channel();
             let command = AdminCommand::CreateMatch(CreateMatch {
                 match_id,
                 spec,
@@ -573,23 +573,30 @@ impl Admin {
                 refusal = format!("worker {i} has stopped");
                 continue;
             }
-            // Awaited: other requests are served meanwhile. Giving up drops `answer`, which
-            // tells the worker to remove the match it may create.
-            match tokio::time::timeout(self.config.reply_timeout, answer).await {
-                Ok(Ok(Ok(()))) => return self.created(match_id, spec, self.workers[i].public_addr),
-                Ok(Ok(Err(e @ CreateError::Full { .. }))) => refusal = e.to_string(),
-                Ok(Ok(Err(e @ CreateError::Unsupported { .. }))) => return Reply::error(422, e),
-                Ok(Ok(Err(e @ CreateError::Draining))) => return Reply::error(503, e),
-                Err(_elapsed) => {
-                    return Reply::error(
-                        503,
-                        format!(
-                            "worker {i} did not answer within {} ms",
-                            self.config.reply_timeout.as_millis()
-                        ),
-                    )
-                }
-                Ok(Err(_dropped)) => refusal = format!("worker {i} dropped the request"),
+            // Awaited: other requests are served meanwhile. Giving up closes `answer`,
+            // which tells the worker to remove the match it may create.
+            let answered = match tokio::time::timeout(self.config.reply_timeout, &mut answer).await
+            {
+                Ok(answered) => answered.ok(),
+                Err(_elapsed) => match take_late_answer(&mut answer) {
+                    Some(late) => Some(late),
+                    None => {
+                        return Reply::error(
+                            503,
+                            format!(
+                                "worker {i} did not answer within {} ms",
+                                self.config.reply_timeout.as_millis()
+                            ),
+                        )
+                    }
+                },
+            };
+            match answered {
+                Some(Ok(())) => return self.created(match_id, spec, self.workers[i].public_addr),
+                Some(Err(e @ CreateError::Full { .. })) => refusal = e.to_string(),
+                Some(Err(e @ CreateError::Unsupported { .. })) => return Reply::error(422, e),
+                Some(Err(e @ CreateError::Draining)) => return Reply::error(503, e),
+                None => refusal = format!("worker {i} dropped the request"),
             }
         }
         Reply::error(503, refusal)
@@ -651,6 +658,17 @@ impl Admin {
             },
         )
     }
+}
+
+/// Gives up waiting for a worker's answer: closes the channel, so a worker answering
+/// from now on sees it closed ([`CreateMatch::answer`] is false) and removes the match it
+/// made, and returns an answer that came between the timeout and the close (the match
+/// exists: it gets its tokens rather than left an orphan until the unjoined TTL).
+fn take_late_answer(
+    answer: &mut oneshot::Receiver<Result<(), CreateError>>,
+) -> Option<Result<(), CreateError>> {
+    answer.close();
+    answer.try_recv().ok()
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //!
 //! | request | answer |
 //! |---|---|
-//! | `GET /metrics` | the workers' metrics summed, each match's ticks, late ticks and hitches, and this server's requests by status code, as OpenMetrics text (`tickforge_telemetry::prometheus`) |
+//! | `GET /metrics` | the workers' metrics summed, each match's ticks, late ticks and hitches, and this server's requests by status code and the connections it closed by reason, as OpenMetrics text (`tickforge_telemetry::prometheus`) |
 //! | `GET /healthz` | 200 `ok` while serving; 200 `degraded: N result(s) not yet written` while a worker holds finished matches' results it could not yet write (alive, so a liveness probe does not kill it); 503 `draining` while draining |
 //! | `GET /matches` | JSON list: `id`, `worker`, `players_connected`, `tick`, `state` |
 //! | `POST /matches` | JSON body (`Content-Type: application/json`; an empty body needs none), every field optional: `map`, `players`, `rounds`, `tick_hz` (default: a 10-player match). 201 with `match_id` and one base64 connect token per player; 400 for a bad body, 408 when it does not arrive within [`AdminConfig::body_timeout`], 413 over [`MAX_BODY_BYTES`], 415 for another content type, 422 when no worker can host it, 503 when full, draining or a worker does not answer within [`AdminConfig::reply_timeout`] |
@@ -168,6 +168,9 @@ pub struct AdminServer {
     draining: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     addr: SocketAddr,
+    /// The open connections (tests look at their phases).
+    #[cfg_attr(not(test), allow(dead_code))]
+    connections: Arc<http::Shared>,
 }
 
 impl AdminServer {
@@ -212,6 +215,7 @@ impl AdminServer {
             max_headers: config.max_headers,
             max_connections: config.max_connections.max(1),
         };
+        let connections = Arc::new(http::Shared::default());
         let admin = Arc::new(Admin {
             next_id: AtomicU32::new(config.first_match_id.max(1)),
             config,
@@ -219,6 +223,7 @@ impl AdminServer {
             draining: Arc::clone(&draining),
             stop: stopped.clone(),
             requests: Mutex::new(BTreeMap::new()),
+            connections: Arc::clone(&connections),
         });
         let thread = std::thread::Builder::new()
             .name("tickforge-admin".to_string())
@@ -229,6 +234,7 @@ impl AdminServer {
             draining,
             thread: Some(thread),
             addr: local,
+            connections,
         })
     }
 
@@ -274,6 +280,8 @@ struct Admin {
     stop: watch::Receiver<bool>,
     /// Requests answered, by status code, for `/metrics`.
     requests: Mutex<BTreeMap<u16, u64>>,
+    /// The open connections, and those the server closed by reason (for `/metrics`).
+    connections: Arc<http::Shared>,
 }
 
 /// An answer before it becomes an HTTP response.
@@ -519,8 +527,12 @@ impl Admin {
             .iter()
             .map(|(&code, &n)| (code, n))
             .collect();
+        let admin = prometheus::AdminCounts {
+            requests,
+            connections_closed: self.connections.closed_counts(),
+        };
         let mut body = String::new();
-        prometheus::render_with_matches(&total, &matches, &requests, &mut body);
+        prometheus::render_with_matches(&total, &matches, &admin, &mut body);
         Reply {
             content_type: prometheus::CONTENT_TYPE,
             body,

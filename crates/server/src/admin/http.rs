@@ -16,7 +16,10 @@
 //!   watching the bytes read and the responses flushed);
 //! - a response must be taken by the client within `header_timeout` of being handed to
 //!   hyper (a client that never reads its answers is closed, not left to the idle bound);
-//!   the connection counts as idle only once its response is flushed;
+//!   the connection counts as idle only once its response is flushed (one limit: the
+//!   start of a pipelined head that hyper already holds in its buffer is not seen here,
+//!   so until more of it arrives that connection counts as idle: bounded by the idle
+//!   timeout, and the first closed at the cap);
 //! - a cap on open connections: at the cap, a new connection closes the one idle the
 //!   longest (then the one slowest to send its head or take its response, then the oldest
 //!   request), so a probe is always served;

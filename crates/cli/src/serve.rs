@@ -76,7 +76,8 @@ pub struct ServeArgs {
     pub phase_groups: Option<u32>,
     /// Seconds a draining server (after SIGTERM or SIGINT) lets its matches with connected
     /// players finish before it exits (matches nobody plays stop at once); it says on
-    /// stderr what it waits for, and a second signal exits at once, non-zero [default: 30].
+    /// stderr what it waits for; a second signal stops it at once, non-zero, and a third
+    /// exits the process outright [default: 30].
     #[arg(long, value_name = "S")]
     pub drain_timeout_s: Option<f64>,
     /// Address of the admin HTTP server: /metrics, /healthz, /matches, POST /matches
@@ -212,6 +213,9 @@ pub fn run(args: ServeArgs) -> Result<()> {
     if let Some(warning) = (file.key_file.as_deref()).and_then(config::key_file_warning) {
         eprintln!("tickforge serve: warning: {warning}");
     }
+    if let Some(warning) = (file.admin_token_file.as_deref()).and_then(config::token_file_warning) {
+        eprintln!("tickforge serve: warning: {warning}");
+    }
     let config = file.resolve()?;
     if !(args.linger_s.is_finite() && (0.0..=1e6).contains(&args.linger_s)) {
         anyhow::bail!(
@@ -222,11 +226,23 @@ pub fn run(args: ServeArgs) -> Result<()> {
     let shutdown = Shutdown::new();
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         // The first signal drains; a second stops the workers at once, and `wait_with`
-        // returns what it abandoned.
+        // returns what it abandoned within a second; a third exits the process outright,
+        // whatever it is waiting for.
         let shutdown = shutdown.clone();
-        // SAFETY: `Shutdown::signal` only does atomic operations, which are
-        // async-signal-safe.
-        unsafe { signal_hook::low_level::register(signal, move || shutdown.signal()) }
+        let handler = move || {
+            if shutdown.signal() >= 3 {
+                const LINE: &[u8] = b"tickforge serve: a third signal: exiting now\n";
+                // SAFETY: write(2) and _exit(2) are async-signal-safe; LINE outlives the
+                // call.
+                unsafe {
+                    libc::write(2, LINE.as_ptr().cast(), LINE.len());
+                    libc::_exit(1);
+                }
+            }
+        };
+        // SAFETY: the handler does only atomic operations, write(2) and _exit(2), which
+        // are async-signal-safe.
+        unsafe { signal_hook::low_level::register(signal, handler) }
             .context("installing signal handlers")?;
     }
     let quiet = args.quiet;

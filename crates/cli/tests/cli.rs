@@ -731,6 +731,34 @@ fn a_second_signal_exits_at_once_naming_what_it_abandoned() {
 }
 
 #[test]
+fn a_third_signal_exits_the_process_outright() {
+    let (mut server, mut bots, log, _) = serve_with_bots("third-signal", 2, &[]);
+    send(&server, libc::SIGTERM);
+    log_until(
+        &log,
+        "draining: waiting for 1 match with 2 players",
+        std::time::Duration::from_secs(5),
+    );
+    // Stopped, the child takes the second and third signals together when it resumes
+    // (two different signals, so neither merges into the other): the third comes before
+    // the second's orderly exit (status 2, naming what it abandoned) could.
+    send(&server, libc::SIGSTOP);
+    send(&server, libc::SIGINT);
+    send(&server, libc::SIGTERM);
+    send(&server, libc::SIGCONT);
+    let status = exit_within(&mut server, std::time::Duration::from_secs(2));
+    bots.kill().unwrap();
+    bots.wait().unwrap();
+    let err = log.lock().unwrap().clone();
+    assert_eq!(status.code(), Some(1), "{status}: {err}");
+    assert!(
+        err.contains("tickforge serve: a third signal: exiting now"),
+        "{err}"
+    );
+    assert!(!err.contains("a second signal stopped the drain"), "{err}");
+}
+
+#[test]
 fn a_sweep_runs_each_step_and_reports_the_curve() {
     let (stdout, report) = smoke_bench("sweep", &["--sweep", "--sweep-steps", "1,2"]);
     let sweep = report.sweep.expect("a sweep in the report");
@@ -1124,6 +1152,71 @@ fn a_garbled_key_file_is_called_the_key_file_and_an_open_one_gets_a_warning() {
         err.contains("config key `rounds`: expected an integer from 1 to 255"),
         "{err}"
     );
+}
+
+#[test]
+fn a_bad_admin_token_file_is_called_the_token_file_and_an_open_one_gets_a_warning() {
+    use std::os::unix::fs::PermissionsExt;
+    let token = scratch("admin.token");
+    let _ = std::fs::remove_file(&token);
+    let missing = std::io::Error::from_raw_os_error(libc::ENOENT).to_string();
+    let err = serve_refused(&["--admin-token-file".as_ref(), token.as_os_str()]);
+    assert!(
+        err.contains(&format!(
+            "tickforge: admin token file {} (--admin-token-file, config key \
+             `admin_token_file`): cannot read it: {missing}; expected the admin API's bearer \
+             token",
+            token.display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("config file"), "{err}");
+    assert_eq!(err.matches(&missing).count(), 1, "{err}");
+
+    std::fs::write(&token, [0x8a, 0xff, 0x00, 0x13, 0xc3, 0x28]).unwrap();
+    let err = serve_refused(&["--admin-token-file".as_ref(), token.as_os_str()]);
+    assert!(
+        err.contains(&format!(
+            "tickforge: admin token file {} (--admin-token-file, config key \
+             `admin_token_file`): it holds 6 bytes of binary data; expected",
+            token.display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("config file"), "{err}");
+
+    // A good token, readable by all: a warning, then the server runs (stopped here by a
+    // degenerate rule).
+    std::fs::write(&token, "0123456789abcdef0123\n").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let err = serve_refused(&[
+        "--admin-token-file".as_ref(),
+        token.as_os_str(),
+        "--round-s".as_ref(),
+        "0".as_ref(),
+    ]);
+    assert!(
+        err.contains(&format!(
+            "tickforge serve: warning: admin token file {0} is open to group or others (mode \
+             644)",
+            token.display()
+        )) && err.contains(&format!("run `chmod 600 {}`", token.display())),
+        "{err}"
+    );
+    assert!(
+        !err.contains("0123456789abcdef0123"),
+        "never the token: {err}"
+    );
+    assert!(err.contains("config key `round_s`"), "{err}");
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let err = serve_refused(&[
+        "--admin-token-file".as_ref(),
+        token.as_os_str(),
+        "--rounds".as_ref(),
+        "0".as_ref(),
+    ]);
+    assert!(!err.contains("warning"), "{err}");
+    assert!(err.contains("config key `rounds`"), "{err}");
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //!
 //! | request | answer |
 //! |---|---|
-//! | `GET /metrics` | the workers' metrics summed, each match's ticks, late ticks and hitches, and this server's requests by status code, as OpenMetrics text (`tickforge_telemetry::prometheus`) |
+//! | `GET /metrics` | the workers' metrics summed, each match's ticks, late ticks and hitches, and this server's requests by status code and the connections it closed by reason, as OpenMetrics text (`tickforge_telemetry::prometheus`) |
 //! | `GET /healthz` | 200 `ok` while serving; 200 `degraded: N result(s) not yet written` while a worker holds finished matches' results it could not yet write (alive, so a liveness probe does not kill it); 503 `draining` while draining |
 //! | `GET /matches` | JSON list: `id`, `worker`, `players_connected`, `tick`, `state` |
 //! | `POST /matches` | JSON body (`Content-Type: application/json`; an empty body needs none), every field optional: `map`, `players`, `rounds`, `tick_hz` (default: a 10-player match). 201 with `match_id` and one base64 connect token per player; 400 for a bad body, 408 when it does not arrive within [`AdminConfig::body_timeout`], 413 over [`MAX_BODY_BYTES`], 415 for another content type, 422 when no worker can host it, 503 when full, draining or a worker does not answer within [`AdminConfig::reply_timeout`] |
@@ -168,6 +168,9 @@ pub struct AdminServer {
     draining: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     addr: SocketAddr,
+    /// The open connections (tests look at their phases).
+    #[cfg_attr(not(test), allow(dead_code))]
+    connections: Arc<http::Shared>,
 }
 
 impl AdminServer {
@@ -212,6 +215,7 @@ impl AdminServer {
             max_headers: config.max_headers,
             max_connections: config.max_connections.max(1),
         };
+        let connections = Arc::new(http::Shared::default());
         let admin = Arc::new(Admin {
             next_id: AtomicU32::new(config.first_match_id.max(1)),
             config,
@@ -219,6 +223,7 @@ impl AdminServer {
             draining: Arc::clone(&draining),
             stop: stopped.clone(),
             requests: Mutex::new(BTreeMap::new()),
+            connections: Arc::clone(&connections),
         });
         let thread = std::thread::Builder::new()
             .name("tickforge-admin".to_string())
@@ -229,6 +234,7 @@ impl AdminServer {
             draining,
             thread: Some(thread),
             addr: local,
+            connections,
         })
     }
 
@@ -274,6 +280,8 @@ struct Admin {
     stop: watch::Receiver<bool>,
     /// Requests answered, by status code, for `/metrics`.
     requests: Mutex<BTreeMap<u16, u64>>,
+    /// The open connections, and those the server closed by reason (for `/metrics`).
+    connections: Arc<http::Shared>,
 }
 
 /// An answer before it becomes an HTTP response.
@@ -519,8 +527,12 @@ impl Admin {
             .iter()
             .map(|(&code, &n)| (code, n))
             .collect();
+        let admin = prometheus::AdminCounts {
+            requests,
+            connections_closed: self.connections.closed_counts(),
+        };
         let mut body = String::new();
-        prometheus::render_with_matches(&total, &matches, &requests, &mut body);
+        prometheus::render_with_matches(&total, &matches, &admin, &mut body);
         Reply {
             content_type: prometheus::CONTENT_TYPE,
             body,
@@ -563,7 +575,7 @@ impl Admin {
         order.sort_unstable();
         let mut refusal = String::from("no workers");
         for (_, i) in order {
-            let (reply, answer) = oneshot::channel();
+            let (reply, mut answer) = oneshot::channel();
             let command = AdminCommand::CreateMatch(CreateMatch {
                 match_id,
                 spec,
@@ -573,23 +585,30 @@ impl Admin {
                 refusal = format!("worker {i} has stopped");
                 continue;
             }
-            // Awaited: other requests are served meanwhile. Giving up drops `answer`, which
-            // tells the worker to remove the match it may create.
-            match tokio::time::timeout(self.config.reply_timeout, answer).await {
-                Ok(Ok(Ok(()))) => return self.created(match_id, spec, self.workers[i].public_addr),
-                Ok(Ok(Err(e @ CreateError::Full { .. }))) => refusal = e.to_string(),
-                Ok(Ok(Err(e @ CreateError::Unsupported { .. }))) => return Reply::error(422, e),
-                Ok(Ok(Err(e @ CreateError::Draining))) => return Reply::error(503, e),
-                Err(_elapsed) => {
-                    return Reply::error(
-                        503,
-                        format!(
-                            "worker {i} did not answer within {} ms",
-                            self.config.reply_timeout.as_millis()
-                        ),
-                    )
-                }
-                Ok(Err(_dropped)) => refusal = format!("worker {i} dropped the request"),
+            // Awaited: other requests are served meanwhile. Giving up closes `answer`,
+            // which tells the worker to remove the match it may create.
+            let answered = match tokio::time::timeout(self.config.reply_timeout, &mut answer).await
+            {
+                Ok(answered) => answered.ok(),
+                Err(_elapsed) => match take_late_answer(&mut answer) {
+                    Some(late) => Some(late),
+                    None => {
+                        return Reply::error(
+                            503,
+                            format!(
+                                "worker {i} did not answer within {} ms",
+                                self.config.reply_timeout.as_millis()
+                            ),
+                        )
+                    }
+                },
+            };
+            match answered {
+                Some(Ok(())) => return self.created(match_id, spec, self.workers[i].public_addr),
+                Some(Err(e @ CreateError::Full { .. })) => refusal = e.to_string(),
+                Some(Err(e @ CreateError::Unsupported { .. })) => return Reply::error(422, e),
+                Some(Err(e @ CreateError::Draining)) => return Reply::error(503, e),
+                None => refusal = format!("worker {i} dropped the request"),
             }
         }
         Reply::error(503, refusal)
@@ -651,6 +670,17 @@ impl Admin {
             },
         )
     }
+}
+
+/// Gives up waiting for a worker's answer: closes the channel, so a worker answering
+/// from now on sees it closed ([`CreateMatch::answer`] is false) and removes the match it
+/// made, and returns an answer that came between the timeout and the close (the match
+/// exists: it gets its tokens rather than left an orphan until the unjoined TTL).
+fn take_late_answer(
+    answer: &mut oneshot::Receiver<Result<(), CreateError>>,
+) -> Option<Result<(), CreateError>> {
+    answer.close();
+    answer.try_recv().ok()
 }
 
 #[cfg(test)]

@@ -257,6 +257,17 @@ pub enum ConfigError {
         /// What is wrong with it (an OS error appears here, once).
         problem: String,
     },
+    /// The admin token file cannot be read or does not hold a usable token.
+    #[error(
+        "admin token file {path} (--admin-token-file, config key `admin_token_file`): \
+         {problem}; expected {ADMIN_TOKEN_FILE_FORM}"
+    )]
+    TokenFile {
+        /// The file.
+        path: String,
+        /// What is wrong with it (an OS error appears here, once); never the token.
+        problem: String,
+    },
     /// The record dir cannot be created, is not a directory, or cannot be written in.
     #[error("--record-dir {path}: {problem}")]
     RecordDir {
@@ -631,12 +642,30 @@ pub fn read_key_file(path: &Path) -> Result<PrivateKey, ConfigError> {
 /// `& 0o077` set): it names the file and the fix. `None`: only its owner may, or the mode
 /// cannot be read (reading the key then says why).
 pub fn key_file_warning(path: &Path) -> Option<String> {
+    secret_file_warning("key file", "its key lets anyone mint connect tokens", path)
+}
+
+/// A warning for an admin token file that its group or others may read or write, as
+/// [`key_file_warning`] gives for the key file.
+pub fn token_file_warning(path: &Path) -> Option<String> {
+    secret_file_warning(
+        "admin token file",
+        "its token lets anyone create matches through the admin API",
+        path,
+    )
+}
+
+/// A warning for a file holding a secret (`what`, e.g. "key file") that its group or
+/// others may read or write (Unix mode `& 0o077` set), saying `why` that matters and the
+/// fix. `None`: only its owner may, or the mode cannot be read (reading the file then
+/// says why).
+fn secret_file_warning(what: &str, why: &str, path: &Path) -> Option<String> {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
     (mode & 0o077 != 0).then(|| {
         format!(
-            "key file {0} is open to group or others (mode {mode:03o}), and its key lets \
-             anyone mint connect tokens: run `chmod 600 {0}`",
+            "{what} {0} is open to group or others (mode {mode:03o}), and {why}: run \
+             `chmod 600 {0}`",
             path.display()
         )
     })
@@ -715,21 +744,19 @@ const ADMIN_TOKEN_FORM: &str = "a file holding the admin API's bearer token: 16 
 visible ASCII characters (for example `openssl rand -hex 32`), or the same in \
 TICKFORGE_ADMIN_TOKEN";
 
+/// What an admin token file holds.
+const ADMIN_TOKEN_FILE_FORM: &str = "the admin API's bearer token: 16 to 1024 visible ASCII \
+characters (for example `openssl rand -hex 32`)";
+
 /// The admin token from `admin_token_file`, or else the environment's; `None`: neither.
 /// Errors name the file or the variable, never the token.
 fn resolve_admin_token(
     file: Option<PathBuf>,
     env: Option<String>,
 ) -> Result<Option<AdminToken>, ConfigError> {
-    let (text, source) = match (file, env) {
-        (Some(path), _) => {
-            let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
-                path: path.display().to_string(),
-                source,
-            })?;
-            (text, path.display().to_string())
-        }
-        (None, Some(text)) => (text, TOKEN_ENV.to_string()),
+    let text = match (file, env) {
+        (Some(path), _) => return read_token_file(&path).map(Some),
+        (None, Some(text)) => text,
         (None, None) => return Ok(None),
     };
     AdminToken::new(&text)
@@ -737,8 +764,21 @@ fn resolve_admin_token(
         .map_err(|reason| ConfigError::Invalid {
             key: "admin_token_file",
             expected: ADMIN_TOKEN_FORM,
-            got: format!("{source}: {reason}"),
+            got: format!("{TOKEN_ENV}: {reason}"),
         })
+}
+
+/// Reads the admin token from a token file (`admin_token_file`, `--admin-token-file`).
+/// The error names the file, what is wrong and the form, never the token.
+pub fn read_token_file(path: &Path) -> Result<AdminToken, ConfigError> {
+    let bad = |problem: String| ConfigError::TokenFile {
+        path: path.display().to_string(),
+        problem,
+    };
+    let bytes = std::fs::read(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|_| bad(format!("it holds {} bytes of binary data", bytes.len())))?;
+    AdminToken::new(text).map_err(|reason| bad(format!("it is {reason}")))
 }
 
 /// The workers' CPUs from `core`, `cores` or `workers` (at most one of them): ascending,
@@ -1032,7 +1072,15 @@ mod tests {
         })
         .unwrap_err()
         .to_string();
-        assert!(err.starts_with("config key `admin_token_file`"), "{err}");
+        assert_eq!(
+            err,
+            format!(
+                "admin token file {} (--admin-token-file, config key `admin_token_file`): it \
+                 is not all visible ASCII (no spaces or control characters); expected \
+                 {ADMIN_TOKEN_FILE_FORM}",
+                path.display()
+            )
+        );
         assert!(
             !err.contains("with a space"),
             "never shows the token: {err}"
@@ -1166,6 +1214,63 @@ mod tests {
                 err.matches("(os error").count(),
                 usize::from(path != &binary),
                 "{err}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_unreadable_or_binary_token_file_is_called_the_admin_token_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = scratch_dir("tokenfile");
+        let path = dir.join("admin.token");
+        let resolve_file = |path: &Path| {
+            resolve(ConfigFile {
+                admin_token_file: Some(path.to_path_buf()),
+                ..Default::default()
+            })
+            .unwrap_err()
+            .to_string()
+        };
+        let prefix = format!(
+            "admin token file {} (--admin-token-file, config key `admin_token_file`): ",
+            path.display()
+        );
+        let suffix = format!("; expected {ADMIN_TOKEN_FILE_FORM}");
+        let missing = std::io::Error::from_raw_os_error(libc::ENOENT).to_string();
+        let err = resolve_file(&path);
+        assert_eq!(err, format!("{prefix}cannot read it: {missing}{suffix}"));
+        assert!(!err.contains("config file"), "{err}");
+
+        std::fs::write(&path, [0x8a, 0xff, 0x00, 0x13, 0xc3, 0x28]).unwrap();
+        let err = resolve_file(&path);
+        assert_eq!(
+            err,
+            format!("{prefix}it holds 6 bytes of binary data{suffix}")
+        );
+
+        std::fs::write(&path, "0123456789abcdef0123\n").unwrap();
+        let chmod = |mode| std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode));
+        chmod(0o600).unwrap();
+        assert_eq!(token_file_warning(&path), None);
+        let c = resolve(ConfigFile {
+            admin_token_file: Some(path.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            c.admin_token,
+            Some(AdminToken::new("0123456789abcdef0123").unwrap())
+        );
+        for mode in [0o644, 0o640, 0o604, 0o620] {
+            chmod(mode).unwrap();
+            let warning = token_file_warning(&path).expect("a warning");
+            assert!(
+                warning.starts_with(&format!(
+                    "admin token file {} is open to group or others (mode {mode:03o})",
+                    path.display()
+                )) && warning.contains(&format!("chmod 600 {}", path.display())),
+                "{warning}"
             );
         }
         std::fs::remove_dir_all(&dir).unwrap();

@@ -65,18 +65,68 @@ pub enum HostError {
         /// The worker's index.
         worker: usize,
     },
-    /// A second signal stopped the drain: these matches and players were still playing.
-    #[error(
-        "a second signal stopped the drain: abandoned {} with {} still playing",
-        count(*matches, "match", "matches"),
-        count(*players, "player", "players")
-    )]
+    /// A second signal stopped the drain: these matches and players were still playing,
+    /// and these result lines not written.
+    #[error("{}", abandoned_message(*matches, *players, *results_unwritten, *unreported, *workers))]
     Abandoned {
-        /// Matches with connected players when the second signal came.
+        /// Matches with connected players when the workers last reported (after the
+        /// second signal).
         matches: usize,
         /// Their connected players.
         players: usize,
+        /// Result lines not on disk: those the persisters still held in memory when the
+        /// host gave up waiting for them, or could not write once the workers stopped.
+        results_unwritten: usize,
+        /// Workers that had not reported what they host when the host returned: their
+        /// matches and result lines are not in the counts above.
+        unreported: usize,
+        /// Workers in all.
+        workers: usize,
     },
+}
+
+/// [`HostError::Abandoned`]'s message: what was lost, and whether all of it is known.
+fn abandoned_message(
+    matches: usize,
+    players: usize,
+    results_unwritten: usize,
+    unreported: usize,
+    workers: usize,
+) -> String {
+    let mut text = "a second signal stopped the drain".to_string();
+    if unreported > 0 {
+        text += &format!(
+            " before {unreported} of {} reported what {} hosted",
+            count(workers, "worker", "workers"),
+            if unreported == 1 { "it" } else { "they" }
+        );
+    }
+    if unreported == 0 {
+        text += &format!(
+            ": abandoned {} with {} still playing",
+            count(matches, "match", "matches"),
+            count(players, "player", "players")
+        );
+    } else if matches > 0 {
+        text += &format!(
+            ": abandoned at least {} with {} still playing",
+            count(matches, "match", "matches"),
+            count(players, "player", "players")
+        );
+    } else {
+        text += if unreported == 1 {
+            ": whatever it was playing is abandoned"
+        } else {
+            ": whatever they were playing is abandoned"
+        };
+    }
+    if results_unwritten > 0 {
+        text += &format!(
+            " and {} not yet written",
+            count(results_unwritten, "result line", "result lines")
+        );
+    }
+    text
 }
 
 /// What a draining host reports while it waits ([`Host::wait_with`]).
@@ -411,7 +461,8 @@ impl Host {
         let timeout = self.config_drain_timeout;
         // When draining started, and the counts and time of the last event.
         let mut drain: Option<(std::time::Instant, (usize, usize), std::time::Instant)> = None;
-        let mut abandoned: Option<(std::time::Instant, (usize, usize))> = None;
+        // When the host first saw the second signal.
+        let mut abandoned: Option<std::time::Instant> = None;
         // Workers unpark this thread when they stop; the timeout bounds how late the admin
         // hears of draining and how late a drain line is (a flag set by a signal handler
         // wakes nobody).
@@ -456,23 +507,39 @@ impl Host {
                 }
             }
             if self.shutdown.is_abandoned() {
-                let p = self.shutdown.drain_progress();
-                let (since, (matches, players)) =
-                    *abandoned.get_or_insert((now, (p.matches, p.players)));
+                let since = *abandoned.get_or_insert(now);
                 if now - since >= ABANDON_GRACE {
-                    return Err(HostError::Abandoned { matches, players });
+                    // Counted now, not at the signal: a worker reports once more as it
+                    // stops, and what its persister still holds is lost with the process.
+                    let p = self.shutdown.drain_progress();
+                    return Err(HostError::Abandoned {
+                        matches: p.matches,
+                        players: p.players,
+                        results_unwritten: p.results_pending,
+                        unreported: self.threads.len().saturating_sub(p.workers),
+                        workers: self.threads.len(),
+                    });
                 }
             }
             std::thread::park_timeout(Duration::from_millis(20));
         }
-        if let Some((_, (matches, players))) = abandoned {
-            return Err(HostError::Abandoned { matches, players });
-        }
-        if self.shutdown.is_abandoned() {
+        if abandoned.is_some() || self.shutdown.is_abandoned() {
+            // Every worker stopped in time: each reported as it stopped, and its persister
+            // finished, so what it could not write is known exactly.
             let p = self.shutdown.drain_progress();
+            let workers = self.threads.len();
+            let mut results_unwritten = 0;
+            for thread in self.threads {
+                if let Ok(Ok(f)) = thread.join() {
+                    results_unwritten += f.report().results_unwritten as usize;
+                }
+            }
             return Err(HostError::Abandoned {
                 matches: p.matches,
                 players: p.players,
+                results_unwritten,
+                unreported: workers.saturating_sub(p.workers),
+                workers,
             });
         }
         if self.shutdown.is_draining() {
@@ -553,6 +620,40 @@ mod tests {
         for (w, wp) in p.workers.iter().enumerate() {
             assert!(wp.matches.iter().all(|m| (m.0 as usize - 1) % 2 == w));
         }
+    }
+
+    #[test]
+    fn an_abandoned_drain_says_what_it_lost_and_whether_every_worker_reported() {
+        let abandoned = |matches, players, results_unwritten, unreported, workers| {
+            HostError::Abandoned {
+                matches,
+                players,
+                results_unwritten,
+                unreported,
+                workers,
+            }
+            .to_string()
+        };
+        assert_eq!(
+            abandoned(1, 2, 0, 0, 1),
+            "a second signal stopped the drain: abandoned 1 match with 2 players still playing"
+        );
+        assert_eq!(
+            abandoned(3, 1, 1, 0, 2),
+            "a second signal stopped the drain: abandoned 3 matches with 1 player still \
+             playing and 1 result line not yet written"
+        );
+        assert_eq!(
+            abandoned(0, 0, 0, 1, 1),
+            "a second signal stopped the drain before 1 of 1 worker reported what it hosted: \
+             whatever it was playing is abandoned"
+        );
+        assert_eq!(
+            abandoned(1, 4, 5, 2, 3),
+            "a second signal stopped the drain before 2 of 3 workers reported what they \
+             hosted: abandoned at least 1 match with 4 players still playing and 5 result \
+             lines not yet written"
+        );
     }
 
     #[test]

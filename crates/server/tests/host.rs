@@ -11,7 +11,7 @@ use base64::Engine;
 use tickforge_proto::netcode::token::ConnectToken;
 use tickforge_proto::MatchId;
 use tickforge_server::admin::AdminToken;
-use tickforge_server::{Host, ServerConfig, Shutdown};
+use tickforge_server::{DrainEvent, Host, HostError, ServerConfig, Shutdown};
 
 mod common;
 use common::{token_for, Player};
@@ -256,6 +256,41 @@ fn unjoined_admin_matches_are_reclaimed_after_the_ttl_without_a_result() {
     let _ = std::fs::remove_file(&results);
 }
 
+/// A player connected to `addr`'s match `m`, stepping on its own thread until the
+/// returned flag is set; returns once the player has had a snapshot.
+fn connected_player(
+    addr: SocketAddr,
+    config: &ServerConfig,
+    m: u32,
+) -> (
+    Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<()>,
+) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let token = token_for(addr, &config.private_key, config.protocol_id, m);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let flag = Arc::clone(&stop);
+    let thread = std::thread::spawn(move || {
+        let mut player = Player::new(token);
+        let t0 = Instant::now();
+        let mut told = false;
+        while !flag.load(Ordering::Acquire) {
+            player.step();
+            if !told && !player.ticks.is_empty() {
+                tx.send(()).unwrap();
+                told = true;
+            }
+            if !told && t0.elapsed() > BOUND {
+                return;
+            }
+        }
+    });
+    rx.recv_timeout(BOUND)
+        .expect("the player never got a snapshot");
+    (stop, thread)
+}
+
 #[test]
 fn a_drain_finishes_within_its_timeout_while_an_admin_client_stalls() {
     let drain_timeout = Duration::from_secs(1);
@@ -270,6 +305,9 @@ fn a_drain_finishes_within_its_timeout_while_an_admin_client_stalls() {
     let shutdown = Shutdown::new();
     let host = Host::start(&config, shutdown.clone(), None, no_status()).unwrap();
     let admin = host.admin_addr().unwrap();
+    // A player in the startup match (100 s rounds): the drain waits for it until the
+    // drain timeout.
+    let (stop_player, player) = connected_player(host.addrs()[0], &config, 1);
     // A body that never comes: the admin's own deadline for it is 5 s.
     let mut stalled = std::net::TcpStream::connect(admin).unwrap();
     stalled.set_read_timeout(Some(BOUND)).unwrap();
@@ -284,15 +322,76 @@ fn a_drain_finishes_within_its_timeout_while_an_admin_client_stalls() {
 
     let t0 = Instant::now();
     shutdown.drain();
-    host.wait().unwrap();
+    let mut events = Vec::new();
+    host.wait_with(&mut |e| events.push(*e)).unwrap();
     let took = t0.elapsed();
-    // The running startup match holds the drain for its whole timeout; the stalled client
+    stop_player.store(true, std::sync::atomic::Ordering::Release);
+    player.join().unwrap();
+    // The match with its player holds the drain for its whole timeout; the stalled client
     // adds nothing beyond the workers' last wake-up and the admin's shutdown.
     assert!(
-        took < drain_timeout + Duration::from_millis(300),
+        matches!(
+            events.first(),
+            Some(DrainEvent::Started {
+                matches: 1,
+                players: 1,
+                ..
+            })
+        ),
+        "{events:?}"
+    );
+    assert!(
+        matches!(
+            events.last(),
+            Some(DrainEvent::Ended {
+                matches: 1,
+                players: 1,
+                ..
+            })
+        ),
+        "cut off by the timeout: {events:?}"
+    );
+    assert!(
+        took >= drain_timeout && took < drain_timeout + Duration::from_millis(300),
         "drain took {took:?}"
     );
     // And the stalled client was let go.
     let mut rest = Vec::new();
     let _ = stalled.read_to_end(&mut rest);
+}
+
+#[test]
+fn a_fast_second_signal_counts_what_the_workers_report_as_they_stop() {
+    let config = ServerConfig {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        matches: 1,
+        ..ServerConfig::default()
+    };
+    let shutdown = Shutdown::new();
+    let host = Host::start(&config, shutdown.clone(), None, no_status()).unwrap();
+    let (stop_player, player) = connected_player(host.addrs()[0], &config, 1);
+    // Both signals before the worker's next wake-up, as a fast double Ctrl-C: the worker
+    // reports its match and player as it stops, and the host counts them.
+    assert_eq!(shutdown.signal(), 1);
+    assert_eq!(shutdown.signal(), 2);
+    let err = host.wait().unwrap_err();
+    stop_player.store(true, std::sync::atomic::Ordering::Release);
+    player.join().unwrap();
+    assert!(
+        matches!(
+            err,
+            HostError::Abandoned {
+                matches: 1,
+                players: 1,
+                results_unwritten: 0,
+                unreported: 0,
+                workers: 1
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "a second signal stopped the drain: abandoned 1 match with 1 player still playing"
+    );
 }

@@ -27,6 +27,7 @@
 //! | `tickforge_results_pending` | gauge | — |
 //! | `tickforge_matches_reclaimed_total` | counter | — |
 //! | `tickforge_admin_requests_total` | counter | `code` (only with [`render_with_matches`]) |
+//! | `tickforge_admin_connections_closed_total` | counter | `reason` (only with [`render_with_matches`]) |
 //! | `tickforge_match_ticks_total`, `tickforge_match_late_ticks_total`, `tickforge_match_hitches_total` | counter | `match` (the match id; only with [`render_with_matches`]) |
 
 use std::borrow::Cow;
@@ -299,7 +300,7 @@ pub enum LabelError {
 /// Appends `snapshot` to `out` as OpenMetrics text, ending with `# EOF`. Call when
 /// `/metrics` is scraped, never in a frame: it allocates.
 pub fn render(snapshot: &MetricsSnapshot, out: &mut String) {
-    render_with_matches(snapshot, &[], &[], out);
+    render_with_matches(snapshot, &[], &AdminCounts::default(), out);
 }
 
 /// Like [`render`], with one series per match in each of the per-match families (late
@@ -309,14 +310,14 @@ pub fn render(snapshot: &MetricsSnapshot, out: &mut String) {
 pub fn render_with_matches(
     snapshot: &MetricsSnapshot,
     matches: &[MatchTicks],
-    admin_requests: &[(u16, u64)],
+    admin: &AdminCounts,
     out: &mut String,
 ) {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(SnapshotCollector(
         *snapshot,
         matches.to_vec(),
-        admin_requests.to_vec(),
+        admin.clone(),
     )));
     // Writing to a String cannot fail, and the collector fails only when its writer does.
     let _ = prometheus_client::encoding::text::encode(out, &registry);
@@ -342,7 +343,7 @@ pub fn render_with_labels(
     registry.register_collector(Box::new(SnapshotCollector(
         *snapshot,
         Vec::new(),
-        Vec::new(),
+        AdminCounts::default(),
     )));
     // Writing to a String cannot fail, and the collector fails only when its writer does.
     let _ = prometheus_client::encoding::text::encode(out, &registry);
@@ -355,9 +356,20 @@ fn is_label_name(name: &str) -> bool {
     first_ok && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_') && !name.starts_with("__")
 }
 
-/// Hands a snapshot's numbers, and each match's, to the encoder on each scrape.
+/// What the admin server counts of its own, for [`render_with_matches`]; empty lists are
+/// left out of the text.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AdminCounts {
+    /// Requests answered, by status code.
+    pub requests: Vec<(u16, u64)>,
+    /// Connections the admin server closed itself (not the client), by reason.
+    pub connections_closed: Vec<(&'static str, u64)>,
+}
+
+/// Hands a snapshot's numbers, each match's and the admin server's to the encoder on each
+/// scrape.
 #[derive(Debug)]
-struct SnapshotCollector(MetricsSnapshot, Vec<MatchTicks>, Vec<(u16, u64)>);
+struct SnapshotCollector(MetricsSnapshot, Vec<MatchTicks>, AdminCounts);
 
 impl Collector for SnapshotCollector {
     fn encode(&self, mut enc: DescriptorEncoder<'_>) -> fmt::Result {
@@ -471,16 +483,30 @@ impl Collector for SnapshotCollector {
             "Admin-made matches removed because nobody joined them in time.",
             s.matches_reclaimed,
         )?;
-        if !self.2.is_empty() {
+        if !self.2.requests.is_empty() {
             let mut m = enc.encode_descriptor(
                 "tickforge_admin_requests",
                 "Admin HTTP requests answered, by status code.",
                 None,
                 MetricType::Counter,
             )?;
-            for (status, n) in &self.2 {
+            for (status, n) in &self.2.requests {
                 let code = status.to_string();
                 let labels = [("code", code.as_str())];
+                m.encode_family(&labels)?
+                    .encode_counter::<NoLabelSet, _, u64>(n, None)?;
+            }
+        }
+        if !self.2.connections_closed.is_empty() {
+            let mut m = enc.encode_descriptor(
+                "tickforge_admin_connections_closed",
+                "Admin HTTP connections the server closed itself, by reason: header_timeout, \
+                 response_timeout, idle_timeout, rejected (431 or 400), evicted (at the cap).",
+                None,
+                MetricType::Counter,
+            )?;
+            for (reason, n) in &self.2.connections_closed {
+                let labels = [("reason", *reason)];
                 m.encode_family(&labels)?
                     .encode_counter::<NoLabelSet, _, u64>(n, None)?;
             }
@@ -806,10 +832,17 @@ mod tests {
                 hitches: 0,
             },
         ];
-        render_with_matches(&sample(), &matches, &[(200, 7), (401, 2)], &mut out);
+        let admin = AdminCounts {
+            requests: vec![(200, 7), (401, 2)],
+            connections_closed: vec![("header_timeout", 3), ("evicted", 1)],
+        };
+        render_with_matches(&sample(), &matches, &admin, &mut out);
         for line in [
             "tickforge_admin_requests_total{code=\"200\"} 7",
             "tickforge_admin_requests_total{code=\"401\"} 2",
+            "# TYPE tickforge_admin_connections_closed counter",
+            "tickforge_admin_connections_closed_total{reason=\"header_timeout\"} 3",
+            "tickforge_admin_connections_closed_total{reason=\"evicted\"} 1",
             "# TYPE tickforge_match_late_ticks counter",
             "tickforge_match_late_ticks_total{match=\"3\"} 4",
             "tickforge_match_late_ticks_total{match=\"11\"} 0",
@@ -824,6 +857,7 @@ mod tests {
         render(&sample(), &mut out);
         assert!(!out.contains("tickforge_match_late_ticks"), "{out}");
         assert!(!out.contains("tickforge_admin_requests"), "{out}");
+        assert!(!out.contains("tickforge_admin_connections"), "{out}");
     }
 
     #[test]

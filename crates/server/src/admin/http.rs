@@ -12,11 +12,20 @@
 //! - deadlines: a request's head must arrive within `header_timeout` of its first byte,
 //!   and its body within `body_timeout` (in the handler); an idle keep-alive connection
 //!   is closed after `idle_timeout` (hyper's own header timer runs from the end of the
-//!   previous response, so it is set to `idle_timeout` as a backstop and the shorter head
-//!   deadline is enforced here, by watching the bytes read);
+//!   previous response, so it is only a backstop, and both bounds are enforced here, by
+//!   watching the bytes read and the responses flushed);
+//! - a response must be taken by the client within `header_timeout` of being handed to
+//!   hyper (a client that never reads its answers is closed, not left to the idle bound);
+//!   the connection counts as idle only once its response is flushed (one limit: the
+//!   start of a pipelined head that hyper already holds in its buffer is not seen here,
+//!   so until more of it arrives that connection counts as idle: bounded by the idle
+//!   timeout, and the first closed at the cap);
 //! - a cap on open connections: at the cap, a new connection closes the one idle the
-//!   longest (then the one slowest to send its head, then the oldest request), so a
-//!   probe is always served;
+//!   longest (then the one slowest to send its head or take its response, then the oldest
+//!   request), so a probe is always served;
+//! - counts of the connections closed by the server rather than the client
+//!   ([`CLOSE_REASONS`], `tickforge_admin_connections_closed_total{reason}` in
+//!   `/metrics`), so an alert can see a flood;
 //! - shutdown: stop accepting, close every connection between requests, cut short the
 //!   bodies still arriving (503), let the answers in hand go out for at most
 //!   [`SHUTDOWN_GRACE`], then drop whatever is left.
@@ -25,6 +34,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -47,15 +57,30 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_millis(250);
 /// descriptors: the oldest idle connection is closed first to free one).
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
 
+/// Why the server closed a connection itself, as `/metrics` labels it: a head past its
+/// deadline, a client not taking its response within the same deadline, a keep-alive
+/// connection idle past its bound, a head hyper refused (over the header caps: 431; or
+/// malformed: 400), and a connection closed to make room at the cap.
+pub const CLOSE_REASONS: [&str; 5] = [
+    "header_timeout",
+    "response_timeout",
+    "idle_timeout",
+    "rejected",
+    "evicted",
+];
+
 /// Where a connection is between requests.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
-    /// Waiting for the first byte of a request (since the previous response, or accept).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Phase {
+    /// Waiting for the first byte of a request (since the previous response was flushed,
+    /// or accept).
     Idle,
     /// A request's head has started to arrive and is not complete.
     Head,
     /// Inside the handler: reading the body, waiting for a worker, answering.
     Request,
+    /// The answer is handed to hyper and not yet flushed to the socket.
+    Response,
 }
 
 /// One open connection, as the registry and the connection's own task see it.
@@ -88,6 +113,14 @@ impl Slot {
             *s = (Phase::Head, Instant::now());
         }
     }
+
+    /// hyper flushed everything it had to write: a response handed to it is on its way.
+    fn flushed(&self) {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if s.0 == Phase::Response {
+            *s = (Phase::Idle, Instant::now());
+        }
+    }
 }
 
 /// The connection limits, from [`super::AdminConfig`].
@@ -112,15 +145,47 @@ struct Registry {
     conns: HashMap<u64, Arc<Slot>>,
 }
 
-struct Shared {
+/// The open connections, and the counts of those the server closed, shared by the
+/// accept loop, the connections' tasks and `/metrics`.
+#[derive(Default)]
+pub(super) struct Shared {
     registry: Mutex<Registry>,
     /// Told when the last connection closes (shutdown waits for it).
     emptied: Notify,
+    /// Connections the server closed, by reason (index into [`CLOSE_REASONS`]).
+    closed: [AtomicU64; CLOSE_REASONS.len()],
 }
 
 impl Shared {
     fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
         self.registry.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts a connection the server closed for `reason` (one of [`CLOSE_REASONS`]).
+    fn count_closed(&self, reason: &str) {
+        if let Some(i) = CLOSE_REASONS.iter().position(|r| *r == reason) {
+            self.closed[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The connections the server closed, by reason, the reasons that never happened
+    /// left out.
+    pub(super) fn closed_counts(&self) -> Vec<(&'static str, u64)> {
+        (CLOSE_REASONS.iter().zip(&self.closed))
+            .map(|(reason, n)| (*reason, n.load(Ordering::Relaxed)))
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
+
+    /// How many open connections are in each phase (for tests: a request is known to be
+    /// inside the handler before the test goes on).
+    #[cfg(test)]
+    pub(super) fn phase_counts(&self) -> std::collections::BTreeMap<Phase, usize> {
+        let mut counts = std::collections::BTreeMap::new();
+        for slot in self.registry().conns.values() {
+            *counts.entry(slot.get().0).or_insert(0) += 1;
+        }
+        counts
     }
 
     /// Closes the connection idle the longest, else the one slowest to send its head,
@@ -135,7 +200,7 @@ impl Shared {
                 let (phase, since) = slot.get();
                 let rank = match phase {
                     Phase::Idle => 0,
-                    Phase::Head => 1,
+                    Phase::Head | Phase::Response => 1,
                     Phase::Request => 2,
                 };
                 ((rank, since), *id)
@@ -145,16 +210,18 @@ impl Shared {
         match victim.and_then(|id| reg.conns.remove(&id)) {
             Some(slot) => {
                 slot.close.notify_one();
+                self.count_closed("evicted");
                 true
             }
             None => false,
         }
     }
 
-    /// Closes every connection that is not inside a request (shutdown).
+    /// Closes every connection that is not inside a request or sending its answer
+    /// (shutdown).
     fn close_all_but_requests(&self) {
         self.registry().conns.retain(|_, slot| {
-            let keep = slot.get().0 == Phase::Request;
+            let keep = matches!(slot.get().0, Phase::Request | Phase::Response);
             if !keep {
                 slot.close.notify_one();
             }
@@ -162,21 +229,23 @@ impl Shared {
         });
     }
 
-    /// Closes every connection idle past `idle_timeout` or in its head past
-    /// `header_timeout`.
+    /// Closes every connection idle past `idle_timeout`, in its head past
+    /// `header_timeout`, or with its response unflushed past `header_timeout`.
     fn reap(&self, limits: &Limits, now: Instant) {
         let mut reg = self.registry();
         reg.conns.retain(|_, slot| {
             let (phase, since) = slot.get();
-            let limit = match phase {
-                Phase::Idle => limits.idle_timeout,
-                Phase::Head => limits.header_timeout,
+            let (limit, reason) = match phase {
+                Phase::Idle => (limits.idle_timeout, "idle_timeout"),
+                Phase::Head => (limits.header_timeout, "header_timeout"),
+                Phase::Response => (limits.header_timeout, "response_timeout"),
                 // Bounded in the handler (body deadline, reply timeout).
                 Phase::Request => return true,
             };
             let keep = now.saturating_duration_since(since) < limit;
             if !keep {
                 slot.close.notify_one();
+                self.count_closed(reason);
             }
             keep
         });
@@ -242,8 +311,14 @@ impl AsyncWrite for Watched {
         self.stream.is_write_vectored()
     }
 
+    /// hyper calls it once its write buffer is empty: a response handed over has gone.
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_flush(cx);
+        if matches!(polled, Poll::Ready(Ok(()))) {
+            this.slot.flushed();
+        }
+        polled
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -258,16 +333,15 @@ pub(super) async fn serve(
     limits: Limits,
     mut stop: watch::Receiver<bool>,
 ) {
-    let shared = Arc::new(Shared {
-        registry: Mutex::new(Registry::default()),
-        emptied: Notify::new(),
-    });
+    let shared = Arc::clone(&admin.connections);
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        // hyper's timer runs from the end of the previous response: the idle bound. The
-        // head's own, shorter deadline is enforced by `reap`.
-        .header_read_timeout(limits.idle_timeout)
+        // hyper's timer runs from the end of the previous response to the end of the next
+        // head. `reap` enforces the idle bound and the head's own, shorter deadline; this
+        // is only a backstop, later than either, so a connection is closed (and counted)
+        // once.
+        .header_read_timeout(limits.idle_timeout + limits.header_timeout)
         .max_header_size(limits.max_header_bytes)
         // hyper refuses a read buffer under 8 KiB; a head over `max_header_size` gets 431
         // before the buffer fills.
@@ -347,7 +421,9 @@ fn accept(
             async move {
                 slot.set(Phase::Request);
                 let response = admin.respond(request).await;
-                slot.set(Phase::Idle);
+                // Idle once hyper has flushed it ([`Watched::poll_flush`]): a client that
+                // does not take its answer is bounded like a slow head.
+                slot.set(Phase::Response);
                 Ok::<_, Infallible>(response)
             }
         })
@@ -357,13 +433,24 @@ fn accept(
         slot: Arc::clone(&slot),
     });
     let connection = builder.serve_connection(io, service);
+    let shared = Arc::clone(shared);
     tokio::spawn(async move {
         let _registered = registered;
         let mut stop = stop;
         tokio::pin!(connection);
         tokio::select! {
-            // Done, or the client went away: either way nothing to do.
-            _ = connection.as_mut() => return,
+            // Done, or the client went away: nothing to do but count what hyper refused
+            // (it answered 431 or 400 and closed) and its own idle bound.
+            ended = connection.as_mut() => {
+                if let Err(e) = ended {
+                    if e.is_parse() || e.is_parse_too_large() {
+                        shared.count_closed("rejected");
+                    } else if e.is_timeout() {
+                        shared.count_closed("idle_timeout");
+                    }
+                }
+                return;
+            }
             // Evicted or past a deadline: dropping the connection closes it.
             _ = slot.close.notified() => return,
             _ = stop.wait_for(|s| *s) => {}

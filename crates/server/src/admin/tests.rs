@@ -157,6 +157,43 @@ fn c_bind(l: &std::net::TcpListener) -> String {
 
 fn no_status(_: usize, _: &mut WorkerStatus) {}
 
+/// Connections the server closed for `reason`, as `/metrics` would count them.
+fn closed(server: &AdminServer, reason: &str) -> u64 {
+    (server.connections.closed_counts().into_iter())
+        .find(|(r, _)| *r == reason)
+        .map_or(0, |(_, n)| n)
+}
+
+/// Waits until `n` connections are in `phase` (inside the handler, say), up to [`BOUND`].
+fn until_in_phase(server: &AdminServer, phase: http::Phase, n: usize) {
+    let t0 = Instant::now();
+    loop {
+        let counts = server.connections.phase_counts();
+        if counts.get(&phase).copied().unwrap_or(0) >= n {
+            return;
+        }
+        assert!(
+            t0.elapsed() < BOUND,
+            "never {n} connections in {phase:?}: {counts:?}"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// Waits until the server has closed `n` connections for `reason`, up to [`BOUND`].
+fn until_closed(server: &AdminServer, reason: &str, n: u64) {
+    let t0 = Instant::now();
+    while closed(server, reason) < n {
+        assert!(
+            t0.elapsed() < BOUND,
+            "{} connections closed for {reason}, not {n}: {:?}",
+            closed(server, reason),
+            server.connections.closed_counts()
+        );
+        std::thread::yield_now();
+    }
+}
+
 #[test]
 fn healthz_is_ok_while_serving_and_503_while_draining() {
     let host = Host::start(&[Behaviour::Accept], no_status);
@@ -337,6 +374,30 @@ fn refusals_and_silence_get_503_with_the_reason() {
     assert_eq!(status, 503);
     assert!(body.contains("did not answer within 200 ms"), "{body}");
     host.stop();
+}
+
+#[test]
+fn an_answer_just_after_the_timeout_is_taken_and_one_after_the_close_is_refused() {
+    let request = |reply| CreateMatch {
+        match_id: MatchId(7),
+        spec: MatchSpec::from_json(b"{}").unwrap(),
+        reply,
+    };
+    // The worker answered between the timeout and the close: the match exists, so the
+    // admin answers 201 with its tokens rather than leave it orphaned.
+    let (reply, mut answer) = oneshot::channel();
+    assert!(request(reply).answer(Ok(())));
+    assert_eq!(take_late_answer(&mut answer), Some(Ok(())));
+    let (reply, mut answer) = oneshot::channel();
+    let full = CreateError::Full {
+        reason: "60 of 60 matches".to_string(),
+    };
+    assert!(request(reply).answer(Err(full.clone())));
+    assert_eq!(take_late_answer(&mut answer), Some(Err(full)));
+    // After the close the worker learns the admin gave up, and removes the match.
+    let (reply, mut answer) = oneshot::channel();
+    assert_eq!(take_late_answer(&mut answer), None);
+    assert!(!request(reply).answer(Ok(())));
 }
 
 #[test]
@@ -568,6 +629,10 @@ fn a_stalled_head_is_closed_at_the_header_deadline() {
     // The reaper looks every 60 ms here: well inside a second of the deadline.
     assert!(closed < Duration::from_secs(1), "closed late: {closed:?}");
     probe(addr);
+    assert_eq!(
+        host.server.connections.closed_counts(),
+        vec![("header_timeout", 1)]
+    );
     host.stop();
 }
 
@@ -593,10 +658,22 @@ fn a_megabyte_header_gets_431_and_blocks_nobody() {
     }
     let got = read_until_closed(&mut big);
     writer.join().unwrap();
-    // The 431 may be lost to the reset that closing on unread bytes sends; when it
-    // arrives it must be a 431.
+    // hyper answers 431 and closes with most of the megabyte unread, so the kernel resets
+    // the connection, which may discard the 431 before it is read: what is certain is
+    // that hyper refused the head (and not, say, a timeout).
     let text = String::from_utf8_lossy(&got);
     assert!(got.is_empty() || text.starts_with("HTTP/1.1 431"), "{text}");
+    until_closed(&host.server, "rejected", 1);
+    // A head that reaches the cap and stops there leaves nothing unread: its 431 always
+    // arrives, then the close.
+    let mut capped = connect(addr);
+    let mut head = b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: ".to_vec();
+    head.resize(8 * 1024, b'a');
+    capped.write_all(&head).unwrap();
+    let got = read_until_closed(&mut capped);
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 431 "), "{text}");
+    until_closed(&host.server, "rejected", 2);
     // 65 header fields (64 allowed) get 431 the same way.
     let mut many = connect(addr);
     let mut head = String::from("GET /healthz HTTP/1.1\r\nHost: t\r\n");
@@ -610,7 +687,12 @@ fn a_megabyte_header_gets_431_and_blocks_nobody() {
         String::from_utf8_lossy(&got).starts_with("HTTP/1.1 431"),
         "{got:?}"
     );
+    until_closed(&host.server, "rejected", 3);
     probe(addr);
+    // An alert sees them in /metrics.
+    let (_, text) = host.request("GET", "/metrics", "");
+    let line = "tickforge_admin_connections_closed_total{reason=\"rejected\"} 3";
+    assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
     host.stop();
 }
 
@@ -624,6 +706,10 @@ fn idle_connections_over_the_cap_close_the_idlest_first() {
     // The ninth connection (this probe) closes the first, the longest idle.
     probe(addr);
     assert!(read_until_closed(&mut idle[0]).is_empty());
+    assert_eq!(
+        host.server.connections.closed_counts(),
+        vec![("evicted", 1)]
+    );
     // The others are still open: nothing to read, no EOF.
     for s in &idle[1..] {
         s.set_nonblocking(true).unwrap();
@@ -652,6 +738,8 @@ fn stalled_bodies_filling_the_cap_do_not_lock_out_a_probe() {
             s
         })
         .collect();
+    // All four are inside the handler, waiting for their bodies, before the probe comes.
+    until_in_phase(&host.server, http::Phase::Request, 4);
     probe(addr);
     // One of them made room for it: the oldest.
     let t0 = Instant::now();
@@ -671,6 +759,53 @@ fn stalled_bodies_filling_the_cap_do_not_lock_out_a_probe() {
         );
         std::thread::yield_now();
     }
+    assert_eq!(closed(&host.server, "evicted"), 1);
+    host.stop();
+}
+
+#[test]
+fn a_client_that_never_reads_its_answers_is_closed_at_the_header_deadline() {
+    let mut c = config();
+    c.header_timeout = Duration::from_millis(300);
+    // Big answers: a few fill the socket buffers of a client that does not read them.
+    let host = Host::start_with(c, &[Behaviour::Accept], |_, s| {
+        s.matches = (0..4000)
+            .map(|id| MatchStatus {
+                id: MatchId(id),
+                players_connected: 10,
+                tick: 640,
+                state: MatchState::Running,
+                ticks: 640,
+                late_ticks: 0,
+                hitches: 0,
+            })
+            .collect();
+    });
+    let addr = host.server.local_addr();
+    let deaf = connect(addr);
+    let request =
+        format!("GET /matches HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\r\n");
+    let writer = {
+        let mut deaf = deaf.try_clone().unwrap();
+        std::thread::spawn(move || {
+            // Pipelined, never read: the server blocks writing an answer, stops reading,
+            // and this write blocks until the server closes the connection.
+            for _ in 0..1000 {
+                if deaf.write_all(request.as_bytes()).is_err() {
+                    return;
+                }
+            }
+        })
+    };
+    // Not the 60 s idle bound: the header deadline, once an answer stops going out.
+    let t0 = Instant::now();
+    until_closed(&host.server, "response_timeout", 1);
+    assert!(t0.elapsed() < BOUND);
+    probe(addr);
+    // Closed by the server already (reset, as it left requests unread): this only frees
+    // the writer if it is still blocked.
+    let _ = deaf.shutdown(std::net::Shutdown::Both);
+    writer.join().unwrap();
     host.stop();
 }
 
@@ -680,17 +815,21 @@ fn keep_alive_serves_many_requests_then_closes_when_idle() {
     c.idle_timeout = Duration::from_millis(300);
     let host = Host::start_with(c, &[Behaviour::Accept], no_status);
     let mut conn = connect(host.server.local_addr());
+    // The idle time runs from when the server flushed the last response, which is after
+    // this instant whenever the client thread gets to read it.
+    let mut last = Instant::now();
     for _ in 0..3 {
+        last = Instant::now();
         conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
             .unwrap();
         let r = read_response(&conn);
         assert_eq!((r.status, r.body.as_str()), (200, "ok\n"));
     }
-    let last = Instant::now();
     assert!(read_until_closed(&mut conn).is_empty());
     let idle = last.elapsed();
     assert!(idle >= Duration::from_millis(300), "closed early: {idle:?}");
     assert!(idle < Duration::from_secs(1), "closed late: {idle:?}");
+    until_closed(&host.server, "idle_timeout", 1);
     host.stop();
 }
 
@@ -727,7 +866,9 @@ fn shutdown_does_not_wait_for_a_stalled_client() {
     )
     .unwrap();
     let mut idle = connect(addr);
-    // Both are registered once a request after them has been answered.
+    // The stalled one is inside the handler, waiting for its body; the idle one is
+    // registered once a request after it has been answered.
+    until_in_phase(&host.server, http::Phase::Request, 1);
     probe(addr);
     let t0 = Instant::now();
     host.stop();

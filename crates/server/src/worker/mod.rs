@@ -86,6 +86,7 @@ pub struct Shutdown {
 struct Waiting {
     matches: AtomicUsize,
     players: AtomicUsize,
+    results_pending: AtomicUsize,
     workers: AtomicUsize,
 }
 
@@ -97,6 +98,9 @@ pub struct DrainProgress {
     pub matches: usize,
     /// Players connected to them.
     pub players: usize,
+    /// Result lines handed to the workers' persisters and not yet on disk (nor given up
+    /// on): a stop now would lose them.
+    pub results_pending: usize,
     /// Workers that have seen the drain start and published what they wait for.
     pub workers: usize,
 }
@@ -136,14 +140,17 @@ impl Shutdown {
     }
 
     /// Counts a SIGTERM or SIGINT: the first starts draining, a second stops every worker
-    /// at once ([`Shutdown::is_abandoned`]). Atomic operations only, so it may run in a
-    /// signal handler.
-    pub fn signal(&self) {
-        if self.signals.fetch_add(1, Ordering::AcqRel) == 0 {
+    /// at once ([`Shutdown::is_abandoned`]). Returns how many have come, this one
+    /// included (`serve` exits the process outright at the third). Atomic operations
+    /// only, so it may run in a signal handler.
+    pub fn signal(&self) -> usize {
+        let before = self.signals.fetch_add(1, Ordering::AcqRel);
+        if before == 0 {
             self.drain();
         } else {
             self.stop_now();
         }
+        before + 1
     }
 
     /// True once a second signal abandoned the drain ([`Shutdown::signal`]).
@@ -157,15 +164,20 @@ impl Shutdown {
         DrainProgress {
             matches: self.waiting.matches.load(Ordering::Acquire),
             players: self.waiting.players.load(Ordering::Acquire),
+            results_pending: self.waiting.results_pending.load(Ordering::Acquire),
             workers,
         }
     }
 
-    /// A draining worker's share of [`Shutdown::drain_progress`]: `now` (matches, players)
-    /// replaces what it `published` before (`None`: nothing yet; it then counts as a
-    /// worker that has seen the drain).
-    fn publish_waiting(&self, published: &mut Option<(usize, usize)>, now: (usize, usize)) {
-        let before = published.unwrap_or((0, 0));
+    /// A draining worker's share of [`Shutdown::drain_progress`]: `now` (matches, players,
+    /// result lines pending) replaces what it `published` before (`None`: nothing yet; it
+    /// then counts as a worker that has seen the drain).
+    fn publish_waiting(
+        &self,
+        published: &mut Option<(usize, usize, usize)>,
+        now: (usize, usize, usize),
+    ) {
+        let before = published.unwrap_or((0, 0, 0));
         if *published == Some(now) {
             return;
         }
@@ -174,6 +186,8 @@ impl Shutdown {
         w.matches.fetch_sub(before.0, Ordering::AcqRel);
         w.players.fetch_add(now.1, Ordering::AcqRel);
         w.players.fetch_sub(before.1, Ordering::AcqRel);
+        w.results_pending.fetch_add(now.2, Ordering::AcqRel);
+        w.results_pending.fetch_sub(before.2, Ordering::AcqRel);
         if published.is_none() {
             w.workers.fetch_add(1, Ordering::AcqRel);
         }
@@ -535,7 +549,9 @@ impl Worker {
             if drain_until.is_some() {
                 // Draining: a match nobody plays has nothing to lose; stop it now.
                 self.stop_unplayed();
-                shutdown.publish_waiting(&mut waiting, (self.matches.len(), self.connected()));
+                let pending = (self.persister.as_ref()).map_or(0, |p| p.pending() as usize);
+                let now = (self.matches.len(), self.connected(), pending);
+                shutdown.publish_waiting(&mut waiting, now);
             }
             // Idle (no matches): wake once a period for commands and the stop flags.
             let earliest = self.next_wake();
@@ -778,23 +794,25 @@ mod tests {
     fn draining_stops_the_matches_nobody_plays_and_publishes_what_is_left() {
         let mut w = worker_started_in_the_past(3);
         let shutdown = Shutdown::new();
-        shutdown.signal();
+        assert_eq!(shutdown.signal(), 1);
         assert!(shutdown.is_draining() && !shutdown.is_stopped());
         w.stop_unplayed();
         assert_eq!(w.matches.len(), 0, "no match had a player");
         let mut published = None;
-        shutdown.publish_waiting(&mut published, (2, 7));
-        shutdown.publish_waiting(&mut published, (1, 3));
+        shutdown.publish_waiting(&mut published, (2, 7, 4));
+        shutdown.publish_waiting(&mut published, (1, 3, 2));
         assert_eq!(
             shutdown.drain_progress(),
             DrainProgress {
                 matches: 1,
                 players: 3,
+                results_pending: 2,
                 workers: 1
             }
         );
-        shutdown.signal();
+        assert_eq!(shutdown.signal(), 2);
         assert!(shutdown.is_stopped() && shutdown.is_abandoned());
+        assert_eq!(shutdown.signal(), 3, "serve exits outright at the third");
     }
 
     #[test]

@@ -623,12 +623,14 @@ mod tests {
         path
     }
 
-    /// Waits (bounded) until `done` holds: the persister thread's progress.
+    /// Waits (bounded) until `done` holds: the persister thread's progress. Looks once a
+    /// millisecond (a poll interval, not synchronization), so that a wait does not take a
+    /// core from the timing-sensitive tests running beside it.
     fn wait_until(what: &str, done: impl Fn() -> bool) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while !done() {
             assert!(Instant::now() < deadline, "timed out waiting until {what}");
-            std::thread::yield_now();
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 

@@ -139,8 +139,8 @@ pub struct ServeArgs {
     /// Milliseconds lag compensation rewinds at most (hard cap 1000) [default: 200].
     #[arg(long, value_name = "MS")]
     pub max_rewind_ms: Option<u32>,
-    /// File each finished match's result line is appended to and fsynced
-    /// [default: tickforge-results.log].
+    /// File each finished match's result line is appended to and fsynced; `none`: no
+    /// results file [default: tickforge-results.log].
     #[arg(long, value_name = "FILE")]
     pub results_file: Option<PathBuf>,
     /// Directory where every finished match's action file (all its inputs) is written,

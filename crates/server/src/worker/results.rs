@@ -12,6 +12,10 @@
 //! and cuts the file back to it before it writes again: a retried line is never glued onto
 //! a partial one, nor written twice. One log per file per process (the workers share it
 //! through [`ResultsLog::open`]), because another writer's appends would move that length.
+//!
+//! A results file that is not a regular file (a character device such as `/dev/null` or
+//! `/dev/stdout`, a FIFO) is a stream: an append is a plain write, with no fsync (EINVAL
+//! there), no cutting back and no repair at open.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -31,18 +35,36 @@ pub(super) trait ResultsSink: Send {
     fn truncate(&mut self, len: u64) -> io::Result<()>;
 }
 
-impl ResultsSink for File {
+/// The results file itself. A regular file gets the guarantees of the module docs; any
+/// other (a character device such as `/dev/null` or `/dev/stdout`, a FIFO) is a stream:
+/// an append is a plain write, with nothing to sync and nothing to cut back.
+struct FileSink {
+    file: File,
+    regular: bool,
+}
+
+impl ResultsSink for FileSink {
     fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.write_all(bytes)
+        self.file.write_all(bytes)
     }
 
     fn sync(&mut self) -> io::Result<()> {
-        self.sync_data()
+        // A device or a pipe has no data to sync: fsync fails with EINVAL there.
+        if self.regular {
+            self.file.sync_data()
+        } else {
+            Ok(())
+        }
     }
 
     fn truncate(&mut self, len: u64) -> io::Result<()> {
-        // Opened for appending: the next write lands at the new end.
-        self.set_len(len)
+        // Opened for appending: the next write lands at the new end. A stream cannot be
+        // cut back: what a failed write sent is gone.
+        if self.regular {
+            self.file.set_len(len)
+        } else {
+            Ok(())
+        }
     }
 }
 
@@ -91,12 +113,13 @@ impl ResultsLog {
                 state,
             });
         }
-        let good_len = if meta.is_file() {
+        let regular = meta.is_file();
+        let good_len = if regular {
             repair_torn_tail(&mut file, path)?
         } else {
             0
         };
-        let log = ResultsLog::with_sink(path, Box::new(file), good_len);
+        let log = ResultsLog::with_sink(path, Box::new(FileSink { file, regular }), good_len);
         open.push((key, Arc::downgrade(&log.state)));
         Ok(log)
     }
@@ -354,6 +377,52 @@ pub(super) mod tests {
         ResultsLog::open(&path).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), line(1));
         assert_eq!(std::fs::read(&torn_files(&path)[0]).unwrap().len(), 200_000);
+    }
+
+    #[test]
+    fn a_results_file_that_is_not_a_regular_file_takes_plain_writes() {
+        // /dev/null, the natural "off": no fsync (EINVAL there), no truncation, no repair.
+        let log = ResultsLog::open(Path::new("/dev/null")).unwrap();
+        for i in 0..3 {
+            log.append_durable(line(i).as_bytes()).unwrap();
+        }
+        log.discard_partial();
+        // A FIFO, as `/dev/stdout` piped to a collector is: every line comes out whole.
+        let fifo = scratch("results.fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path alive for the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // Opened read-write, it does not wait for a reader; the reader then finds it.
+        let log = ResultsLog::open(&fifo).unwrap();
+        let mut fifo = File::open(&fifo).unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut text = String::new();
+            io::Read::read_to_string(&mut fifo, &mut text).unwrap();
+            text
+        });
+        log.append_durable(line(1).as_bytes()).unwrap();
+        log.append_durable(line(2).as_bytes()).unwrap();
+        drop(log);
+        assert_eq!(reader.join().unwrap(), format!("{}{}", line(1), line(2)));
+    }
+
+    #[test]
+    fn results_file_none_turns_the_results_file_off() {
+        let resolve = |file: Option<&str>| {
+            crate::config::ConfigFile {
+                results_file: file.map(PathBuf::from),
+                ..Default::default()
+            }
+            .resolve_with_env(Some("00".repeat(32)))
+            .unwrap()
+            .results_file
+        };
+        assert_eq!(resolve(Some("none")), None);
+        assert_eq!(resolve(Some("./none")), Some(PathBuf::from("./none")));
+        assert_eq!(
+            resolve(None),
+            Some(PathBuf::from(crate::config::DEFAULT_RESULTS_FILE))
+        );
     }
 
     /// A results file in memory that fails the next `fail` writes (after writing half of

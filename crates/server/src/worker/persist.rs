@@ -636,7 +636,7 @@ mod tests {
 
     fn faulty() -> (FaultyDisk, ResultsLog) {
         let disk = FaultyDisk::default();
-        let log = ResultsLog::with_sink(Path::new("faulty.log"), Box::new(disk.clone()), 0);
+        let log = ResultsLog::with_sink(Path::new("faulty.log"), Box::new(disk.clone()));
         (disk, log)
     }
 
@@ -978,6 +978,12 @@ mod tests {
     struct Pipe(std::io::PipeWriter);
 
     impl crate::worker::results::ResultsSink for Pipe {
+        fn len(&mut self) -> io::Result<Option<u64>> {
+            Ok(None)
+        }
+        fn ends_line(&mut self, _: u64) -> io::Result<bool> {
+            Ok(true)
+        }
         fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
             self.0.write_all(bytes)
         }
@@ -991,7 +997,7 @@ mod tests {
 
     fn stalled_sink() -> (std::io::PipeReader, ResultsLog) {
         let (reader, writer) = std::io::pipe().unwrap();
-        let log = ResultsLog::with_sink(Path::new("pipe"), Box::new(Pipe(writer)), 0);
+        let log = ResultsLog::with_sink(Path::new("pipe"), Box::new(Pipe(writer)));
         (reader, log)
     }
 

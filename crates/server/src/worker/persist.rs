@@ -407,7 +407,8 @@ impl Drop for Persister {
 impl Worker {
     /// Queues a finished match's action file and result line for the persister, and
     /// returns the ticket its replacement waits for; `None`: nothing to wait for. Allocates
-    /// the line and the file name, once a match; never blocks.
+    /// the line and the file name, and shrinks the action file's buffer to its length,
+    /// once a match (off the tick); never blocks.
     pub(super) fn persist(
         &mut self,
         i: usize,
@@ -418,7 +419,11 @@ impl Worker {
         let persister = self.persister.as_mut()?;
         let id = self.matches[i].id();
         let actions = match (&self.config.record_dir, actions) {
-            (Some(dir), Some(bytes)) => {
+            (Some(dir), Some(mut bytes)) => {
+                // The recording reserved a megabyte or more; a job waiting on a stalled
+                // disk keeps only what it holds (the backlog and the channel hold up to
+                // 80 jobs).
+                bytes.shrink_to_fit();
                 let name = format!(
                     "match-{id}-{}-{}.actions",
                     self.run_id, self.retired.matches_finished
@@ -986,6 +991,27 @@ mod tests {
         assert_eq!(read("match-1-0000000000000002-1.actions"), vec![2; 100]);
         assert_eq!(read("match-1-0000000000000002-1-2.actions"), vec![3; 100]);
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 3);
+    }
+
+    #[test]
+    fn a_queued_action_file_keeps_only_its_length_not_the_recordings_reserve() {
+        let mut config = worker_config(&scratch("shrunk.log"));
+        config.record_dir = Some(scratch("shrunk-actions"));
+        let mut w = Worker::new(config).unwrap();
+        let result = MatchResult {
+            tick_hz: std::num::NonZeroU32::new(128).unwrap(),
+            duration_ticks: 1,
+            rounds_played: 1,
+            score: Default::default(),
+            players: Vec::new(),
+        };
+        let mut recording = Vec::with_capacity(1 << 20);
+        recording.extend_from_slice(&[5; 100]);
+        w.persist(0, &result, Some(recording)).unwrap();
+        let p = w.persister.as_ref().unwrap();
+        let (_, bytes) = p.backlog[0].actions.as_ref().unwrap();
+        assert_eq!(bytes, &vec![5; 100]);
+        assert!(bytes.capacity() < 4096, "{}", bytes.capacity());
     }
 
     /// A tmpfs of 64 KiB mounted on a scratch directory; unmounted when dropped.

@@ -316,7 +316,8 @@ pub fn run(args: ServeArgs) -> Result<()> {
         print!("{}", summary::server(&report));
     }
     if report.results_unwritten > 0 {
-        // The lines themselves were printed to stderr when the workers gave up on them.
+        // The lines themselves were printed to stderr when the workers gave up on them,
+        // except those held by the writer of a disk that hung (it said so, with the count).
         std::io::stdout().flush().ok();
         eprintln!(
             "tickforge serve: {} result line(s) could not be written to {}",

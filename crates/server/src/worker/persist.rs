@@ -151,7 +151,8 @@ pub(super) struct Persister {
     ticket: u64,
     /// Result lines submitted.
     lines: u64,
-    /// Result lines dropped on the worker (the backlog was full, or no thread took them).
+    /// Result lines dropped on the worker (the backlog was full, no thread took them, or
+    /// a thread left behind on a hung disk held them).
     dropped_lines: u64,
     /// Lines and action files dropped on the worker: each counts as a failed attempt.
     dropped: u64,

@@ -140,8 +140,8 @@ pub struct ServeArgs {
     /// Milliseconds lag compensation rewinds at most (hard cap 1000) [default: 200].
     #[arg(long, value_name = "MS")]
     pub max_rewind_ms: Option<u32>,
-    /// File each finished match's result line is appended to and fsynced
-    /// [default: tickforge-results.log].
+    /// File each finished match's result line is appended to and fsynced; `none`: no
+    /// results file [default: tickforge-results.log].
     #[arg(long, value_name = "FILE")]
     pub results_file: Option<PathBuf>,
     /// Directory where every finished match's action file (all its inputs) is written,
@@ -332,7 +332,8 @@ pub fn run(args: ServeArgs) -> Result<()> {
         print!("{}", summary::server(&report));
     }
     if report.results_unwritten > 0 {
-        // The lines themselves were printed to stderr when the workers gave up on them.
+        // The lines themselves were printed to stderr when the workers gave up on them,
+        // except those held by the writer of a disk that hung (it said so, with the count).
         std::io::stdout().flush().ok();
         eprintln!(
             "tickforge serve: {} result line(s) could not be written to {}",

@@ -971,6 +971,18 @@ fn serve_for(duration_s: &str, extra: &[&str]) -> (std::process::ExitStatus, Str
 }
 
 #[test]
+fn serve_with_the_results_file_off_exits_0() {
+    // /dev/null, the natural "off", used to fail every fsync (EINVAL) and exit 1.
+    for off in ["/dev/null", "none"] {
+        let (status, stderr) = serve_for("1", &["--results-file", off]);
+        assert!(status.success(), "{off}: {stderr}");
+        assert!(!stderr.contains("cannot write"), "{off}: {stderr}");
+    }
+    // `none` names no file: none is created where serve ran.
+    assert!(!std::path::Path::new("none").exists());
+}
+
+#[test]
 fn serve_exits_1_naming_the_results_file_when_results_stay_unwritten() {
     // /dev/full refuses every write with ENOSPC: a disk that stays full.
     let (status, stderr) = serve_for("1", &["--results-file", "/dev/full"]);

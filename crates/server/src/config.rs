@@ -86,6 +86,9 @@ pub struct ServerConfig {
 /// The results file `serve` writes when the configuration names none.
 pub const DEFAULT_RESULTS_FILE: &str = "tickforge-results.log";
 
+/// The `results_file` value that turns the results file off (`--results-file none`).
+pub const RESULTS_FILE_OFF: &str = "none";
+
 /// tickforge's protocol id: "tickforg" in ASCII.
 pub const DEFAULT_PROTOCOL_ID: u64 = 0x7469_636b_666f_7267;
 
@@ -201,7 +204,7 @@ pub struct ConfigFile {
     pub fow_every: Option<u8>,
     /// `max_rewind_ms = 200`: lag compensation rewinds at most this far (cap 1000)
     pub max_rewind_ms: Option<u32>,
-    /// `results_file = "tickforge-results.log"`
+    /// `results_file = "tickforge-results.log"`; `"none"`: no results file
     pub results_file: Option<PathBuf>,
     /// `record_dir = "actions"`: write every match's inputs there (off when absent)
     pub record_dir: Option<PathBuf>,
@@ -601,10 +604,12 @@ impl ConfigFile {
                     })
                 }
             },
-            results_file: Some(
-                self.results_file
-                    .unwrap_or_else(|| PathBuf::from(DEFAULT_RESULTS_FILE)),
-            ),
+            results_file: match self.results_file {
+                None => Some(PathBuf::from(DEFAULT_RESULTS_FILE)),
+                // Off: no result line is written (a file named so: `./none`).
+                Some(path) if path.as_os_str() == RESULTS_FILE_OFF => None,
+                Some(path) => Some(path),
+            },
             record_dir: match self.record_dir {
                 None => None,
                 Some(dir) => {

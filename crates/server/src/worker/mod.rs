@@ -11,7 +11,7 @@
 //! Worker::after_frame, before the next wake-up:
 //!   each match that ended: its result queued, and it starts over on its shared map (its
 //!                                            first tick waits until the result is on
-//!                                            disk) or is removed
+//!                                            disk, at most RESULT_HOLD) or is removed
 //!   hand queued results to the persister     → its thread writes and fsyncs them
 //!   charge the frames their share of the send, record them
 //!   take the admin's commands                → create matches between ticks
@@ -68,6 +68,10 @@ const RECV_BATCH: usize = 256;
 /// While a match waits for its predecessor's result to be durable and its deadline has
 /// passed, the worker looks again this often (its tick then starts at most this late).
 const RESULT_POLL: Duration = Duration::from_micros(500);
+/// The longest a match waits for its predecessor's result to be durable: a disk that hangs
+/// (a hard NFS mount, a dead device) instead of failing must not hold it back for ever.
+/// After this it ticks, and the result stays counted pending until the disk takes it.
+const RESULT_HOLD: Duration = Duration::from_secs(1);
 
 /// How the process asks its workers to stop. Cheap to clone: every clone shares the flags.
 #[derive(Clone, Debug, Default)]
@@ -271,15 +275,21 @@ struct Hosted {
     created: Instant,
     /// A player has been seated in it at least once.
     joined: bool,
-    /// The persister ticket of the previous match's result: this match does not tick until
-    /// it is durable.
-    awaiting_result: Option<u64>,
+    /// The persister ticket of the previous match's result, and when the match stops
+    /// waiting for it: this match does not tick until it is durable, or until then.
+    awaiting_result: Option<(u64, Instant)>,
     counters: MatchCounters,
     /// Its recent frame cost, against its fair share of the tick.
     cost: fair::FrameCost,
 }
 
 impl Hosted {
+    /// Holds the match back until the result with `ticket` is durable, or for
+    /// [`RESULT_HOLD`] from `now`, whichever comes first; `None`: nothing to wait for.
+    fn await_result(&mut self, ticket: Option<u64>, now: Instant) {
+        self.awaiting_result = ticket.map(|t| (t, now + RESULT_HOLD));
+    }
+
     fn new(grid: Instant, restarts: bool) -> Hosted {
         Hosted {
             grid,
@@ -639,14 +649,18 @@ impl Worker {
     }
 
     /// The earliest deadline of a match that may tick; a match waiting for its
-    /// predecessor's result is looked at again [`RESULT_POLL`] from now. `None`: no match.
+    /// predecessor's result is looked at again [`RESULT_POLL`] from now (or when its wait
+    /// ends, if sooner). `None`: no match.
     fn next_wake(&self) -> Option<Instant> {
         let mut poll = None;
         let mut next = |m: &Match, h: &Hosted| {
             let deadline = m.next_deadline();
             match h.awaiting_result {
                 None => deadline,
-                Some(_) => deadline.max(*poll.get_or_insert_with(|| time::now() + RESULT_POLL)),
+                Some((_, release)) => {
+                    let poll = *poll.get_or_insert_with(|| time::now() + RESULT_POLL);
+                    deadline.max(poll.min(release))
+                }
             }
         };
         self.matches
@@ -657,7 +671,7 @@ impl Worker {
     }
 
     /// Runs one tick of every match whose deadline has passed and whose predecessor's
-    /// result is durable; returns the ticks run. The matches
+    /// result is durable (or was waited for [`RESULT_HOLD`]); returns the ticks run. The matches
     /// within their fair share of the tick run first ([`fair::order`]).
     fn run_due_ticks(&mut self) -> usize {
         self.due.clear();
@@ -668,8 +682,9 @@ impl Worker {
             if deadline > now {
                 continue;
             }
-            if let Some(ticket) = self.hosted[i].awaiting_result {
-                if !self.persister.as_ref().is_none_or(|p| p.is_done(ticket)) {
+            if let Some((ticket, release)) = self.hosted[i].awaiting_result {
+                let durable = self.persister.as_ref().is_none_or(|p| p.is_done(ticket));
+                if !durable && now < release {
                     continue;
                 }
                 self.hosted[i].awaiting_result = None;
@@ -702,7 +717,7 @@ impl Worker {
 
     /// Takes the result of every match that ended in this wake-up's ticks and queues it for
     /// the persister; the match starts over (a startup match: its first tick waits until
-    /// the result is durable) or, on a draining server or for an admin-made match, is
+    /// the result is durable, at most [`RESULT_HOLD`]) or, on a draining server or for an admin-made match, is
     /// marked for removal. Allocates (the result, a new world): after the send, off the
     /// tick, so no match's tick waits for another's restart.
     fn finish_ended(&mut self, draining: bool) {
@@ -719,7 +734,7 @@ impl Worker {
                 self.hosted[i].over = true;
                 self.finished += 1;
             } else {
-                self.hosted[i].awaiting_result = ticket;
+                self.hosted[i].await_result(ticket, time::now());
             }
         }
     }

@@ -10,24 +10,28 @@
 //!   leaves the job in the backlog for the         fsync each; append every kept result
 //!   next wake-up)                                 line, one fsync; done = the last job's
 //!                                                 ticket, written or kept to retry
-//! the replacement match waits for done ≥ its ticket before its first tick
-//! at the end of `Worker::run`: hand over the rest, close the channel, join
+//! the replacement match waits for done ≥ its ticket before its first tick (at most
+//!   RESULT_HOLD, 1 s)
+//! at the end of `Worker::run`: hand over the rest (bounded), close the channel, wait for
+//!   the thread to end (bounded), join it or leave it behind
 //! ```
 //!
 //! The promise: a match's result is durable before the match that replaces it runs its
-//! first tick, unless the disk refuses it; everything about the match (its action file)
-//! is written before its result line. The replacement's first tick is due a period after
-//! the last, which covers a usual fsync; a slower disk holds that one match back while the
-//! others tick on.
+//! first tick, unless the disk refuses it or does not answer within `RESULT_HOLD` (1 s, in
+//! `worker/mod.rs`); everything about the match (its action file) is written before its
+//! result line. The replacement's first tick is due a period after the last, which covers
+//! a usual fsync; a slower disk holds that one match back while the others tick on, and a
+//! disk that hangs (a hard NFS mount, a dead device) holds it back for `RESULT_HOLD`, after
+//! which it ticks and the result stays counted pending (`/healthz` degraded).
 //!
 //! When the disk refuses (full, failing): a failed write or fsync is counted
 //! (`results_failed`: attempts), the lines are kept in memory (`results_pending` until
 //! durable, so `/healthz` reports degraded) and retried with a doubling backoff from
 //! [`RETRY_FIRST`] to [`RETRY_MAX`], and the match they held back is released: the server
 //! plays on while the disk is full. One message on stderr when a failure episode starts and
-//! one when it ends, never one per retry. The results file is cut back to its last synced
-//! length before each retry ([`super::results`]), so a retried line is never glued onto a
-//! partial one. An action file that fails is removed, kept and retried beside the lines
+//! one when it ends, never one per retry. What a failed attempt left in the results file is
+//! cut off under the file's lock before the next append ([`super::results`]), so a retried
+//! line is never glued onto a partial one. An action file that fails is removed, kept and retried beside the lines
 //! (at most [`KEPT_ACTION_FILES`]); a result line never waits for it.
 //!
 //! Action files are named `match-<id>-<run>-<n>.actions` (match id, the process's run id,
@@ -36,7 +40,12 @@
 //!
 //! A stopping worker hands over everything, then its persister retries for at most
 //! [`FINISH_RETRY`]; whatever is still unwritten is printed to stderr and counted
-//! (`results_unwritten` in the report; `tickforge serve` then exits 1).
+//! (`results_unwritten` in the report; `tickforge serve` then exits 1). Stopping never
+//! blocks without bound, even on a disk whose write or fsync never returns: the hand-over
+//! waits for room in the channel at most [`FINISH_RETRY`], then the worker waits for the
+//! thread's end at most [`FINISH_RETRY`] + [`FINISH_MARGIN`]; a thread still stuck is left
+//! behind (detached), and everything it held counts unwritten (its lines cannot be printed:
+//! the stuck thread holds them).
 //!
 //! One persister per worker: the worker's persister lives exactly as long as its `run`,
 //! so the host has no part in starting, flushing or joining it; the workers share only the
@@ -82,6 +91,11 @@ pub(super) const RETRY_FIRST: Duration = Duration::from_millis(10);
 pub(super) const RETRY_MAX: Duration = Duration::from_secs(1);
 /// How long a stopping worker's persister keeps retrying what the disk refused.
 pub(super) const FINISH_RETRY: Duration = Duration::from_secs(5);
+/// How much longer than its retries a stopping worker waits for its persister thread to
+/// end before it leaves it behind (a write or fsync that never returns).
+pub(super) const FINISH_MARGIN: Duration = Duration::from_secs(1);
+/// How often a stopping worker looks again for room in the full channel.
+const HAND_OVER_POLL: Duration = Duration::from_millis(1);
 
 /// What one finished match leaves to write.
 #[derive(Debug)]
@@ -116,6 +130,8 @@ struct Progress {
 struct Running {
     jobs: SyncSender<Job>,
     thread: JoinHandle<()>,
+    /// Disconnected when the thread ends, however it ends (its sender is dropped).
+    ended: Receiver<()>,
 }
 
 /// The worker's side of its persister.
@@ -135,7 +151,8 @@ pub(super) struct Persister {
     ticket: u64,
     /// Result lines submitted.
     lines: u64,
-    /// Result lines dropped on the worker (the backlog was full, or no thread took them).
+    /// Result lines dropped on the worker (the backlog was full, no thread took them, or
+    /// a thread left behind on a hung disk held them).
     dropped_lines: u64,
     /// Lines and action files dropped on the worker: each counts as a failed attempt.
     dropped: u64,
@@ -178,9 +195,11 @@ impl Persister {
             failing: None,
         };
         let cores = self.cores.clone();
+        let (ending, ended) = mpsc::channel::<()>();
         let spawned = std::thread::Builder::new()
             .name(format!("tickforge-persist-{}", self.index))
             .spawn(move || {
+                let _ending = ending;
                 // Spawned by a pinned, maybe real-time worker: off its core and class, so
                 // the disk's waits and the writes' CPU never come out of the worker's time.
                 if !cores.is_empty() {
@@ -191,7 +210,11 @@ impl Persister {
         match spawned {
             Ok(thread) => {
                 self.progress.dead.store(false, Ordering::Release);
-                self.running = Some(Running { jobs, thread });
+                self.running = Some(Running {
+                    jobs,
+                    thread,
+                    ended,
+                });
             }
             // Without a thread every job fails, and is counted: the matches play on.
             Err(_) => self.progress.dead.store(true, Ordering::Release),
@@ -277,24 +300,43 @@ impl Persister {
     }
 
     /// Hands over every job, waiting for room, then stops the thread once it has written
-    /// them all or retried for [`Persister::finish_retry`]. Off the frame: it blocks for
-    /// as long as the disk takes, within that bound. Jobs that no thread will write (it
-    /// panicked, or could not start) are counted failed and lost.
+    /// them all or retried for [`Persister::finish_retry`]. Off the frame, and bounded
+    /// even on a disk that hangs instead of failing: the hand-over waits for room at most
+    /// `finish_retry`, and the thread's end at most `finish_retry` + [`FINISH_MARGIN`]
+    /// more; a thread still stuck then is left behind (detached), and what it held counts
+    /// as lost. Jobs that no thread will write (it panicked, could not start, or was left
+    /// behind) are counted failed and lost.
     pub(super) fn finish(&mut self) {
         if !self.backlog.is_empty() {
             self.start();
         }
-        if let Some(Running { jobs, thread }) = self.running.take() {
+        if let Some(Running {
+            jobs,
+            thread,
+            ended,
+        }) = self.running.take()
+        {
+            let hand_over_by = Instant::now() + self.finish_retry;
             while let Some(job) = self.backlog.pop_front() {
-                // A send fails only when the thread is gone; its jobs are counted below.
-                if jobs.send(job).is_err() {
-                    break;
+                match jobs.try_send(job) {
+                    Ok(()) => {}
+                    Err(TrySendError::Full(job)) => {
+                        self.backlog.push_front(job);
+                        if Instant::now() >= hand_over_by {
+                            break;
+                        }
+                        // The thread takes jobs as the disk lets it: look again shortly.
+                        std::thread::sleep(HAND_OVER_POLL);
+                    }
+                    // The thread is gone; its jobs are counted below.
+                    Err(TrySendError::Disconnected(job)) => {
+                        self.backlog.push_front(job);
+                        break;
+                    }
                 }
             }
             drop(jobs);
-            if thread.join().is_err() {
-                self.progress.dead.store(true, Ordering::Release);
-            }
+            self.stop_thread(thread, &ended);
         }
         // What no thread took, or a dead thread held, will not be written.
         let left: Vec<Job> = self.backlog.drain(..).collect();
@@ -309,15 +351,56 @@ impl Persister {
         }
         self.progress.done.store(self.ticket, Ordering::Release);
     }
+
+    /// Waits for the thread, its channel closed, to end: at most `finish_retry` +
+    /// [`FINISH_MARGIN`]. A thread stuck past that (in a write or fsync that does not
+    /// return) is left behind: its progress is no longer read, a copy stands for it, and
+    /// the worker counts it dead.
+    fn stop_thread(&mut self, thread: JoinHandle<()>, ended: &Receiver<()>) {
+        match ended.recv_timeout(self.finish_retry + FINISH_MARGIN) {
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => {
+                if thread.join().is_err() {
+                    self.progress.dead.store(true, Ordering::Release);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                eprintln!(
+                    "tickforge: worker {}: the results disk has not answered for {:.1} s; \
+                     leaving its writer behind, {} result line(s) unwritten",
+                    self.index,
+                    (self.finish_retry + FINISH_MARGIN).as_secs_f64(),
+                    self.pending()
+                );
+                // What the stuck thread does from now on is not counted: were its write
+                // to return after all, the lines are on disk and also counted lost.
+                let stuck = &self.progress;
+                let copy = Progress {
+                    done: AtomicU64::new(stuck.done.load(Ordering::Acquire)),
+                    written: AtomicU64::new(stuck.written.load(Ordering::Acquire)),
+                    failed: AtomicU64::new(stuck.failed.load(Ordering::Acquire)),
+                    lost: AtomicU64::new(stuck.lost.load(Ordering::Acquire)),
+                    episodes: AtomicU64::new(stuck.episodes.load(Ordering::Acquire)),
+                    dead: AtomicBool::new(true),
+                };
+                self.progress = Arc::new(copy);
+                drop(thread);
+            }
+        }
+    }
 }
 
 impl Drop for Persister {
     /// A worker that stops without [`Persister::finish`] (it panicked) still writes what it
     /// handed over, within the finish bound.
     fn drop(&mut self) {
-        if let Some(Running { jobs, thread }) = self.running.take() {
+        if let Some(Running {
+            jobs,
+            thread,
+            ended,
+        }) = self.running.take()
+        {
             drop(jobs);
-            let _ = thread.join();
+            self.stop_thread(thread, &ended);
         }
     }
 }
@@ -325,7 +408,8 @@ impl Drop for Persister {
 impl Worker {
     /// Queues a finished match's action file and result line for the persister, and
     /// returns the ticket its replacement waits for; `None`: nothing to wait for. Allocates
-    /// the line and the file name, once a match; never blocks.
+    /// the line and the file name, and shrinks the action file's buffer to its length,
+    /// once a match (off the tick); never blocks.
     pub(super) fn persist(
         &mut self,
         i: usize,
@@ -336,7 +420,11 @@ impl Worker {
         let persister = self.persister.as_mut()?;
         let id = self.matches[i].id();
         let actions = match (&self.config.record_dir, actions) {
-            (Some(dir), Some(bytes)) => {
+            (Some(dir), Some(mut bytes)) => {
+                // The recording reserved a megabyte or more; a job waiting on a stalled
+                // disk keeps only what it holds (the backlog and the channel hold up to
+                // 80 jobs).
+                bytes.shrink_to_fit();
                 let name = format!(
                     "match-{id}-{}-{}.actions",
                     self.run_id, self.retired.matches_finished
@@ -623,18 +711,20 @@ mod tests {
         path
     }
 
-    /// Waits (bounded) until `done` holds: the persister thread's progress.
+    /// Waits (bounded) until `done` holds: the persister thread's progress. Looks once a
+    /// millisecond (a poll interval, not synchronization), so that a wait does not take a
+    /// core from the timing-sensitive tests running beside it.
     fn wait_until(what: &str, done: impl Fn() -> bool) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while !done() {
             assert!(Instant::now() < deadline, "timed out waiting until {what}");
-            std::thread::yield_now();
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 
     fn faulty() -> (FaultyDisk, ResultsLog) {
         let disk = FaultyDisk::default();
-        let log = ResultsLog::with_sink(Path::new("faulty.log"), Box::new(disk.clone()), 0);
+        let log = ResultsLog::with_sink(Path::new("faulty.log"), Box::new(disk.clone()));
         (disk, log)
     }
 
@@ -756,7 +846,7 @@ mod tests {
             .unwrap()
             .submit(None, Some("held\n".into()));
         assert!(ticket.is_some());
-        w.hosted[0].awaiting_result = ticket;
+        w.hosted[0].await_result(ticket, tickforge_io::time::now());
         // Match 1's first deadline is the worker's start: it has passed.
         let before = tickforge_io::time::now();
         assert!(w.matches[0].next_deadline() <= before);
@@ -904,6 +994,27 @@ mod tests {
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 3);
     }
 
+    #[test]
+    fn a_queued_action_file_keeps_only_its_length_not_the_recordings_reserve() {
+        let mut config = worker_config(&scratch("shrunk.log"));
+        config.record_dir = Some(scratch("shrunk-actions"));
+        let mut w = Worker::new(config).unwrap();
+        let result = MatchResult {
+            tick_hz: std::num::NonZeroU32::new(128).unwrap(),
+            duration_ticks: 1,
+            rounds_played: 1,
+            score: Default::default(),
+            players: Vec::new(),
+        };
+        let mut recording = Vec::with_capacity(1 << 20);
+        recording.extend_from_slice(&[5; 100]);
+        w.persist(0, &result, Some(recording)).unwrap();
+        let p = w.persister.as_ref().unwrap();
+        let (_, bytes) = p.backlog[0].actions.as_ref().unwrap();
+        assert_eq!(bytes, &vec![5; 100]);
+        assert!(bytes.capacity() < 4096, "{}", bytes.capacity());
+    }
+
     /// A tmpfs of 64 KiB mounted on a scratch directory; unmounted when dropped.
     struct TinyFs(PathBuf);
 
@@ -971,11 +1082,135 @@ mod tests {
         assert_eq!(text, format!("{}{}", line(1), line(2)));
     }
 
+    /// A results disk that hangs (a hard NFS mount, a dead device): every append blocks
+    /// until the test lets it go, then fails.
+    #[derive(Clone, Default)]
+    struct Hung(Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>);
+
+    impl Hung {
+        fn log(&self) -> ResultsLog {
+            ResultsLog::with_sink(Path::new("hung.log"), Box::new(self.clone()))
+        }
+        fn release(&self) {
+            *self.0 .0.lock().unwrap() = true;
+            self.0 .1.notify_all();
+        }
+    }
+
+    /// Lets a [`Hung`] disk go when dropped: a failing test ends instead of hanging.
+    struct Released(Hung);
+
+    impl Drop for Released {
+        fn drop(&mut self) {
+            self.0.release();
+        }
+    }
+
+    impl crate::worker::results::ResultsSink for Hung {
+        fn len(&mut self) -> io::Result<Option<u64>> {
+            Ok(Some(0))
+        }
+        fn ends_line(&mut self, _: u64) -> io::Result<bool> {
+            Ok(true)
+        }
+        fn append(&mut self, _: &[u8]) -> io::Result<()> {
+            let (released, wake) = &*self.0;
+            let mut released = released.lock().unwrap();
+            while !*released {
+                released = wake.wait(released).unwrap();
+            }
+            Err(io::Error::from_raw_os_error(libc::EIO))
+        }
+        fn sync(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+        fn truncate(&mut self, _: u64) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_hung_disk_holds_the_replacement_match_back_for_a_bounded_time_only() {
+        use crate::worker::RESULT_HOLD;
+        let path = scratch("hung-hold.log");
+        let mut w = Worker::new(worker_config(&path)).unwrap();
+        let hung = Hung::default();
+        let _released = Released(hung.clone());
+        let mut p = Persister::new(0, Some(hung.log()), Vec::new());
+        p.finish_retry = Duration::from_millis(50);
+        p.start();
+        let ticket = p.submit(None, Some(line(1)));
+        p.hand_over();
+        w.persister = Some(p);
+        let held_at = tickforge_io::time::now();
+        w.hosted[0].await_result(ticket, held_at);
+        assert_eq!(w.run_due_ticks(), 0, "held back");
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while w.run_due_ticks() == 0 {
+            assert!(Instant::now() < give_up, "held back for ever");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let released = tickforge_io::time::now();
+        assert!(released >= held_at + RESULT_HOLD, "released early");
+        assert!(released < held_at + RESULT_HOLD * 3, "released late");
+        let p = w.persister.as_mut().unwrap();
+        assert_eq!(
+            p.pending(),
+            1,
+            "the result stays pending: /healthz degraded"
+        );
+        // Stopping does not wait for the disk for ever either.
+        let stopping = Instant::now();
+        p.finish();
+        assert!(stopping.elapsed() < p.finish_retry * 2 + FINISH_MARGIN * 2);
+        assert_eq!((p.written(), p.pending(), p.unwritten()), (0, 0, 1));
+        assert!(p.is_done(ticket.unwrap()));
+    }
+
+    #[test]
+    fn a_worker_whose_disk_hangs_stops_within_the_bound_and_reports_its_results_unwritten() {
+        let path = scratch("hung.log");
+        let mut config = worker_config(&path);
+        short_matches(&mut config);
+        config.duration = Some(Duration::from_secs(2));
+        let finish_retry = Duration::from_millis(100);
+        let hung = Hung::default();
+        let _released = Released(hung.clone());
+        let log = hung.log();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut w = Worker::new(config).unwrap();
+            let mut p = Persister::new(0, Some(log), Vec::new());
+            p.finish_retry = finish_retry;
+            w.persister = Some(p);
+            let started = Instant::now();
+            let report = w
+                .run(&Shutdown::new(), Some(Duration::ZERO), &mut |_| {})
+                .report();
+            let _ = tx.send((report, started.elapsed()));
+        });
+        let (report, took) = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the worker stops");
+        // The first match's result hangs; its replacement ticks after the hold, and ends.
+        assert!(report.matches_finished >= 2, "{}", report.matches_finished);
+        assert_eq!(report.results_written, 0);
+        assert_eq!(report.results_unwritten, report.matches_finished);
+        let bound = Duration::from_secs(2) + finish_retry * 2 + FINISH_MARGIN;
+        assert!(took < bound + Duration::from_secs(1), "{took:?}");
+    }
+
     /// A results "file" that is a pipe: its writes block once the pipe is full, as a
     /// stalled disk would, until the test reads it. A pipe has nothing to sync.
     struct Pipe(std::io::PipeWriter);
 
     impl crate::worker::results::ResultsSink for Pipe {
+        fn len(&mut self) -> io::Result<Option<u64>> {
+            Ok(None)
+        }
+        fn ends_line(&mut self, _: u64) -> io::Result<bool> {
+            Ok(true)
+        }
         fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
             self.0.write_all(bytes)
         }
@@ -989,7 +1224,7 @@ mod tests {
 
     fn stalled_sink() -> (std::io::PipeReader, ResultsLog) {
         let (reader, writer) = std::io::pipe().unwrap();
-        let log = ResultsLog::with_sink(Path::new("pipe"), Box::new(Pipe(writer)), 0);
+        let log = ResultsLog::with_sink(Path::new("pipe"), Box::new(Pipe(writer)));
         (reader, log)
     }
 

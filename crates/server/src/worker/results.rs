@@ -1,28 +1,60 @@
 //! The results file: checked once when a process opens it, then shared by every worker's
 //! persister, so that a failed append can be undone before the next one.
 //!
-//! At open, a torn last line (a crash mid-write: no trailing newline, or a last line that
-//! does not decode) is copied to `FILE.torn-<unix seconds>` and cut off, with a warning on
-//! stderr; every whole line before it is kept as it is. The next result so starts on a
-//! line of its own.
+//! At open, the last line is looked at, and only when it lacks its trailing newline (a
+//! crash mid-write): if it decodes as a result it was whole but for the newline, which is
+//! added; if not, it is torn: copied to `FILE.torn-<unix seconds>`, synced, and only then
+//! cut off, with a warning on stderr. A newline-terminated line is never touched, whatever
+//! it holds (a newer format's line, a comment). The server refuses to start, naming the
+//! file, rather than cut a line it could not save aside, or when the last [`SCAN_MAX`]
+//! bytes hold no newline (not a results file?). The next result so starts on a line of
+//! its own.
 //!
-//! Appends go through [`ResultsLog::append_durable`]: write, then fsync. A failed write can
-//! leave part of a line in the file, and a failed fsync leaves unknown what reached the
-//! disk, so the log remembers the length of the file as of the last append that was synced
-//! and cuts the file back to it before it writes again: a retried line is never glued onto
-//! a partial one, nor written twice. One log per file per process (the workers share it
-//! through [`ResultsLog::open`]), because another writer's appends would move that length.
+//! Appends go through [`ResultsLog::append_durable`]: write, then fsync. Every writer of
+//! the file, in this process or another (a rolling restart: the old process drains and
+//! still appends while the new one opens the file), holds an exclusive `flock` on it
+//! around the repair at open and around each append, fsync and cut-back. Under the lock an
+//! append takes the file's length from fstat as its rollback point; when the write or the
+//! fsync fails, the file is cut back to it before the lock is released, so a retried line
+//! is never glued onto a partial one, nor written twice, and no other writer's line is
+//! ever cut. A file cut meanwhile (copytruncate rotation) is never extended: the cut-back
+//! only shortens. When the cut-back fails too, the next append retries it first, if nobody
+//! wrote past the partial line since; a writer that finds the file ending in a partial
+//! line (another's failed cut-back) ends that line before it appends its own. The workers
+//! of one process share one log through [`ResultsLog::open`].
+//!
+//! A results file that is not a regular file (a character device such as `/dev/null` or
+//! `/dev/stdout`, a FIFO) is a stream: an append is a plain write, with no lock, no fsync
+//! (EINVAL there), no cutting back and no repair at open.
 
-use std::fs::{File, OpenOptions};
+use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use tickforge_game::rules::MatchResult;
 
+/// How far back from the end the repair at open looks for the last line's start: a
+/// result line is under a kilobyte, so a file whose last megabyte holds no newline is
+/// not a results file, and is neither read whole nor cut.
+pub(super) const SCAN_MAX: u64 = 1 << 20;
+
 /// Where a results file's bytes go: a file, or a test's faulting stand-in.
 pub(super) trait ResultsSink: Send {
+    /// Takes the lock every writer of the file holds while it appends or cuts, waiting
+    /// for it; held until [`ResultsSink::unlock`]. Default: nothing to lock.
+    fn lock(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    /// Releases [`ResultsSink::lock`].
+    fn unlock(&mut self) {}
+    /// The file's length now: where the next append lands. `None`: a stream, which has
+    /// nothing to cut back to.
+    fn len(&mut self) -> io::Result<Option<u64>>;
+    /// Whether the file, `len` bytes long, ends on a whole line (empty, or a newline last).
+    fn ends_line(&mut self, len: u64) -> io::Result<bool>;
     /// Writes all of `bytes` at the end of the file.
     fn append(&mut self, bytes: &[u8]) -> io::Result<()>;
     /// Makes what was written durable.
@@ -31,27 +63,160 @@ pub(super) trait ResultsSink: Send {
     fn truncate(&mut self, len: u64) -> io::Result<()>;
 }
 
-impl ResultsSink for File {
+/// The results file itself. A regular file gets the guarantees of the module docs; any
+/// other (a character device such as `/dev/null` or `/dev/stdout`, a FIFO) is a stream:
+/// an append is a plain write, with nothing to lock, sync or cut back.
+pub(super) struct FileSink {
+    file: File,
+    regular: bool,
+}
+
+impl FileSink {
+    /// Opens `path` for appending, creating it; returns it with its metadata.
+    pub(super) fn open(path: &Path) -> io::Result<(FileSink, Metadata)> {
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(path)?;
+        let meta = file.metadata()?;
+        let regular = meta.is_file();
+        Ok((FileSink { file, regular }, meta))
+    }
+
+    fn flock(&self, op: libc::c_int) -> io::Result<()> {
+        loop {
+            // SAFETY: flock on a descriptor this sink owns, alive for the call.
+            if unsafe { libc::flock(self.file.as_raw_fd(), op) } == 0 {
+                return Ok(());
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+}
+
+impl ResultsSink for FileSink {
+    fn lock(&mut self) -> io::Result<()> {
+        if self.regular {
+            self.flock(libc::LOCK_EX)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn unlock(&mut self) {
+        if self.regular {
+            // Closing the file releases it too.
+            let _ = self.flock(libc::LOCK_UN);
+        }
+    }
+
+    fn len(&mut self) -> io::Result<Option<u64>> {
+        if self.regular {
+            Ok(Some(self.file.metadata()?.len()))
+        } else {
+            Ok(None)
+        }
+    }
+
+    fn ends_line(&mut self, len: u64) -> io::Result<bool> {
+        if len == 0 {
+            return Ok(true);
+        }
+        let mut last = [0];
+        self.file.read_exact_at(&mut last, len - 1)?;
+        Ok(last[0] == b'\n')
+    }
+
     fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.write_all(bytes)
+        self.file.write_all(bytes)
     }
 
     fn sync(&mut self) -> io::Result<()> {
-        self.sync_data()
+        // A device or a pipe has no data to sync: fsync fails with EINVAL there.
+        if self.regular {
+            self.file.sync_data()
+        } else {
+            Ok(())
+        }
     }
 
     fn truncate(&mut self, len: u64) -> io::Result<()> {
-        // Opened for appending: the next write lands at the new end.
-        self.set_len(len)
+        // Opened for appending: the next write lands at the new end. A stream cannot be
+        // cut back: what a failed write sent is gone.
+        if self.regular {
+            self.file.set_len(len)
+        } else {
+            Ok(())
+        }
     }
 }
 
 struct LogState {
     sink: Box<dyn ResultsSink>,
-    /// The file's length after the last append that was synced.
-    good_len: u64,
-    /// An append failed since: the file may hold bytes past `good_len`.
-    dirty: bool,
+    /// A failed append whose cut-back failed too: the length to cut back to, and the
+    /// file's length it left (`None`: unknown, so it is never cut).
+    leftover: Option<(u64, Option<u64>)>,
+}
+
+impl LogState {
+    /// One append and its fsync, the lock held; cut back on failure (module docs).
+    fn append_locked(&mut self, lines: &[u8]) -> io::Result<()> {
+        self.cut_leftover()?;
+        let Some(mut start) = self.sink.len()? else {
+            return self.sink.append(lines);
+        };
+        if !self.sink.ends_line(start)? {
+            // A partial line that another writer could not cut back: end it, so that
+            // ours is not glued onto it.
+            self.sink.append(b"\n")?;
+            start += 1;
+        }
+        match self.sink.append(lines).and_then(|()| self.sink.sync()) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.cut_back(start);
+                Err(e)
+            }
+        }
+    }
+
+    /// Cuts off what a failed append left past `start`; when that fails, it is left for
+    /// the next append to retry.
+    fn cut_back(&mut self, start: u64) {
+        let len = match self.sink.len() {
+            Ok(Some(len)) => len,
+            Ok(None) => return,
+            Err(_) => {
+                self.leftover = Some((start, None));
+                return;
+            }
+        };
+        // Nothing was written, or the file was cut meanwhile (copytruncate rotation):
+        // set_len would only extend it with zeros.
+        if len <= start {
+            return;
+        }
+        let cut = self.sink.truncate(start).and_then(|()| self.sink.sync());
+        if cut.is_err() {
+            self.leftover = Some((start, Some(len)));
+        }
+    }
+
+    /// Retries a failed cut-back, while nobody wrote past what it would cut.
+    fn cut_leftover(&mut self) -> io::Result<()> {
+        let Some((start, end)) = self.leftover else {
+            return Ok(());
+        };
+        if end.is_some() && self.sink.len()? == end {
+            self.sink.truncate(start).and_then(|()| self.sink.sync())?;
+        }
+        self.leftover = None;
+        Ok(())
+    }
 }
 
 /// The results file of this process, shared by the persisters that append to it.
@@ -72,12 +237,7 @@ impl ResultsLog {
     /// Opens `path` for appending, creating it; the first open in this process repairs a
     /// torn last line (module docs). Later opens of the same file share the first's log.
     pub(super) fn open(path: &Path) -> io::Result<ResultsLog> {
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(path)?;
-        let meta = file.metadata()?;
+        let (mut sink, meta) = FileSink::open(path)?;
         let key = (meta.dev(), meta.ino());
         let mut open = OPEN.lock().unwrap_or_else(PoisonError::into_inner);
         open.retain(|(_, log)| log.strong_count() > 0);
@@ -91,24 +251,24 @@ impl ResultsLog {
                 state,
             });
         }
-        let good_len = if meta.is_file() {
-            repair_torn_tail(&mut file, path)?
-        } else {
-            0
-        };
-        let log = ResultsLog::with_sink(path, Box::new(file), good_len);
+        if sink.regular {
+            sink.lock()?;
+            let repaired = repair_torn_tail(&mut sink.file, path);
+            sink.unlock();
+            repaired?;
+        }
+        let log = ResultsLog::with_sink(path, Box::new(sink));
         open.push((key, Arc::downgrade(&log.state)));
         Ok(log)
     }
 
-    /// A log writing to `sink`, whose file is `len` bytes long now.
-    pub(super) fn with_sink(path: &Path, sink: Box<dyn ResultsSink>, len: u64) -> ResultsLog {
+    /// A log writing to `sink`.
+    pub(super) fn with_sink(path: &Path, sink: Box<dyn ResultsSink>) -> ResultsLog {
         ResultsLog {
             path: Arc::new(path.to_path_buf()),
             state: Arc::new(Mutex::new(LogState {
                 sink,
-                good_len: len,
-                dirty: false,
+                leftover: None,
             })),
         }
     }
@@ -118,107 +278,96 @@ impl ResultsLog {
         &self.path
     }
 
-    /// Appends `lines` (whole lines) and syncs them. After a failure the file is first cut
-    /// back to its length after the last synced append, so what a failed attempt left is
-    /// gone before the lines are written again.
+    /// Appends `lines` (whole lines) and syncs them, under the file's lock; a failed
+    /// attempt is cut back before the lock is released (module docs).
     pub(super) fn append_durable(&self, lines: &[u8]) -> io::Result<()> {
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let s = &mut *s;
-        if s.dirty {
-            s.sink.truncate(s.good_len)?;
-            s.dirty = false;
-        }
-        match s.sink.append(lines).and_then(|()| s.sink.sync()) {
-            Ok(()) => {
-                s.good_len += lines.len() as u64;
-                Ok(())
-            }
-            Err(e) => {
-                s.dirty = true;
-                Err(e)
-            }
-        }
+        s.sink.lock()?;
+        let appended = s.append_locked(lines);
+        s.sink.unlock();
+        appended
     }
-}
 
-impl ResultsLog {
     /// Cuts off what failed appends left, if any: called when the lines they held are
     /// given up, so the file ends on a whole line. Best effort: a file left torn is
     /// repaired at the next open.
     pub(super) fn discard_partial(&self) {
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let s = &mut *s;
-        if s.dirty
-            && s.sink
-                .truncate(s.good_len)
-                .and_then(|()| s.sink.sync())
-                .is_ok()
-        {
-            s.dirty = false;
+        if s.leftover.is_none() || s.sink.lock().is_err() {
+            return;
         }
+        let _ = s.cut_leftover();
+        s.sink.unlock();
     }
 }
 
-/// Where the torn tail of `tail` starts, `tail` being the last bytes of a file (all of it
-/// when `whole`): `Some(None)` when the last line is whole and decodes, `Some(Some(i))`
-/// when the bytes from `i` on are torn, `None` when the last line starts before `tail`.
-fn torn_from(tail: &[u8], whole: bool) -> Option<Option<usize>> {
-    let line_start = |before: &[u8]| match before.iter().rposition(|&b| b == b'\n') {
-        Some(i) => Some(i + 1),
-        None => whole.then_some(0),
-    };
-    match tail.split_last() {
-        None => Some(None),
-        Some((b'\n', body)) => {
-            let start = line_start(body)?;
-            let line = std::str::from_utf8(&body[start..]).ok();
-            let whole_line = line.is_some_and(|l| MatchResult::decode(l).is_ok());
-            Some((!whole_line).then_some(start))
-        }
-        Some(_) => Some(Some(line_start(tail)?)),
-    }
-}
-
-/// Finds a torn last line in `file` and, if there is one, saves it beside `path` and cuts
-/// the file before it, warning on stderr. Returns the file's length after.
-fn repair_torn_tail(file: &mut File, path: &Path) -> io::Result<u64> {
+/// Looks at the last line of `file` (module docs): a last line without its newline gets
+/// it when it decodes, and is saved beside `path` and cut off when it does not. Refuses
+/// (an error naming the file) rather than cut what it could not save, or scan past
+/// [`SCAN_MAX`]. The caller holds the file's lock.
+fn repair_torn_tail(file: &mut File, path: &Path) -> io::Result<()> {
     let len = file.metadata()?.len();
+    let mut last = [0];
+    if len == 0 || {
+        file.read_exact_at(&mut last, len - 1)?;
+        last[0] == b'\n'
+    } {
+        return Ok(());
+    }
     let mut window = 64 * 1024u64;
-    let (start, tail, cut) = loop {
+    let (line_start, line) = loop {
         let start = len.saturating_sub(window);
         let mut tail = vec![0; (len - start) as usize];
         file.read_exact_at(&mut tail, start)?;
-        if let Some(cut) = torn_from(&tail, start == 0) {
-            break (start, tail, cut);
+        if let Some(i) = tail.iter().rposition(|&b| b == b'\n') {
+            break (start + i as u64 + 1, tail.split_off(i + 1));
         }
-        window *= 2;
+        if start == 0 {
+            break (0, tail);
+        }
+        if window >= SCAN_MAX {
+            return Err(io::Error::other(format!(
+                "results file {}: its last {} bytes hold no newline (not a results file?); \
+                 refusing to start rather than cut it: move it away or name another file",
+                path.display(),
+                window
+            )));
+        }
+        window = (window * 2).min(SCAN_MAX);
     };
-    let Some(cut) = cut else { return Ok(len) };
-    let torn = &tail[cut..];
-    let kept = start + cut as u64;
-    let aside = save_aside(path, torn);
-    file.set_len(kept)?;
-    file.sync_all()?;
-    match aside {
-        Ok(aside) => eprintln!(
-            "tickforge: results file {}: its last line was torn ({} bytes, a crash \
-             mid-write?): moved to {} and cut off; the {} bytes of whole lines before it \
-             are kept",
-            path.display(),
-            torn.len(),
-            aside.display(),
-            kept
-        ),
-        Err(e) => eprintln!(
-            "tickforge: results file {}: its last line was torn ({} bytes, a crash \
-             mid-write?) and could not be saved aside ({e}): cut off; the {} bytes of \
-             whole lines before it are kept",
-            path.display(),
-            torn.len(),
-            kept
-        ),
+    let decodes = std::str::from_utf8(&line).is_ok_and(|l| MatchResult::decode(l).is_ok());
+    if decodes {
+        // Whole but for its newline: ended, so the next result is not glued onto it.
+        file.write_all(b"\n").and_then(|()| file.sync_data())?;
+        eprintln!(
+            "tickforge: results file {}: its last line lacked its newline; added",
+            path.display()
+        );
+        return Ok(());
     }
-    Ok(kept)
+    let aside = save_aside(path, &line).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "results file {}: its last line is torn ({} bytes, a crash mid-write?) and \
+                 cannot be saved aside ({e}); refusing to start rather than cut it: move the \
+                 file away, or make room beside it",
+                path.display(),
+                line.len()
+            ),
+        )
+    })?;
+    file.set_len(line_start)?;
+    file.sync_all()?;
+    eprintln!(
+        "tickforge: results file {}: its last line was torn ({} bytes, a crash mid-write?): \
+         moved to {} and cut off; the {} bytes of whole lines before it are kept",
+        path.display(),
+        line.len(),
+        aside.display(),
+        line_start
+    );
+    Ok(())
 }
 
 /// Writes `torn` to a new `PATH.torn-<unix seconds>` (a `-k` suffix if that exists) and
@@ -304,8 +453,6 @@ pub(super) mod tests {
         let cases = [
             // A crash mid-append: no newline.
             ("cut.log", format!("{whole}{}", &third[..40])),
-            // A last line that ends but does not decode (its check is off).
-            ("bad.log", format!("{whole}{}\n", &third[..third.len() - 3])),
             // Nothing but a partial line.
             ("only.log", third[..10].to_string()),
         ];
@@ -327,6 +474,73 @@ pub(super) mod tests {
                 MatchResult::decode(l).unwrap();
             }
         }
+    }
+
+    #[test]
+    fn a_newline_terminated_last_line_is_never_touched() {
+        let whole = format!("{}{}", line(1), line(2));
+        let third = line(3);
+        for (name, last) in [
+            // A newer format's whole line, a comment, a line whose check is off.
+            (
+                "newer.log",
+                "tickforge-result/9 match=3 something new\n".to_string(),
+            ),
+            ("comment.log", "# rotated by ops\n".to_string()),
+            ("bad.log", format!("{}\n", &third[..third.len() - 3])),
+        ] {
+            let path = scratch(name);
+            let text = format!("{whole}{last}");
+            std::fs::write(&path, &text).unwrap();
+            let log = ResultsLog::open(&path).unwrap();
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "{name}");
+            assert!(torn_files(&path).is_empty(), "{name}");
+            log.append_durable(line(4).as_bytes()).unwrap();
+            let after = std::fs::read_to_string(&path).unwrap();
+            assert_eq!(after, format!("{text}{}", line(4)), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_last_line_that_decodes_but_lacks_its_newline_gets_it() {
+        let path = scratch("no-newline.log");
+        let text = format!("{}{}", line(1), line(2).trim_end());
+        std::fs::write(&path, &text).unwrap();
+        let log = ResultsLog::open(&path).unwrap();
+        assert!(torn_files(&path).is_empty(), "nothing moved aside");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            format!("{}{}", line(1), line(2))
+        );
+        log.append_durable(line(3).as_bytes()).unwrap();
+        let after = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(after, format!("{}{}{}", line(1), line(2), line(3)));
+    }
+
+    #[test]
+    fn a_torn_line_that_cannot_be_saved_aside_is_kept_and_the_open_refused() {
+        // The side copy's name is past the 255 bytes a file name may have: it cannot be
+        // created, whoever runs the test (root included).
+        let path = scratch(&format!("{}.log", "r".repeat(240)));
+        let text = format!("{}{}", line(1), &line(2)[..30]);
+        std::fs::write(&path, &text).unwrap();
+        let err = ResultsLog::open(&path).err().expect("refused");
+        let message = err.to_string();
+        assert!(message.contains(&path.display().to_string()), "{message}");
+        assert!(message.contains("cannot be saved aside"), "{message}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "nothing cut");
+    }
+
+    #[test]
+    fn a_last_line_past_the_scan_window_refuses_the_open_and_is_not_read_whole() {
+        let path = scratch("huge-line.log");
+        let text = format!("{}{}", line(1), "x".repeat(SCAN_MAX as usize + 10));
+        std::fs::write(&path, &text).unwrap();
+        let message = ResultsLog::open(&path).err().expect("refused").to_string();
+        assert!(message.contains(&path.display().to_string()), "{message}");
+        assert!(message.contains("no newline"), "{message}");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), text.len() as u64);
+        assert!(torn_files(&path).is_empty());
     }
 
     #[test]
@@ -356,6 +570,153 @@ pub(super) mod tests {
         assert_eq!(std::fs::read(&torn_files(&path)[0]).unwrap().len(), 200_000);
     }
 
+    #[test]
+    fn a_results_file_that_is_not_a_regular_file_takes_plain_writes() {
+        // /dev/null, the natural "off": no fsync (EINVAL there), no truncation, no repair.
+        let log = ResultsLog::open(Path::new("/dev/null")).unwrap();
+        for i in 0..3 {
+            log.append_durable(line(i).as_bytes()).unwrap();
+        }
+        log.discard_partial();
+        // A FIFO, as `/dev/stdout` piped to a collector is: every line comes out whole.
+        let fifo = scratch("results.fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path alive for the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // Opened read-write, it does not wait for a reader; the reader then finds it.
+        let log = ResultsLog::open(&fifo).unwrap();
+        let mut fifo = File::open(&fifo).unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut text = String::new();
+            io::Read::read_to_string(&mut fifo, &mut text).unwrap();
+            text
+        });
+        log.append_durable(line(1).as_bytes()).unwrap();
+        log.append_durable(line(2).as_bytes()).unwrap();
+        drop(log);
+        assert_eq!(reader.join().unwrap(), format!("{}{}", line(1), line(2)));
+    }
+
+    #[test]
+    fn results_file_none_turns_the_results_file_off() {
+        let resolve = |file: Option<&str>| {
+            crate::config::ConfigFile {
+                results_file: file.map(PathBuf::from),
+                ..Default::default()
+            }
+            .resolve_with_env(Some("00".repeat(32)))
+            .unwrap()
+            .results_file
+        };
+        assert_eq!(resolve(Some("none")), None);
+        assert_eq!(resolve(Some("./none")), Some(PathBuf::from("./none")));
+        assert_eq!(
+            resolve(None),
+            Some(PathBuf::from(crate::config::DEFAULT_RESULTS_FILE))
+        );
+    }
+
+    /// A results file on disk, opened as another process would (its own descriptor and
+    /// lock, its own log), whose next `fail` appends write half of what they were given
+    /// and fail.
+    struct Flaky {
+        file: FileSink,
+        fail: Arc<AtomicU32>,
+    }
+
+    impl ResultsSink for Flaky {
+        fn lock(&mut self) -> io::Result<()> {
+            self.file.lock()
+        }
+        fn unlock(&mut self) {
+            self.file.unlock()
+        }
+        fn len(&mut self) -> io::Result<Option<u64>> {
+            self.file.len()
+        }
+        fn ends_line(&mut self, len: u64) -> io::Result<bool> {
+            self.file.ends_line(len)
+        }
+        fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+            if take_one(&self.fail) {
+                self.file.append(&bytes[..bytes.len() / 2])?;
+                return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+            }
+            self.file.append(bytes)
+        }
+        fn sync(&mut self) -> io::Result<()> {
+            self.file.sync()
+        }
+        fn truncate(&mut self, len: u64) -> io::Result<()> {
+            self.file.truncate(len)
+        }
+    }
+
+    /// A writer of `path` of its own, as another process is: (its log, its failures).
+    fn process(path: &Path) -> (ResultsLog, Arc<AtomicU32>) {
+        let fail = Arc::new(AtomicU32::new(0));
+        let (file, _) = FileSink::open(path).unwrap();
+        let sink = Flaky {
+            file,
+            fail: Arc::clone(&fail),
+        };
+        (ResultsLog::with_sink(path, Box::new(sink)), fail)
+    }
+
+    /// The match ids of the file's lines, each of which must decode.
+    fn ids(path: &Path) -> Vec<u32> {
+        let text = std::fs::read_to_string(path).unwrap();
+        assert!(text.ends_with('\n'), "{text}");
+        text.lines()
+            .map(|l| {
+                let (origin, _) = MatchResult::decode_line(l)
+                    .unwrap_or_else(|e| panic!("a broken line {l:?}: {e:?}"));
+                origin.unwrap().match_id
+            })
+            .collect()
+    }
+
+    #[test]
+    fn two_writers_of_one_file_never_cut_nor_glue_each_others_lines() {
+        // A rolling restart: A drains and still appends, B has opened the same file.
+        let path = scratch("two-writers.log");
+        let (a, a_fails) = process(&path);
+        let (b, _) = process(&path);
+        a.append_durable(line(1).as_bytes()).unwrap();
+        b.append_durable(line(2).as_bytes()).unwrap();
+        a_fails.store(1, Ordering::Release);
+        assert!(a.append_durable(line(3).as_bytes()).is_err());
+        b.append_durable(line(4).as_bytes()).unwrap();
+        // A's retry cuts back to the file's length now, not to where A last left it.
+        a.append_durable(line(3).as_bytes()).unwrap();
+        b.append_durable(line(5).as_bytes()).unwrap();
+        assert_eq!(ids(&path), [1, 2, 4, 3, 5]);
+    }
+
+    #[test]
+    fn two_writers_appending_at_once_with_failures_leave_every_line_once_and_whole() {
+        let path = scratch("two-writers-at-once.log");
+        let write = |first: u32, fail_every: u32| {
+            let (log, fails) = process(&path);
+            std::thread::spawn(move || {
+                for id in first..first + 200 {
+                    if fail_every > 0 && id % fail_every == 0 {
+                        fails.store(1, Ordering::Release);
+                    }
+                    while log.append_durable(line(id).as_bytes()).is_err() {}
+                }
+            })
+        };
+        let a = write(1000, 3);
+        let b = write(2000, 0);
+        a.join().unwrap();
+        b.join().unwrap();
+        let mut found = ids(&path);
+        found.sort_unstable();
+        let expected: Vec<u32> = (1000..1200).chain(2000..2200).collect();
+        assert_eq!(found, expected, "each line once");
+    }
+
     /// A results file in memory that fails the next `fail` writes (after writing half of
     /// what it was given) or syncs, as a full or failing disk does.
     #[derive(Clone, Default)]
@@ -371,6 +732,13 @@ pub(super) mod tests {
     }
 
     impl ResultsSink for FaultyDisk {
+        fn len(&mut self) -> io::Result<Option<u64>> {
+            Ok(Some(self.bytes.lock().unwrap().len() as u64))
+        }
+        fn ends_line(&mut self, len: u64) -> io::Result<bool> {
+            let file = self.bytes.lock().unwrap();
+            Ok(len == 0 || file[len as usize - 1] == b'\n')
+        }
         fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
             let mut file = self.bytes.lock().unwrap();
             if take_one(&self.fail_writes) {
@@ -395,12 +763,12 @@ pub(super) mod tests {
     #[test]
     fn a_retried_append_is_never_glued_onto_a_partial_one_nor_doubled() {
         let disk = FaultyDisk::default();
-        let log = ResultsLog::with_sink(Path::new("mem"), Box::new(disk.clone()), 0);
+        let log = ResultsLog::with_sink(Path::new("mem"), Box::new(disk.clone()));
         log.append_durable(line(1).as_bytes()).unwrap();
         disk.fail_writes.store(1, Ordering::Release);
         assert!(log.append_durable(line(2).as_bytes()).is_err());
-        // Half a line is in the file now.
-        assert!(disk.bytes.lock().unwrap().len() > line(1).len());
+        // The half line it wrote is cut off at once.
+        assert_eq!(*disk.bytes.lock().unwrap(), line(1).as_bytes());
         log.append_durable(line(2).as_bytes()).unwrap();
         // Written, then its sync fails: it is written again, once.
         disk.fail_syncs.store(1, Ordering::Release);

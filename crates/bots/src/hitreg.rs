@@ -293,7 +293,7 @@ impl ClientView {
     /// match would stand, alive, where that player was when the old match ended: a target
     /// only this client sees. Until a snapshot shows it, a player is nobody to aim at or
     /// hit, as at the first connection.
-    fn start_over(&mut self) {
+    pub(crate) fn start_over(&mut self) {
         self.restart();
         self.rows.fill(None);
         self.last_row.fill((PlayerState::default(), false));

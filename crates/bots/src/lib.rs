@@ -767,6 +767,17 @@ impl Bot {
                     }
                     None => {}
                 },
+                // The match ended and started over: a new world, ticks from 0, and the
+                // server's replication afresh. Nothing of the old match's baselines or view
+                // holds; the server sends no snapshot of the new match before this event.
+                Event::Epoch { .. } => {
+                    self.replica.reset();
+                    self.newest_tick = 0;
+                    self.early_alive.clear();
+                    if let Some(view) = self.view.as_mut() {
+                        view.start_over();
+                    }
+                }
                 // The kill feed and the round's phase: nothing for a bot to act on.
                 Event::Kill { .. } | Event::Round { .. } => {}
                 Event::ShotResult {
@@ -807,6 +818,8 @@ impl Bot {
         };
         self.snapshots_total += 1;
         // A match that starts over counts its ticks from 0 again: old baselines mean nothing.
+        // The server announces it (`Event::Epoch`); a tick far behind is the fallback for
+        // a server that does not.
         if self.newest_tick > tick && self.newest_tick - tick > 1024 {
             self.replica.reset();
         }

@@ -5,13 +5,20 @@
 //!   client → server   1 Input     seq u32 | view_tick u32 | view_frac u8 | cmd bytes   [tag = seq]
 //!   server → client   1 Snapshot  tick u32 | input_ack u32 | body        [tag = tick]
 //! reliable, ordered, server → client:
-//!   1 Welcome     match_id u32 | slot u8 | tick_hz u16 | players u8
+//!   1 Welcome     match_id u32 | slot u8 | tick_hz u16 | players u8 | epoch u32
 //!   2 ShotResult  seq u32 | tick u32 | victim u8 | part u8 | landed u8   0xff: none
 //!   3 Alive       slot u8 | alive u8                               0 or 1
 //!   4 Kill        killer u8 | victim u8 | part u8
 //!   5 Round       round u8 | phase u8 | attackers u8 | defenders u8   phase: 0 buy,
 //!                                                         1 combat, 2 ended, 3 match over
+//!   6 Epoch       epoch u32
 //! ```
+//!
+//! A match that ends starts over (a new world, ticks from 0, replication afresh) under the
+//! next `epoch`: every seated client is sent [`Event::Epoch`] first, and its snapshots of the
+//! new match only once the server has the event acknowledged (with everything queued
+//! before it), so a client that resets its snapshot decoder on the event never applies a
+//! new match's snapshot to the old match's baselines, whatever its tick.
 //!
 //! `seq` numbers a client's inputs from 1; `input_ack` is the newest input sequence the
 //! server had applied for that client when it built the snapshot, so the client can time
@@ -70,6 +77,7 @@ const SHOT_RESULT: u8 = 2;
 const ALIVE: u8 = 3;
 const KILL: u8 = 4;
 const ROUND: u8 = 5;
+const EPOCH: u8 = 6;
 
 /// [`Event::ShotResult`]'s `victim` and `part` when the shot hit nobody.
 pub const NONE: u8 = 0xff;
@@ -171,6 +179,8 @@ pub enum Event {
         tick_hz: u16,
         /// The match's seats: every entity id its snapshots carry is below this.
         players: u8,
+        /// How many times the match has started over since it was made (0: its first run).
+        epoch: u32,
     },
     /// The server's verdict on one shot of this client, sent to the shooter the tick it
     /// fired: what the hit-registration measurement compares with the client's own view.
@@ -217,6 +227,13 @@ pub enum Event {
         /// Rounds the defenders have won.
         defenders: u8,
     },
+    /// The match ended and started over: a new world whose ticks count from 0 again, with
+    /// replication afresh. Sent to every seated client, before any snapshot of the new
+    /// match; the client drops its snapshot baselines and its view of the old match.
+    Epoch {
+        /// The new run's epoch, one more than the last (see [`Event::Welcome`]).
+        epoch: u32,
+    },
 }
 
 impl Event {
@@ -229,6 +246,7 @@ impl Event {
                 slot: r.u8()?,
                 tick_hz: r.u16()?,
                 players: r.u8()?,
+                epoch: r.u32()?,
             },
             SHOT_RESULT => Event::ShotResult {
                 seq: r.u32()?,
@@ -252,6 +270,7 @@ impl Event {
                 attackers: r.u8()?,
                 defenders: r.u8()?,
             },
+            EPOCH => Event::Epoch { epoch: r.u32()? },
             k => return Err(MsgError::UnknownKind(k)),
         };
         if r.remaining() != 0 {
@@ -269,12 +288,14 @@ impl Event {
                 slot,
                 tick_hz,
                 players,
+                epoch,
             } => {
                 w.u8(WELCOME);
                 w.u32(match_id);
                 w.u8(slot);
                 w.u16(tick_hz);
                 w.u8(players);
+                w.u32(epoch);
             }
             Event::ShotResult {
                 seq,
@@ -316,6 +337,10 @@ impl Event {
                 w.u8(phase);
                 w.u8(attackers);
                 w.u8(defenders);
+            }
+            Event::Epoch { epoch } => {
+                w.u8(EPOCH);
+                w.u32(epoch);
             }
         }
     }
@@ -389,7 +414,17 @@ mod tests {
                 slot: 4,
                 tick_hz: 128,
                 players: 10,
+                epoch: 0,
             },
+            Event::Welcome {
+                match_id: 3,
+                slot: 4,
+                tick_hz: 128,
+                players: 10,
+                epoch: 0x0102_0304,
+            },
+            Event::Epoch { epoch: 1 },
+            Event::Epoch { epoch: u32::MAX },
             Event::ShotResult {
                 seq: 1234,
                 tick: 99,

@@ -104,6 +104,11 @@ struct Seat {
     newest_seq: u32,
     /// Newest sequence applied to the world (echoed in snapshots as `input_ack`).
     applied_seq: u32,
+    /// Reliable messages the link must have acknowledged before the client is sent a
+    /// snapshot: through the [`Event::Epoch`] of the match's latest start over, so that no
+    /// snapshot of the new match reaches the client before the event does (an unreliable
+    /// snapshot overtakes an event that waits behind a lost one, or that found no room).
+    epoch_mark: u64,
 }
 
 impl Seat {
@@ -118,6 +123,7 @@ impl Seat {
             view: ViewTime::default(),
             newest_seq: 0,
             applied_seq: 0,
+            epoch_mark: 0,
         }
     }
 
@@ -130,6 +136,7 @@ impl Seat {
         self.view = ViewTime::default();
         self.newest_seq = 0;
         self.applied_seq = 0;
+        self.epoch_mark = 0;
     }
 
     /// The seat's link, when a client sits in it.
@@ -141,6 +148,8 @@ impl Seat {
 /// A match hosted by a worker. Sockets belong to the worker; the match sees plain data.
 pub struct Match {
     id: MatchId,
+    /// Times the match has started over (announced as [`Event::Epoch`]).
+    epoch: u32,
     world: World,
     seats: Vec<Seat>,
     /// What each client is sent: relevancy, priority, budgets and deltas.
@@ -223,6 +232,7 @@ impl Match {
         let players = usize::from(config.players);
         Match {
             id,
+            epoch: 0,
             world: World::new(config),
             seats: (0..players).map(|_| Seat::new(start)).collect(),
             replicator: Replicator::new(
@@ -260,6 +270,11 @@ impl Match {
     /// The match id.
     pub fn id(&self) -> MatchId {
         self.id
+    }
+
+    /// Times the match has started over: 0 in its first run.
+    pub fn epoch(&self) -> u32 {
+        self.epoch
     }
 
     /// The world.
@@ -305,6 +320,7 @@ impl Match {
             slot: i as u8,
             tick_hz: tick_hz(self.period_ns),
             players: u8::try_from(players).unwrap_or(u8::MAX),
+            epoch: self.epoch,
         };
         self.message.clear();
         welcome.encode(&mut self.message);
@@ -411,10 +427,21 @@ impl Match {
         let config = *self.replicator.config();
         self.past_replication = self.replication_stats();
         self.replicator = Replicator::new(config, tickforge_shooter::schema());
+        // Announced in the reliable stream, ahead of every event of the new run: each
+        // client drops its old baselines and view on it, and gets no snapshot of the new
+        // run before it has the event (see `Seat::epoch_mark`).
+        self.epoch = self.epoch.wrapping_add(1);
+        self.message.clear();
+        Event::Epoch { epoch: self.epoch }.encode(&mut self.message);
         for (i, seat) in self.seats.iter_mut().enumerate() {
             seat.acked_tick = None;
             if seat.client.is_some() {
                 self.replicator.connect(i, Some(NetId(i as u16)));
+                if seat.link.send_reliable(&self.message).is_err() {
+                    // A queue this full is a client that stopped acknowledging.
+                    self.dropped_events += 1;
+                }
+                seat.epoch_mark = seat.link.stats().messages_queued;
             }
         }
         if self.record {
@@ -600,6 +627,14 @@ impl Match {
                     continue;
                 };
                 let link = &mut seat.link;
+                if link.stats().messages_acked < seat.epoch_mark {
+                    // The client may not have the new run's epoch yet: acks and events
+                    // only. Messages leave the send queue in order, so this many acked is
+                    // the epoch event and everything before it.
+                    link.write_packet(now, None, &mut self.packet);
+                    self.outbox.push(client, &self.packet);
+                    continue;
+                }
                 let slot = PlayerSlot(i as u8);
                 let viewer = tickforge_shooter::viewer(&self.world.players()[i].state);
                 // One packet a tick: the snapshot takes what the reliable events' reserved

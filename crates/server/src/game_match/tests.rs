@@ -127,7 +127,8 @@ fn a_tick_applies_inputs_and_snapshots_every_seat() {
             match_id: 1,
             slot: slot.0,
             tick_hz: 128,
-            players: 2
+            players: 2,
+            epoch: 0
         })
     );
 }
@@ -549,4 +550,112 @@ fn a_recording_replays_identically_when_a_player_leaves_mid_match() {
     };
     let outcome = tickforge_game::replay::replay(&actions, &scopes).unwrap();
     assert!(outcome.is_identical(), "{outcome:?}");
+}
+
+#[test]
+fn a_match_that_starts_over_announces_its_epoch_before_any_snapshot_of_it() {
+    let t0 = Instant::now();
+    let scopes = Scopes::new(Instant::now);
+    let rules = tickforge_game::rules::RulesConfig {
+        buy: Duration::from_millis(50),
+        round: Duration::from_millis(300),
+        round_end: Duration::from_millis(20),
+        rounds: std::num::NonZeroU8::MIN,
+        ..Default::default()
+    };
+    let mut m = Match::new(
+        MatchId(1),
+        WorldConfig {
+            players: 2,
+            rules,
+            ..Default::default()
+        },
+        t0,
+    );
+    let slot = m.seat(t0, ClientIndex(0), None).unwrap();
+    let mut link = Endpoint::new(msg::link_config(), t0);
+    let mut event = Vec::new();
+    let mut events = Vec::new();
+    let mut ack = Vec::new();
+    // The client's side: reads the tick's packet, keeps its events, acknowledges it when
+    // `reply`. The snapshot's tick, if the packet had one.
+    fn exchange(
+        m: &mut Match,
+        slot: PlayerSlot,
+        link: &mut Endpoint,
+        now: Instant,
+        events: &mut Vec<Event>,
+        reply: bool,
+    ) -> Option<u32> {
+        let snapshot = link
+            .read_packet(now, &only_payload(m))
+            .unwrap()
+            .map(|(_, u)| match ServerMsg::decode(u).unwrap() {
+                ServerMsg::Snapshot { tick, .. } => tick,
+            });
+        let mut event = Vec::new();
+        while link.poll_reliable(&mut event) {
+            events.push(Event::decode(&event).unwrap());
+        }
+        if reply {
+            let mut ack = Vec::new();
+            link.write_packet(now, None, &mut ack);
+            m.receive(now, slot, &ack).unwrap();
+        }
+        snapshot
+    }
+    let mut t = 0;
+    let period = m.period();
+    let now = |t: u32| t0 + period * t;
+    loop {
+        m.run_tick(now(t), &scopes);
+        assert!(exchange(&mut m, slot, &mut link, now(t), &mut events, true).is_some());
+        t += 1;
+        if m.finish_if_over().is_some() {
+            break;
+        }
+        assert!(t < 1000, "the match never ended");
+    }
+    assert!(matches!(events[0], Event::Welcome { epoch: 0, .. }));
+    assert_eq!(m.epoch(), 1);
+    events.clear();
+    // Until the client has acknowledged the epoch, the new run's ticks send it no
+    // snapshot: the epoch rides in the first packet, ahead of the new run's events.
+    for _ in 0..2 {
+        m.run_tick(now(t), &scopes);
+        assert_eq!(
+            exchange(&mut m, slot, &mut link, now(t), &mut events, false),
+            None
+        );
+        t += 1;
+    }
+    assert_eq!(events.first(), Some(&Event::Epoch { epoch: 1 }));
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, Event::Epoch { .. }))
+            .count(),
+        1
+    );
+    link.write_packet(now(t), None, &mut ack);
+    m.receive(now(t), slot, &ack).unwrap();
+    m.run_tick(now(t), &scopes);
+    assert_eq!(
+        exchange(&mut m, slot, &mut link, now(t), &mut events, true),
+        Some(2)
+    );
+    // A client seated in the new run is welcomed into it.
+    assert_eq!(
+        m.seat(now(t), ClientIndex(1), None),
+        Some(PlayerSlot(1 - slot.0))
+    );
+    let mut late = Endpoint::new(msg::link_config(), now(t));
+    m.run_tick(now(t), &scopes);
+    let payload = m.outbox().iter().nth(1).unwrap().1.to_vec();
+    late.read_packet(now(t), &payload).unwrap();
+    assert!(late.poll_reliable(&mut event));
+    assert!(matches!(
+        Event::decode(&event),
+        Ok(Event::Welcome { epoch: 1, .. })
+    ));
 }

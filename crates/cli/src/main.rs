@@ -45,6 +45,12 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
+    if matches!(
+        cli.command,
+        Command::Replay(_) | Command::Doctor(_) | Command::Report(_) | Command::Compare(_)
+    ) {
+        end_quietly_on_a_closed_pipe();
+    }
     let result = match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Bots(args) => bots_cmd::run(args),
@@ -58,5 +64,18 @@ fn main() {
     if let Err(e) = result {
         eprintln!("tickforge: {e:#}");
         std::process::exit(2);
+    }
+}
+
+/// For the commands that only print: a reader that goes away (`tickforge doctor | head`)
+/// ends the process as it ends any Unix tool, by SIGPIPE, instead of a panic in `println!`
+/// (Rust ignores SIGPIPE, so every write would fail with EPIPE). Not for `serve`, `bots` and
+/// `bench`: their sockets must see EPIPE as an error, never die of it.
+fn end_quietly_on_a_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: restoring the default action of a signal at start, before any thread exists;
+    // no handler is installed.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

@@ -1314,3 +1314,27 @@ fn bots_that_receive_no_snapshot_exit_non_zero_and_say_so() {
         "{err}"
     );
 }
+
+#[test]
+fn a_printing_command_whose_reader_is_gone_ends_by_sigpipe_not_a_panic() {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = tickforge()
+        .args(["doctor", "--quick"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before the first line: `tickforge doctor --quick | head -c 0`.
+    drop(child.stdout.take());
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = exit_within(&mut child, std::time::Duration::from_secs(30));
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(status.signal(), Some(libc::SIGPIPE), "{status:?}: {stderr}");
+}

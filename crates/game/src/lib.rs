@@ -118,6 +118,36 @@ pub struct UserCmd {
 }
 
 impl UserCmd {
+    /// Bytes of a command's fixed little-endian form, on the wire and in action files:
+    /// `forward i8 | side i8 | buttons u8 | yaw u16 | pitch i16`.
+    pub const BYTES: usize = 7;
+
+    /// The command's fixed form ([`UserCmd::BYTES`]).
+    pub fn to_bytes(&self) -> [u8; UserCmd::BYTES] {
+        let [y0, y1] = self.yaw.to_le_bytes();
+        let [p0, p1] = self.pitch.to_le_bytes();
+        [
+            self.forward as u8,
+            self.side as u8,
+            self.buttons,
+            y0,
+            y1,
+            p0,
+            p1,
+        ]
+    }
+
+    /// Reads the fixed form [`UserCmd::to_bytes`] writes; every byte string is a command.
+    pub fn from_bytes(b: [u8; UserCmd::BYTES]) -> UserCmd {
+        UserCmd {
+            forward: b[0] as i8,
+            side: b[1] as i8,
+            buttons: b[2],
+            yaw: u16::from_le_bytes([b[3], b[4]]),
+            pitch: i16::from_le_bytes([b[5], b[6]]),
+        }
+    }
+
     /// True when `button` is held.
     pub fn has(&self, button: u8) -> bool {
         self.buttons & button != 0

@@ -36,7 +36,7 @@ const MAGIC: &[u8; 4] = b"TFRA";
 pub const VERSION: u8 = 3;
 const FOOTER: u32 = u32::MAX;
 /// Bytes of one player's entry in a tick record.
-const ENTRY_BYTES: usize = 1 + 7 + 4 + 1;
+const ENTRY_BYTES: usize = 1 + UserCmd::BYTES + 4 + 1;
 /// Bytes of the check at the very end.
 const CHECK_BYTES: usize = 8;
 
@@ -107,7 +107,7 @@ impl Recorder {
             }
         };
         self.bytes.push(slot.0);
-        self.bytes.extend_from_slice(&crate_cmd_bytes(cmd));
+        self.bytes.extend_from_slice(&cmd.to_bytes());
         self.bytes.extend_from_slice(&view.tick.0.to_le_bytes());
         self.bytes.push(view.frac);
         self.bytes[start + 4] = n + 1;
@@ -128,30 +128,6 @@ impl Recorder {
         let check = checksum(&self.bytes);
         self.bytes.extend_from_slice(&check.to_le_bytes());
         self.bytes
-    }
-}
-
-fn crate_cmd_bytes(cmd: &UserCmd) -> [u8; 7] {
-    let [y0, y1] = cmd.yaw.to_le_bytes();
-    let [p0, p1] = cmd.pitch.to_le_bytes();
-    [
-        cmd.forward as u8,
-        cmd.side as u8,
-        cmd.buttons,
-        y0,
-        y1,
-        p0,
-        p1,
-    ]
-}
-
-fn cmd_from_bytes(b: &[u8]) -> UserCmd {
-    UserCmd {
-        forward: b[0] as i8,
-        side: b[1] as i8,
-        buttons: b[2],
-        yaw: u16::from_le_bytes([b[3], b[4]]),
-        pitch: i16::from_le_bytes([b[5], b[6]]),
     }
 }
 
@@ -435,7 +411,9 @@ impl<'a> ActionFile<'a> {
             for _ in 0..n {
                 let Ok(e) = c.take(ENTRY_BYTES) else { break };
                 let slot = PlayerSlot(e[0]);
-                world.set_cmd(slot, cmd_from_bytes(&e[1..8]));
+                let mut cmd = [0; UserCmd::BYTES];
+                cmd.copy_from_slice(&e[1..1 + UserCmd::BYTES]);
+                world.set_cmd(slot, UserCmd::from_bytes(cmd));
                 world.set_view_time(
                     slot,
                     ViewTime {
@@ -747,7 +725,7 @@ mod tests {
                 for _ in 0..gap {
                     world.step(&scopes);
                 }
-                let mut cmd = cmd_from_bytes(&cmd);
+                let mut cmd = UserCmd::from_bytes(cmd);
                 cmd.pitch = cmd.pitch.clamp(-16_000, 16_000);
                 let view = ViewTime { tick: Tick(world.tick().0.saturating_sub(behind)), frac };
                 world.set_cmd(PlayerSlot(slot), cmd);

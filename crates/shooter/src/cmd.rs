@@ -5,39 +5,20 @@
 //! ```
 
 use tickforge_game::UserCmd;
-use tickforge_proto::wire::{Reader, Truncated};
+use tickforge_proto::wire::Truncated;
 
 /// Encoded size of one command.
-pub const CMD_BYTES: usize = 7;
+pub const CMD_BYTES: usize = UserCmd::BYTES;
 
 /// The encoded command.
 pub fn to_bytes(cmd: &UserCmd) -> [u8; CMD_BYTES] {
-    let [y0, y1] = cmd.yaw.to_le_bytes();
-    let [p0, p1] = cmd.pitch.to_le_bytes();
-    [
-        cmd.forward as u8,
-        cmd.side as u8,
-        cmd.buttons,
-        y0,
-        y1,
-        p0,
-        p1,
-    ]
+    cmd.to_bytes()
 }
 
 /// Decodes a command; the bytes must be exactly [`CMD_BYTES`] long.
 pub fn decode(bytes: &[u8]) -> Result<UserCmd, Truncated> {
-    if bytes.len() != CMD_BYTES {
-        return Err(Truncated);
-    }
-    let mut r = Reader::new(bytes);
-    Ok(UserCmd {
-        forward: r.u8()? as i8,
-        side: r.u8()? as i8,
-        buttons: r.u8()?,
-        yaw: r.u16()?,
-        pitch: r.i16()?,
-    })
+    let bytes: [u8; CMD_BYTES] = bytes.try_into().map_err(|_| Truncated)?;
+    Ok(UserCmd::from_bytes(bytes))
 }
 
 #[cfg(test)]

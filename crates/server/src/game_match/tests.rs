@@ -503,11 +503,8 @@ fn a_match_under_loss_converges_and_loses_no_event() {
     );
 }
 
-#[test]
-fn a_recording_replays_identically_when_a_player_leaves_mid_match() {
-    let t0 = Instant::now();
-    let scopes = Scopes::new(Instant::now);
-    let (_transport, _client, index, _) = connected_pair(t0);
+/// A two-seat match of one round, over in under half a second (about 50 ticks).
+fn short_match(t0: Instant) -> Match {
     let rules = tickforge_game::rules::RulesConfig {
         buy: Duration::from_millis(50),
         round: Duration::from_millis(300),
@@ -515,15 +512,20 @@ fn a_recording_replays_identically_when_a_player_leaves_mid_match() {
         rounds: std::num::NonZeroU8::MIN,
         ..Default::default()
     };
-    let mut m = Match::new(
-        MatchId(1),
-        WorldConfig {
-            players: 2,
-            rules,
-            ..Default::default()
-        },
-        t0,
-    );
+    let world = WorldConfig {
+        players: 2,
+        rules,
+        ..Default::default()
+    };
+    Match::new(MatchId(1), world, t0)
+}
+
+#[test]
+fn a_recording_replays_identically_when_a_player_leaves_mid_match() {
+    let t0 = Instant::now();
+    let scopes = Scopes::new(Instant::now);
+    let (_transport, _client, index, _) = connected_pair(t0);
+    let mut m = short_match(t0);
     m.record_actions();
     let slot = m.seat(t0, index, None).unwrap();
     let mut seq = 0;
@@ -556,22 +558,7 @@ fn a_recording_replays_identically_when_a_player_leaves_mid_match() {
 fn a_match_that_starts_over_announces_its_epoch_before_any_snapshot_of_it() {
     let t0 = Instant::now();
     let scopes = Scopes::new(Instant::now);
-    let rules = tickforge_game::rules::RulesConfig {
-        buy: Duration::from_millis(50),
-        round: Duration::from_millis(300),
-        round_end: Duration::from_millis(20),
-        rounds: std::num::NonZeroU8::MIN,
-        ..Default::default()
-    };
-    let mut m = Match::new(
-        MatchId(1),
-        WorldConfig {
-            players: 2,
-            rules,
-            ..Default::default()
-        },
-        t0,
-    );
+    let mut m = short_match(t0);
     let slot = m.seat(t0, ClientIndex(0), None).unwrap();
     let mut link = Endpoint::new(msg::link_config(), t0);
     let mut event = Vec::new();

@@ -608,6 +608,17 @@ fn log_until(log: &Log, needle: &str, bound: std::time::Duration) -> String {
     }
 }
 
+/// SIGTERM to a server whose one match has two bots playing, then waits (up to 5 s) for
+/// the drain to say it waits for them.
+fn start_draining(server: &std::process::Child, log: &Log) {
+    send(server, libc::SIGTERM);
+    log_until(
+        log,
+        "draining: waiting for 1 match with 2 players",
+        std::time::Duration::from_secs(5),
+    );
+}
+
 /// Sends `signal` to `child`.
 fn send(child: &std::process::Child, signal: libc::c_int) {
     // SAFETY: kill with the pid of a child we spawned and have not reaped.
@@ -704,12 +715,7 @@ fn the_drain_timeout_stops_a_match_with_players_and_names_it() {
 #[test]
 fn a_second_signal_exits_at_once_naming_what_it_abandoned() {
     let (mut server, mut bots, log, _) = serve_with_bots("abandon", 2, &[]);
-    send(&server, libc::SIGTERM);
-    log_until(
-        &log,
-        "draining: waiting for 1 match with 2 players",
-        std::time::Duration::from_secs(5),
-    );
+    start_draining(&server, &log);
     // Still draining: the match plays on for its 100 s round, up to 30 s.
     assert!(
         server.try_wait().unwrap().is_none(),
@@ -733,12 +739,7 @@ fn a_second_signal_exits_at_once_naming_what_it_abandoned() {
 #[test]
 fn a_third_signal_exits_the_process_outright() {
     let (mut server, mut bots, log, _) = serve_with_bots("third-signal", 2, &[]);
-    send(&server, libc::SIGTERM);
-    log_until(
-        &log,
-        "draining: waiting for 1 match with 2 players",
-        std::time::Duration::from_secs(5),
-    );
+    start_draining(&server, &log);
     // Stopped, the child takes the second and third signals together when it resumes
     // (two different signals, so neither merges into the other): the third comes before
     // the second's orderly exit (status 2, naming what it abandoned) could.

@@ -1,0 +1,209 @@
+//! Entity ids the runtime hands out, and the states a game writes for replication.
+//!
+//! A game spawns an entity and gets an [`EntityId`]: an index (`0..max_entities`, the
+//! network id clients know it by) and a generation, bumped each time the index is freed, so
+//! an id kept past its entity's destruction is refused rather than aliasing the next entity
+//! in that index. Freed indexes are reused oldest first: a client that saw an entity go
+//! sees as many other spawns as possible before its id comes back.
+//!
+//! What a game writes in a tick (a state with [`Entities::set`], a destruction) is logged
+//! in order in buffers made with the match; the runtime drains the log into replication
+//! after the step. Nothing allocates after [`Entities::new`] while the log stays within
+//! one write per entity a tick.
+
+use std::collections::VecDeque;
+
+use tickforge_replication::{Lanes, NetId, Position};
+
+/// A live entity: its index (its network id) and the generation of that index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EntityId {
+    /// `0..max_entities`: the network id clients see.
+    pub index: u16,
+    /// Times the index had been freed before this entity took it.
+    pub generation: u16,
+}
+
+impl EntityId {
+    /// The network id clients know the entity by.
+    pub fn net_id(self) -> NetId {
+        NetId(self.index)
+    }
+}
+
+/// What happened to one entity in a tick, in the order the game did it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum EntityChange {
+    /// A new state (its first, for a spawn).
+    Set {
+        /// The entity's network id.
+        id: NetId,
+        /// Where it is, for relevancy and priority.
+        position: Position,
+        /// Its fields, in the schema's wire units.
+        lanes: Lanes,
+    },
+    /// The entity is gone: clients are told, and its id may be reused.
+    Destroyed(NetId),
+}
+
+/// The entities of one match: ids, generations, and this tick's changes.
+#[derive(Debug)]
+pub struct Entities {
+    /// Generation of each index; odd bit unused.
+    generation: Vec<u16>,
+    live: Vec<bool>,
+    /// Free indexes, oldest freed first.
+    free: VecDeque<u16>,
+    changes: Vec<EntityChange>,
+}
+
+impl Entities {
+    /// Room for `max` entities at once (indexes `0..max`), none spawned.
+    pub fn new(max: u16) -> Entities {
+        let n = usize::from(max);
+        Entities {
+            generation: vec![0; n],
+            live: vec![false; n],
+            free: (0..max).collect(),
+            changes: Vec::with_capacity(n),
+        }
+    }
+
+    /// The most entities at once.
+    pub fn capacity(&self) -> u16 {
+        self.live.len() as u16
+    }
+
+    /// Entities alive now.
+    pub fn len(&self) -> usize {
+        self.live.len() - self.free.len()
+    }
+
+    /// True when no entity is alive.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A new entity, the lowest index never used (or the one freed longest ago); `None`
+    /// when [`Entities::capacity`] are alive. It is sent to clients from its first
+    /// [`Entities::set`].
+    pub fn spawn(&mut self) -> Option<EntityId> {
+        let index = self.free.pop_front()?;
+        self.live[usize::from(index)] = true;
+        Some(EntityId {
+            index,
+            generation: self.generation[usize::from(index)],
+        })
+    }
+
+    /// True while `id` names a live entity (not destroyed, not a stale generation).
+    pub fn is_live(&self, id: EntityId) -> bool {
+        let i = usize::from(id.index);
+        self.live.get(i).copied().unwrap_or(false) && self.generation[i] == id.generation
+    }
+
+    /// Destroys `id`: clients are told it is gone. False (and nothing done) for an id that
+    /// is not live.
+    pub fn destroy(&mut self, id: EntityId) -> bool {
+        if !self.is_live(id) {
+            return false;
+        }
+        let i = usize::from(id.index);
+        self.live[i] = false;
+        self.generation[i] = self.generation[i].wrapping_add(1);
+        self.free.push_back(id.index);
+        self.changes.push(EntityChange::Destroyed(id.net_id()));
+        true
+    }
+
+    /// `id`'s state this tick, at `position`; only what changed needs writing (an entity
+    /// keeps its last state). False for an id that is not live.
+    pub fn set(&mut self, id: EntityId, position: Position, lanes: &Lanes) -> bool {
+        if !self.is_live(id) {
+            return false;
+        }
+        self.changes.push(EntityChange::Set {
+            id: id.net_id(),
+            position,
+            lanes: *lanes,
+        });
+        true
+    }
+
+    /// This tick's changes in order, emptying the log (the runtime calls it after each
+    /// step).
+    pub fn drain(&mut self) -> std::vec::Drain<'_, EntityChange> {
+        self.changes.drain(..)
+    }
+
+    /// Forgets every entity and change, keeping the memory: the next match's start.
+    pub fn reset(&mut self) {
+        self.live.fill(false);
+        self.generation.fill(0);
+        self.free.clear();
+        self.free.extend(0..self.capacity());
+        self.changes.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> Lanes {
+        Lanes::ZERO
+    }
+
+    #[test]
+    fn spawns_take_the_lowest_indexes_first() {
+        let mut e = Entities::new(4);
+        let ids: Vec<u16> = (0..4).map(|_| e.spawn().unwrap().index).collect();
+        assert_eq!(ids, [0, 1, 2, 3]);
+        assert_eq!(e.spawn(), None, "full");
+        assert_eq!(e.len(), 4);
+    }
+
+    #[test]
+    fn a_destroyed_id_is_refused_and_its_index_comes_back_last_with_a_new_generation() {
+        let mut e = Entities::new(3);
+        let a = e.spawn().unwrap();
+        let b = e.spawn().unwrap();
+        assert!(e.destroy(a));
+        assert!(!e.destroy(a), "twice");
+        assert!(!e.set(a, Position::default(), &state()), "stale id");
+        let c = e.spawn().unwrap();
+        assert_eq!(c.index, 2, "the never-used index before the freed one");
+        let d = e.spawn().unwrap();
+        assert_eq!((d.index, d.generation), (a.index, a.generation + 1));
+        assert!(!e.is_live(a) && e.is_live(d) && e.is_live(b));
+        let log: Vec<_> = e.drain().collect();
+        assert_eq!(log, vec![EntityChange::Destroyed(NetId(0))]);
+    }
+
+    #[test]
+    fn changes_are_logged_in_order_and_drained() {
+        let mut e = Entities::new(2);
+        let a = e.spawn().unwrap();
+        let mut lanes = state();
+        lanes.0[0] = 7;
+        assert!(e.set(a, Position::new(1.0, 2.0, 3.0), &lanes));
+        assert!(e.destroy(a));
+        let log: Vec<_> = e.drain().collect();
+        assert_eq!(log.len(), 2);
+        assert!(matches!(log[0], EntityChange::Set { id: NetId(0), lanes: l, .. } if l.0[0] == 7));
+        assert_eq!(log[1], EntityChange::Destroyed(NetId(0)));
+        assert_eq!(e.drain().count(), 0);
+    }
+
+    #[test]
+    fn reset_starts_over_from_index_zero() {
+        let mut e = Entities::new(2);
+        let a = e.spawn().unwrap();
+        e.destroy(a);
+        e.reset();
+        let b = e.spawn().unwrap();
+        assert_eq!((b.index, b.generation), (0, 0));
+        assert_eq!(e.drain().count(), 0);
+    }
+}

@@ -1,0 +1,217 @@
+//! The game boundary: what a game gives tickforge's runtime, and what the runtime gives it.
+//!
+//! Quake III drew this line as `gameExport_t`: the engine calls the game, and the game
+//! never touches a socket. Here it is the [`Game`] trait. The runtime (transport, workers,
+//! admission, reliability, replication, telemetry, admin, drain) is written against it; the
+//! reference shooter (`tickforge-shooter`) and every studio's game implement it.
+//!
+//! ```text
+//! runtime, per match                         the game
+//! ─────────────────────────────────────────  ──────────────────────────────────────────
+//! POST /matches {"game": {..}} or [game]  →  Game::configure   (keys checked, named)
+//! match made, or started over             →  Game::new         (spawns its entities)
+//! client seated / gone                    →  Game::join / Game::leave
+//! input bytes from a client               →  Game::decode_input (None: dropped, counted)
+//! reliable bytes from a client            →  Game::message      (Err: client dropped)
+//! each tick: newest input per seat        →  Game::apply_input
+//!            one step                     →  Game::step(StepContext)
+//!                                                writes entity states  → Entities
+//!                                                queues reliable bytes → Events
+//!            per seat: what it sees from  →  Game::view          (centre, own entity, fog)
+//! when Game::is_over                      →  Game::finish       (the results line, a recording)
+//! ```
+//!
+//! What the runtime owns and lends: entity ids ([`Entities`]: generational, each mapped to
+//! a network id, `u16`, so a match holds thousands), reliable events to one seat or all
+//! ([`Events`]), frame scopes ([`StepContext::scopes`]), and the lag-compensation history
+//! (`tickforge_sim::lagcomp`, through [`sim`]). What the game owns: its state, its input
+//! format, its [`Schema`] (the replicated fields: name, type, quantum, predictor), its rules
+//! and its result.
+//!
+//! In order of importance: nothing here does I/O; nothing here allocates per tick (the
+//! buffers are made with the match and reused); a hostile client's bytes reach the game only
+//! through [`Game::decode_input`] and [`Game::message`], which must accept any bytes.
+
+use std::fmt;
+
+pub use serde_json::{Map, Value};
+pub use tickforge_replication::{
+    Coding, Field, Lanes, NetId, Position, Quantum, Schema, SchemaError, Viewer, MAX_ENTITIES,
+};
+pub use tickforge_sim as sim;
+pub use tickforge_sim::{Tick, ViewTime};
+pub use tickforge_telemetry::{Category, Scopes};
+
+mod config;
+mod entities;
+mod events;
+
+pub use config::{ConfigError, ConfigTable, ReadTable};
+pub use entities::{Entities, EntityChange, EntityId};
+pub use events::{Events, Target};
+
+/// A seat in a match: where one client plays, `0..seats`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Seat(pub u16);
+
+impl Seat {
+    /// The seat as an index into per-seat tables.
+    pub fn index(self) -> usize {
+        usize::from(self.0)
+    }
+}
+
+/// What the runtime tells a game about the match it is making.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatchSetup {
+    /// Seats in the match: clients are seated in `0..seats`.
+    pub seats: u16,
+    /// Ticks per second.
+    pub tick_hz: u32,
+    /// The match is recorded: the game keeps what [`MatchEnd::recording`] needs (the
+    /// shooter: an action file of every input).
+    pub record: bool,
+}
+
+/// One tick's context, lent to [`Game::step`].
+pub struct StepContext<'a> {
+    /// The tick being stepped: the first step of a match is tick 0.
+    pub tick: Tick,
+    /// Frame scopes: a game charges its work to categories
+    /// (`let _g = cx.scopes.scope(Category::Gameplay)`).
+    pub scopes: &'a Scopes,
+    /// Spawn, update and destroy the replicated entities.
+    pub entities: &'a mut Entities,
+    /// Reliable events to one seat or to all; sent with this tick's snapshot.
+    pub events: &'a mut Events,
+}
+
+/// What one seat's client is sent from, for one tick ([`Game::view`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct View<'a> {
+    /// The centre of its relevancy and priority.
+    pub viewer: Viewer,
+    /// The seat's own entity (its player), sent to it every tick at top priority.
+    pub own: Option<EntityId>,
+    /// Fog of war: bit `i % 64` of word `i / 64` set when the entity with network id `i`
+    /// may be sent to this seat; `None`: everything relevant may be.
+    pub visible: Option<&'a [u64]>,
+}
+
+/// How a match ended, as [`Game::finish`] gives it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MatchEnd {
+    /// The game's part of the results line: `key=value` tokens separated by single spaces,
+    /// no newline (the runtime adds the game, match, run, time and a checksum around it).
+    pub result: String,
+    /// What the game recorded of the match when [`MatchSetup::record`] was set (the
+    /// shooter: its action file), written next to the results.
+    pub recording: Option<Vec<u8>>,
+}
+
+/// Counters a game keeps that the runtime reports: lag compensation's work.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GameCounters {
+    /// Rewinds asked for (the shooter: one per shot).
+    pub rewinds: u64,
+    /// Of them, those whose view time was older than the history holds: tested at the
+    /// oldest tick it has instead.
+    pub rewinds_clamped: u64,
+}
+
+/// A game tickforge can host. One value is one match's state; the runtime makes one per
+/// match with [`Game::new`] and drops it when the match ends or starts over.
+///
+/// Every method runs on a worker thread between or inside ticks, so none may block or do
+/// I/O. [`Game::step`], [`Game::apply_input`], [`Game::decode_input`] and [`Game::view`] run
+/// on the tick path: they should not allocate (the no-allocation tests hold the shooter to
+/// it).
+pub trait Game: Sized + Send + 'static {
+    /// The game's settings: the `[game]` table of the server's TOML, the `game` object of
+    /// `POST /matches`, read by [`Game::configure`].
+    type Config: Clone + fmt::Debug + Send + Sync + 'static;
+    /// One decoded input: what a seat asks for in a tick.
+    type Input: Copy + Default + fmt::Debug + Send + 'static;
+
+    /// The game's name: `serve --game NAME`, `"game": {"name": NAME}`, and the results line.
+    /// Lowercase ASCII letters, digits and `-`.
+    const NAME: &'static str;
+    /// One line for `--help`.
+    const ABOUT: &'static str;
+
+    /// The replicated fields of every entity, the same on server and clients.
+    fn schema() -> &'static Schema;
+
+    /// Reads the game's settings from `table` (empty: the defaults). Unknown keys and bad
+    /// values are refused with the key and the form expected ([`ConfigError`]); the
+    /// runtime prefixes where the table came from.
+    fn configure(table: &ConfigTable) -> Result<Self::Config, ConfigError>;
+
+    /// The most entities a match of `config` with `seats` seats holds at once: the
+    /// runtime reserves that many network ids and replication slots.
+    fn max_entities(config: &Self::Config, seats: u16) -> u16;
+
+    /// A new match at tick 0. Spawn the entities that exist from the start here (the
+    /// shooter: one per seat, in seat order, so a seat's entity has the seat's number).
+    /// Allocates whatever the match's ticks use; the runtime calls it off the tick path.
+    fn new(config: &Self::Config, setup: &MatchSetup, entities: &mut Entities) -> Self;
+
+    /// Decodes one input from a client's bytes. Any bytes may arrive: `None` drops them
+    /// (counted as a bad input), never a panic.
+    fn decode_input(bytes: &[u8]) -> Option<Self::Input>;
+
+    /// The newest input of `seat`, applied before the next [`Game::step`]; `view` is the
+    /// moment of the world the client was showing when it made it (for lag compensation).
+    fn apply_input(&mut self, seat: Seat, input: &Self::Input, view: ViewTime);
+
+    /// A client sat down in `seat`. Send it what a late joiner needs to make sense of
+    /// the snapshots that follow (the score, who is dead): [`Target::Seat`] events.
+    fn join(&mut self, seat: Seat, events: &mut Events) {
+        let _ = (seat, events);
+    }
+
+    /// The client of `seat` is gone: its player stops (the runtime stops applying its
+    /// input; the game decides what its entity does).
+    fn leave(&mut self, seat: Seat) {
+        let _ = seat;
+    }
+
+    /// A reliable message from `seat`'s client (chat, a vote, a buy): any bytes may
+    /// arrive. `Err` disconnects the client. The default ignores messages.
+    fn message(&mut self, seat: Seat, bytes: &[u8], events: &mut Events) -> Result<(), Refused> {
+        let _ = (seat, bytes, events);
+        Ok(())
+    }
+
+    /// One tick: the inputs applied, the world stepped, every entity that changed written
+    /// to [`StepContext::entities`], this tick's events queued.
+    fn step(&mut self, cx: &mut StepContext<'_>);
+
+    /// Where `seat`'s client sees from after the last step, its own entity and its fog of
+    /// war row.
+    fn view(&self, seat: Seat) -> View<'_>;
+
+    /// True once the match is over; the runtime then calls [`Game::finish`] after the
+    /// tick and starts a new match or removes it.
+    fn is_over(&self) -> bool;
+
+    /// The result of a match that [`Game::is_over`]; called once.
+    fn finish(&mut self) -> MatchEnd;
+
+    /// Bytes the snapshot's shown entities would cost as full states (every field, every
+    /// tick): the baseline the report compares delta replication with. The default
+    /// counts a 4-byte tick, and a 2-byte id and 4 bytes a lane for each entity.
+    fn full_state_bytes(shown: usize) -> usize {
+        4 + shown * (2 + 4 * Self::schema().lane_count())
+    }
+
+    /// The game's lag-compensation counters, summed over the match.
+    fn counters(&self) -> GameCounters {
+        GameCounters::default()
+    }
+}
+
+/// A client message the game refuses: the runtime disconnects its sender.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the game refused a client message: {0}")]
+pub struct Refused(pub &'static str);

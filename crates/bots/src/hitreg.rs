@@ -15,7 +15,7 @@ use tickforge_game::history::{History, HistoryConfig, PlayerSample, Posing};
 use tickforge_game::hitscan::{self, Shot};
 use tickforge_game::rules::BodyPart;
 use tickforge_game::{Map, PlayerSlot, PlayerState, Tick, UserCmd, Vec3, ViewTime};
-use tickforge_proto::msg::NONE;
+use tickforge_shooter::NONE;
 use tickforge_telemetry::Scopes;
 
 /// Ticks of missed snapshots filled in with the last states seen, so the gaits (the run

@@ -27,14 +27,14 @@ use tickforge_game::{buttons, BuiltinMap, Map, Tick, UserCmd, ViewTime};
 use tickforge_io::stamped;
 use tickforge_io::udp::{IoStats, RecvBatch, SocketOptions, UdpSocket, SLOT_BYTES};
 use tickforge_io::{cpu, entropy, time};
-use tickforge_proto::msg::{self, ClientMsg, Event, ServerMsg, NONE};
+use tickforge_proto::msg::{self, ClientMsg, Event, ServerMsg};
 use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
 use tickforge_proto::netcode::{Client, ClientEvent, PrivateKey};
 use tickforge_proto::reliable::Endpoint;
-use tickforge_proto::user_data::{UserData, ANY};
+use tickforge_proto::user_data::{UserData, ANY, ANY_SEAT};
 use tickforge_proto::{MatchId, MAX_PACKET_BYTES};
 use tickforge_replication::{Replica, ReplicaConfig};
-use tickforge_shooter::{cmd, flags, EntityState};
+use tickforge_shooter::{cmd, flags, EntityState, ShooterEvent, NONE};
 use tickforge_telemetry::report::{BotsReport, Clients, Hitreg, ResponseTimeMs, ServerDelayMs};
 use tickforge_telemetry::DurationHistogram;
 
@@ -594,7 +594,7 @@ fn mint_token(config: &BotsConfig, match_id: MatchId) -> ConnectToken {
     let user_data = UserData {
         match_id,
         team: ANY,
-        slot: ANY,
+        seat: ANY_SEAT,
     }
     .encode();
     let client_id = u64::from_le_bytes(entropy::random_bytes());
@@ -711,6 +711,47 @@ impl Bot {
         }
     }
 
+    /// One of the shooter's own events (inside the runtime's game event).
+    fn shooter_event(&mut self, event: ShooterEvent, in_window: bool) {
+        match event {
+            ShooterEvent::Alive { slot, alive } => match self.view.as_mut() {
+                Some(view) => view.set_alive(slot, alive),
+                // The deaths a late joiner is told of come before its first snapshot.
+                // Only a bot that will make a view keeps them: a wanderer never makes
+                // one, and would hoard every death of the run.
+                None if matches!(self.behaviour, Behaviour::Aim(_) | Behaviour::Run(_)) => {
+                    self.early_alive.push((slot, alive));
+                }
+                None => {}
+            },
+            // The kill feed and the round's phase: nothing for a bot to act on.
+            ShooterEvent::Kill { .. } | ShooterEvent::Round { .. } => {}
+            ShooterEvent::ShotResult {
+                seq,
+                victim,
+                part,
+                landed,
+                ..
+            } => {
+                let Some(view) = self.view.as_ref() else {
+                    return;
+                };
+                if let (true, Some(mine)) = (in_window, view.verdict(seq)) {
+                    // A hit that did no damage: the victim had died at the server
+                    // before the shot arrived.
+                    let dead = victim != NONE && !landed;
+                    self.metrics
+                        .hitreg
+                        .compare(mine, verdict_of(victim, part), dead);
+                    let server_only = mine.is_none() && victim != NONE;
+                    if server_only && view.was_shown(seq, victim) == Some(false) {
+                        self.metrics.hitreg.server_hit_unseen += 1;
+                    }
+                }
+            }
+        }
+    }
+
     /// Takes one datagram, `s.recv[..len]`, arrived at `now`.
     fn handle(
         &mut self,
@@ -743,8 +784,22 @@ impl Bot {
                 continue;
             };
             match event {
-                Event::Welcome { slot, players, .. } => {
+                Event::Welcome {
+                    seat,
+                    entities,
+                    schema,
+                    ..
+                } => {
                     self.metrics.events += 1;
+                    // Another game's table would decode as nonsense; a seat past the
+                    // shooter's 8-bit slots is no shooter match.
+                    let ours = tickforge_shooter::schema().fingerprint();
+                    let (Ok(slot), Ok(players), true) =
+                        (u8::try_from(seat), u8::try_from(entities), schema == ours)
+                    else {
+                        self.metrics.link_errors += 1;
+                        continue;
+                    };
                     self.slot = Some(slot);
                     // The match may hold more seats than this process fills (other
                     // clients, other bot processes): its snapshots name them all.
@@ -757,16 +812,12 @@ impl Bot {
                         self.view = None;
                     }
                 }
-                Event::Alive { slot, alive } => match self.view.as_mut() {
-                    Some(view) => view.set_alive(slot, alive),
-                    // The deaths a late joiner is told of come before its first snapshot.
-                    // Only a bot that will make a view keeps them: a wanderer never makes
-                    // one, and would hoard every death of the run.
-                    None if matches!(self.behaviour, Behaviour::Aim(_) | Behaviour::Run(_)) => {
-                        self.early_alive.push((slot, alive));
-                    }
-                    None => {}
-                },
+                Event::Game(bytes) => {
+                    let Ok(event) = ShooterEvent::decode(bytes) else {
+                        continue;
+                    };
+                    self.shooter_event(event, in_window);
+                }
                 // The match ended and started over: a new world, ticks from 0, and the
                 // server's replication afresh. Nothing of the old match's baselines or view
                 // holds; the server sends no snapshot of the new match before this event.
@@ -776,31 +827,6 @@ impl Bot {
                     self.early_alive.clear();
                     if let Some(view) = self.view.as_mut() {
                         view.start_over();
-                    }
-                }
-                // The kill feed and the round's phase: nothing for a bot to act on.
-                Event::Kill { .. } | Event::Round { .. } => {}
-                Event::ShotResult {
-                    seq,
-                    victim,
-                    part,
-                    landed,
-                    ..
-                } => {
-                    let Some(view) = self.view.as_ref() else {
-                        continue;
-                    };
-                    if let (true, Some(mine)) = (in_window, view.verdict(seq)) {
-                        // A hit that did no damage: the victim had died at the server
-                        // before the shot arrived.
-                        let dead = victim != NONE && !landed;
-                        self.metrics
-                            .hitreg
-                            .compare(mine, verdict_of(victim, part), dead);
-                        let server_only = mine.is_none() && victim != NONE;
-                        if server_only && view.was_shown(seq, victim) == Some(false) {
-                            self.metrics.hitreg.server_hit_unseen += 1;
-                        }
                     }
                 }
             }

@@ -2,17 +2,25 @@
 //!
 //! ```text
 //! unreliable, one per packet (the reliable layer's tag in brackets):
-//!   client → server   1 Input     seq u32 | view_tick u32 | view_frac u8 | cmd bytes   [tag = seq]
+//!   client → server   1 Input     seq u32 | view_tick u32 | view_frac u8 | input bytes [tag = seq]
 //!   server → client   1 Snapshot  tick u32 | input_ack u32 | body        [tag = tick]
 //! reliable, ordered, server → client:
-//!   1 Welcome     match_id u32 | slot u8 | tick_hz u16 | players u8 | epoch u32
-//!   2 ShotResult  seq u32 | tick u32 | victim u8 | part u8 | landed u8   0xff: none
-//!   3 Alive       slot u8 | alive u8                               0 or 1
-//!   4 Kill        killer u8 | victim u8 | part u8
-//!   5 Round       round u8 | phase u8 | attackers u8 | defenders u8   phase: 0 buy,
-//!                                                         1 combat, 2 ended, 3 match over
+//!   1 Welcome     match_id u32 | seat u16 | tick_hz u16 | seats u16 | entities u16
+//!                 | schema u32 | epoch u32
 //!   6 Epoch       epoch u32
+//!   7 Game        the game's own event bytes, to the end
+//! reliable, ordered, client → server:
+//!   the game's own message bytes, as they are (the runtime hands them to the game)
 //! ```
+//!
+//! Kinds 2 to 5 were the reference shooter's events before the game boundary; they now
+//! travel inside `Game` in the shooter's own format (`tickforge_shooter::event`), and the
+//! kinds stay unused here so an old client fails loudly rather than misreading.
+//!
+//! `schema` in the welcome is the fingerprint of the game's replicated-field table
+//! (`Schema::fingerprint`): a client built with another table refuses the match rather than
+//! decoding its snapshots as nonsense. `entities` is how many network ids the match's
+//! snapshots may carry (`0..entities`).
 //!
 //! A match that ends starts over (a new world, ticks from 0, replication afresh) under the
 //! next `epoch`: every seated client is sent [`Event::Epoch`] first, and its snapshots of the
@@ -23,8 +31,8 @@
 //! `seq` numbers a client's inputs from 1; `input_ack` is the newest input sequence the
 //! server had applied for that client when it built the snapshot, so the client can time
 //! each input from sending to the first snapshot that reflects it (the Quake paper's
-//! response time). Bodies (the command and the snapshot) are opaque here: the
-//! `replication` crate encodes them. [`link_config`] is the reliability setting both ends
+//! response time). Bodies (the input and the snapshot) are opaque here: the game decodes
+//! its input, and the `replication` crate encodes snapshots. [`link_config`] is the reliability setting both ends
 //! of a tickforge connection use.
 
 use std::time::Duration;
@@ -65,7 +73,7 @@ pub enum ClientMsg<'a> {
         /// How far past `view_tick` toward the next tick the player's view was, in 1/256
         /// of a tick (clients interpolate between snapshots).
         view_frac: u8,
-        /// The encoded command.
+        /// The game's encoded input.
         cmd: &'a [u8],
     },
 }
@@ -73,14 +81,8 @@ pub enum ClientMsg<'a> {
 const INPUT: u8 = 1;
 const SNAPSHOT: u8 = 1;
 const WELCOME: u8 = 1;
-const SHOT_RESULT: u8 = 2;
-const ALIVE: u8 = 3;
-const KILL: u8 = 4;
-const ROUND: u8 = 5;
 const EPOCH: u8 = 6;
-
-/// [`Event::ShotResult`]'s `victim` and `part` when the shot hit nobody.
-pub const NONE: u8 = 0xff;
+const GAME: u8 = 7;
 
 impl<'a> ClientMsg<'a> {
     /// Decodes a client payload.
@@ -168,109 +170,52 @@ impl<'a> ServerMsg<'a> {
 
 /// A reliable, ordered message from the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Event {
-    /// Sent once when a client is seated: where it is and how fast the match ticks.
+pub enum Event<'a> {
+    /// Sent once when a client is seated: where it is, how fast the match ticks, and what
+    /// its snapshots carry.
     Welcome {
         /// The match.
         match_id: u32,
-        /// The client's player slot.
-        slot: u8,
+        /// The client's seat.
+        seat: u16,
         /// The match's tick rate.
         tick_hz: u16,
-        /// The match's seats: every entity id its snapshots carry is below this.
-        players: u8,
+        /// The match's seats.
+        seats: u16,
+        /// Network ids the match's snapshots may carry: every id is below this.
+        entities: u16,
+        /// Fingerprint of the game's replicated-field table (`Schema::fingerprint`).
+        schema: u32,
         /// How many times the match has started over since it was made (0: its first run).
         epoch: u32,
     },
-    /// The server's verdict on one shot of this client, sent to the shooter the tick it
-    /// fired: what the hit-registration measurement compares with the client's own view.
-    ShotResult {
-        /// The input sequence whose command fired (a held command may fire again under the
-        /// same sequence).
-        seq: u32,
-        /// The server tick the shot was fired in.
-        tick: u32,
-        /// The player slot hit, [`NONE`] for a miss.
-        victim: u8,
-        /// The hitbox hit (0 head, 1 body, 2 legs), [`NONE`] for a miss.
-        part: u8,
-        /// The hit did damage; false for a miss and for a victim that was hit as the
-        /// shooter saw it but had died at the server before the shot arrived.
-        landed: bool,
-    },
-    /// A player died or came back (a new round): sent to every client when it changes, so
-    /// that a client knows who can be hit. Every player starts alive.
-    Alive {
-        /// The player slot.
-        slot: u8,
-        /// Whether it is alive now.
-        alive: bool,
-    },
-    /// A player killed another: sent to every client (the kill feed).
-    Kill {
-        /// Who fired the killing shot.
-        killer: u8,
-        /// Who died.
-        victim: u8,
-        /// Where the killing shot landed (0 head, 1 body, 2 legs).
-        part: u8,
-    },
-    /// The round's phase changed: sent to every client, and to a client that joins, so it
-    /// knows where the match stands.
-    Round {
-        /// The round, from 1.
-        round: u8,
-        /// 0 buy, 1 combat, 2 ended, 3 match over.
-        phase: u8,
-        /// Rounds the attackers have won.
-        attackers: u8,
-        /// Rounds the defenders have won.
-        defenders: u8,
-    },
-    /// The match ended and started over: a new world whose ticks count from 0 again, with
+    /// The match ended and started over: a new game whose ticks count from 0 again, with
     /// replication afresh. Sent to every seated client, before any snapshot of the new
     /// match; the client drops its snapshot baselines and its view of the old match.
     Epoch {
         /// The new run's epoch, one more than the last (see [`Event::Welcome`]).
         epoch: u32,
     },
+    /// An event of the game, in the game's own format.
+    Game(&'a [u8]),
 }
 
-impl Event {
-    /// Decodes an event; trailing bytes are an error.
-    pub fn decode(bytes: &[u8]) -> Result<Self, MsgError> {
+impl<'a> Event<'a> {
+    /// Decodes an event; trailing bytes after a fixed-size event are an error.
+    pub fn decode(bytes: &'a [u8]) -> Result<Self, MsgError> {
         let mut r = Reader::new(bytes);
         let e = match r.u8()? {
             WELCOME => Event::Welcome {
                 match_id: r.u32()?,
-                slot: r.u8()?,
+                seat: r.u16()?,
                 tick_hz: r.u16()?,
-                players: r.u8()?,
+                seats: r.u16()?,
+                entities: r.u16()?,
+                schema: r.u32()?,
                 epoch: r.u32()?,
             },
-            SHOT_RESULT => Event::ShotResult {
-                seq: r.u32()?,
-                tick: r.u32()?,
-                victim: r.u8()?,
-                part: r.u8()?,
-                landed: r.u8()? != 0,
-            },
-            ALIVE => Event::Alive {
-                slot: r.u8()?,
-                alive: r.u8()? != 0,
-            },
-            KILL => Event::Kill {
-                killer: r.u8()?,
-                victim: r.u8()?,
-                part: r.u8()?,
-            },
-            ROUND => Event::Round {
-                round: r.u8()?,
-                phase: r.u8()?,
-                attackers: r.u8()?,
-                defenders: r.u8()?,
-            },
             EPOCH => Event::Epoch { epoch: r.u32()? },
+            GAME => Event::Game(r.rest()),
             k => return Err(MsgError::UnknownKind(k)),
         };
         if r.remaining() != 0 {
@@ -285,62 +230,29 @@ impl Event {
         match *self {
             Event::Welcome {
                 match_id,
-                slot,
+                seat,
                 tick_hz,
-                players,
+                seats,
+                entities,
+                schema,
                 epoch,
             } => {
                 w.u8(WELCOME);
                 w.u32(match_id);
-                w.u8(slot);
+                w.u16(seat);
                 w.u16(tick_hz);
-                w.u8(players);
+                w.u16(seats);
+                w.u16(entities);
+                w.u32(schema);
                 w.u32(epoch);
-            }
-            Event::ShotResult {
-                seq,
-                tick,
-                victim,
-                part,
-                landed,
-            } => {
-                w.u8(SHOT_RESULT);
-                w.u32(seq);
-                w.u32(tick);
-                w.u8(victim);
-                w.u8(part);
-                w.u8(u8::from(landed));
-            }
-            Event::Alive { slot, alive } => {
-                w.u8(ALIVE);
-                w.u8(slot);
-                w.u8(u8::from(alive));
-            }
-            Event::Kill {
-                killer,
-                victim,
-                part,
-            } => {
-                w.u8(KILL);
-                w.u8(killer);
-                w.u8(victim);
-                w.u8(part);
-            }
-            Event::Round {
-                round,
-                phase,
-                attackers,
-                defenders,
-            } => {
-                w.u8(ROUND);
-                w.u8(round);
-                w.u8(phase);
-                w.u8(attackers);
-                w.u8(defenders);
             }
             Event::Epoch { epoch } => {
                 w.u8(EPOCH);
                 w.u32(epoch);
+            }
+            Event::Game(bytes) => {
+                w.u8(GAME);
+                w.bytes(bytes);
             }
         }
     }
@@ -408,58 +320,29 @@ mod tests {
 
     #[test]
     fn every_event_round_trips_and_refuses_trailing_bytes() {
-        let events = [
+        let fixed = [
             Event::Welcome {
                 match_id: 3,
-                slot: 4,
+                seat: 4,
                 tick_hz: 128,
-                players: 10,
+                seats: 10,
+                entities: 12,
+                schema: 0xdead_beef,
                 epoch: 0,
             },
             Event::Welcome {
                 match_id: 3,
-                slot: 4,
-                tick_hz: 128,
-                players: 10,
+                seat: 999,
+                tick_hz: 30,
+                seats: 1000,
+                entities: 1024,
+                schema: 1,
                 epoch: 0x0102_0304,
             },
             Event::Epoch { epoch: 1 },
             Event::Epoch { epoch: u32::MAX },
-            Event::ShotResult {
-                seq: 1234,
-                tick: 99,
-                victim: 7,
-                part: 0,
-                landed: true,
-            },
-            Event::ShotResult {
-                seq: 1,
-                tick: 0,
-                victim: NONE,
-                part: NONE,
-                landed: false,
-            },
-            Event::Kill {
-                killer: 1,
-                victim: 2,
-                part: 0,
-            },
-            Event::Round {
-                round: 3,
-                phase: 1,
-                attackers: 2,
-                defenders: 0,
-            },
-            Event::Alive {
-                slot: 2,
-                alive: false,
-            },
-            Event::Alive {
-                slot: 9,
-                alive: true,
-            },
         ];
-        for e in events {
+        for e in fixed {
             let mut buf = Vec::new();
             e.encode(&mut buf);
             assert_eq!(Event::decode(&buf), Ok(e));
@@ -467,6 +350,18 @@ mod tests {
             assert_eq!(Event::decode(&buf), Err(MsgError::TrailingBytes));
             buf.truncate(buf.len() - 2);
             assert_eq!(Event::decode(&buf), Err(MsgError::Truncated));
+        }
+        for bytes in [&[][..], &[2, 0, 0, 0][..]] {
+            let mut buf = Vec::new();
+            Event::Game(bytes).encode(&mut buf);
+            assert_eq!(buf.len(), 1 + bytes.len());
+            assert_eq!(Event::decode(&buf), Ok(Event::Game(bytes)));
+        }
+        for old_kind in 2..=5 {
+            assert_eq!(
+                Event::decode(&[old_kind, 0, 0, 0]),
+                Err(MsgError::UnknownKind(old_kind))
+            );
         }
     }
 

@@ -359,6 +359,41 @@ impl Schema {
         usize::from(self.max_body)
     }
 
+    /// A fingerprint of the table: FNV-1a 32 over every field's name, coding, quantum and
+    /// predictor, in order. Both ends of a connection must use the same table; the server
+    /// sends this in its welcome and a client built with another table refuses the match
+    /// instead of decoding its snapshots as nonsense.
+    pub fn fingerprint(&self) -> u32 {
+        let mut h: u32 = 0x811c_9dc5;
+        let mut eat = |bytes: &[u8]| {
+            for &b in bytes {
+                h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+            }
+        };
+        for f in self.fields() {
+            eat(f.name.as_bytes());
+            eat(&[0]);
+            match f.coding {
+                Coding::Scalar => eat(&[1]),
+                Coding::Pair => eat(&[2]),
+                Coding::Angle { bits } => eat(&[3, bits]),
+                Coding::AnglePair { bits } => eat(&[4, bits]),
+                Coding::Byte => eat(&[5]),
+            }
+            match f.quantum {
+                Quantum::Whole => eat(&[1]),
+                Quantum::PerUnit(scale) => {
+                    eat(&[2]);
+                    eat(&scale.to_bits().to_le_bytes());
+                }
+                Quantum::Turn { bits } => eat(&[3, bits]),
+            }
+            eat(f.predicted_from.unwrap_or("").as_bytes());
+            eat(&[0]);
+        }
+        h
+    }
+
     /// Fields in the table, so mask bits `0..len`.
     pub(crate) fn len(&self) -> usize {
         usize::from(self.len)
@@ -415,6 +450,30 @@ pub(crate) mod test_schema {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fingerprint_changes_with_any_part_of_a_field() {
+        let base = [
+            Field::new("v", Coding::Pair, Quantum::PerUnit(256.0)),
+            Field::new("p", Coding::Pair, Quantum::PerUnit(256.0)).predicted_from("v"),
+            Field::new("f", Coding::Byte, Quantum::Whole),
+        ];
+        let print = |fields: &[Field]| Schema::new(fields).unwrap().fingerprint();
+        let f0 = print(&base);
+        assert_eq!(f0, print(&base), "stable");
+        let mut renamed = base;
+        renamed[2].name = "g";
+        let mut recoded = base;
+        recoded[2].coding = Coding::Scalar;
+        let mut rescaled = base;
+        rescaled[1].quantum = Quantum::PerUnit(64.0);
+        let mut unpredicted = base;
+        unpredicted[1].predicted_from = None;
+        for other in [renamed, recoded, rescaled, unpredicted] {
+            assert_ne!(print(&other), f0, "{other:?}");
+        }
+        assert_ne!(print(&base[..2]), f0, "a field fewer");
+    }
 
     #[test]
     fn bad_tables_are_refused_with_the_field() {

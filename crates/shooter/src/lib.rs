@@ -20,6 +20,7 @@
 //! (`tests/wire_fixture.rs`) says; quantization is exact and documented once, here.
 
 pub mod cmd;
+pub mod event;
 mod snapshot;
 
 use tickforge_game::history::Posing;
@@ -28,6 +29,7 @@ use tickforge_replication::{
     Coding, Field, Lanes, NetId, Position, Quantum, Replicator, Schema, Viewer,
 };
 
+pub use event::{ShooterEvent, NONE};
 pub use snapshot::{
     EntityView, SnapshotError, SnapshotReader, SnapshotWriter, ENTITY_BYTES, HEADER_BYTES,
 };

@@ -73,6 +73,17 @@ pub struct MatchSetup {
     pub record: bool,
 }
 
+/// What the runtime knows of an input besides its bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InputInfo {
+    /// The client's sequence number of the input (from 1, one per client tick): a game
+    /// may echo it in an event so the client matches a verdict with the input it judged.
+    pub seq: u32,
+    /// The moment of the world the client was showing when it made the input: where lag
+    /// compensation rewinds its shots to.
+    pub view: ViewTime,
+}
+
 /// One tick's context, lent to [`Game::step`].
 pub struct StepContext<'a> {
     /// The tick being stepped: the first step of a match is tick 0.
@@ -138,6 +149,8 @@ pub trait Game: Sized + Send + 'static {
     const NAME: &'static str;
     /// One line for `--help`.
     const ABOUT: &'static str;
+    /// The most seats a match of this game may have; the runtime refuses more.
+    const MAX_SEATS: u16 = 1024;
 
     /// The replicated fields of every entity, the same on server and clients.
     fn schema() -> &'static Schema;
@@ -160,9 +173,9 @@ pub trait Game: Sized + Send + 'static {
     /// (counted as a bad input), never a panic.
     fn decode_input(bytes: &[u8]) -> Option<Self::Input>;
 
-    /// The newest input of `seat`, applied before the next [`Game::step`]; `view` is the
-    /// moment of the world the client was showing when it made it (for lag compensation).
-    fn apply_input(&mut self, seat: Seat, input: &Self::Input, view: ViewTime);
+    /// The newest input of `seat`, applied before the next [`Game::step`] (only when a new
+    /// one arrived: a seat keeps its last input until then).
+    fn apply_input(&mut self, seat: Seat, input: &Self::Input, info: InputInfo);
 
     /// A client sat down in `seat`. Send it what a late joiner needs to make sense of
     /// the snapshots that follow (the score, who is dead): [`Target::Seat`] events.

@@ -4,6 +4,7 @@ mod bench;
 mod bots_cmd;
 mod doctor;
 mod flood;
+mod games;
 mod replay_cmd;
 mod report_cmd;
 mod serve;
@@ -25,7 +26,7 @@ struct Cli {
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
-    /// Host matches of the reference shooter on a UDP port.
+    /// Host matches of a game (the reference shooter by default) on a UDP port.
     Serve(serve::ServeArgs),
     /// Connect bots to a running server and measure it from the client side.
     Bots(bots_cmd::BotsArgs),
@@ -44,6 +45,7 @@ enum Command {
 }
 
 fn main() {
+    games::register();
     let cli = Cli::parse();
     if matches!(
         cli.command,

@@ -30,9 +30,16 @@ pub struct ServeArgs {
     /// Ticks per second of every match [default: 128].
     #[arg(long, value_name = "HZ")]
     pub tick_hz: Option<u32>,
-    /// The built-in map every match is played on: arena (5-v-5) or flat2km (2 km square,
-    /// 100 spawns on an 800 m circle, for the crowd) [default: arena].
-    #[arg(long, value_name = "NAME")]
+    /// The game every match plays (the `[game]` table's `name`) [default: shooter].
+    #[arg(long, value_name = "NAME", value_parser = crate::games::parser())]
+    pub game: Option<String>,
+    /// A setting of the game, as in the `[game]` table: KEY=VALUE, VALUE read as JSON when
+    /// it parses (3, 0.5, true, "x"), else as a string; repeatable.
+    #[arg(long = "game-set", value_name = "KEY=VALUE", value_parser = crate::games::parse_setting)]
+    pub game_set: Vec<(String, serde_json::Value)>,
+    /// Shooter: the built-in map every match is played on: arena (5-v-5) or flat2km (2 km
+    /// square, 100 spawns on an 800 m circle, for the crowd) [default: arena].
+    #[arg(long, value_name = "NAME", help_heading = "Shooter (the [game] table's keys)")]
     pub map: Option<String>,
     /// Most microseconds before a deadline the worker stops sleeping and spins; it spins
     /// only as long as its recent wake-ups overslept, plus 10 µs [default: 100].
@@ -115,30 +122,30 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N")]
     pub requests_per_second_per_ip: Option<u32>,
     /// Seconds of each round's buy phase, players held at their spawns [default: 15].
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", help_heading = "Shooter (the [game] table\'s keys)")]
     pub buy_s: Option<f64>,
     /// Seconds of each round's combat phase [default: 100].
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", help_heading = "Shooter (the [game] table\'s keys)")]
     pub round_s: Option<f64>,
     /// Seconds of the pause after each round [default: 5].
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", help_heading = "Shooter (the [game] table\'s keys)")]
     pub round_end_s: Option<f64>,
     /// Rounds in a match, first to a majority wins [default: 5].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = "Shooter (the [game] table\'s keys)")]
     pub rounds: Option<u8>,
     /// Each player's health at the start of a round, hit points [default: 100].
-    #[arg(long, value_name = "HP")]
+    #[arg(long, value_name = "HP", help_heading = "Shooter (the [game] table\'s keys)")]
     pub max_health_hp: Option<u16>,
     /// Pose players every Nth tick and lerp between when a shot rewinds; 1 poses every
     /// tick [default: 4].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = "Shooter (the [game] table\'s keys)")]
     pub pose_every: Option<u8>,
     /// Trace each enemy pair's line of sight every Nth tick for the fog of war; 1 traces
     /// every tick [default: 4].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = "Shooter (the [game] table\'s keys)")]
     pub fow_every: Option<u8>,
     /// Milliseconds lag compensation rewinds at most (hard cap 1000) [default: 200].
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", help_heading = "Shooter (the [game] table\'s keys)")]
     pub max_rewind_ms: Option<u32>,
     /// File each finished match's result line is appended to and fsynced; `none`: no
     /// results file [default: tickforge-results.log].
@@ -171,7 +178,6 @@ impl ServeArgs {
             matches: self.matches,
             players_per_match: self.players_per_match,
             tick_hz: self.tick_hz,
-            map: self.map.clone(),
             spin_us: self.spin_us,
             rt_priority: self.rt_priority,
             warmup_s: self.warmup_s,
@@ -190,17 +196,35 @@ impl ServeArgs {
             public_addr: self.public_addr.clone(),
             key_file: self.key_file.clone(),
             requests_per_second_per_ip: self.requests_per_second_per_ip,
-            buy_s: self.buy_s,
-            round_s: self.round_s,
-            round_end_s: self.round_end_s,
-            rounds: self.rounds,
-            max_health_hp: self.max_health_hp,
-            pose_every: self.pose_every,
-            fow_every: self.fow_every,
-            max_rewind_ms: self.max_rewind_ms,
             results_file: self.results_file.clone(),
             record_dir: self.record_dir.clone(),
+            game: self.game_table(),
         }
+    }
+
+    /// The `[game]` keys the flags set: the name, the shooter's flags, and `--game-set`.
+    fn game_table(&self) -> Option<serde_json::Map<String, serde_json::Value>> {
+        use serde_json::Value;
+        let mut t = serde_json::Map::new();
+        let mut put = |key: &str, v: Option<Value>| {
+            if let Some(v) = v {
+                t.insert(key.to_string(), v);
+            }
+        };
+        put("name", self.game.clone().map(Value::from));
+        put("map", self.map.clone().map(Value::from));
+        put("buy_s", self.buy_s.map(Value::from));
+        put("round_s", self.round_s.map(Value::from));
+        put("round_end_s", self.round_end_s.map(Value::from));
+        put("rounds", self.rounds.map(Value::from));
+        put("max_health_hp", self.max_health_hp.map(Value::from));
+        put("pose_every", self.pose_every.map(Value::from));
+        put("fow_every", self.fow_every.map(Value::from));
+        put("max_rewind_ms", self.max_rewind_ms.map(Value::from));
+        for (k, v) in &self.game_set {
+            t.insert(k.clone(), v.clone());
+        }
+        (!t.is_empty()).then_some(t)
     }
 }
 

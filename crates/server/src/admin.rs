@@ -59,7 +59,7 @@ pub use link::{
     worker_link, AdminCommand, AdminHandle, CreateError, CreateMatch, MatchState, MatchStatus,
     WorkerLink, WorkerStatus,
 };
-pub use spec::{MatchSpec, SpecError, MAX_PLAYERS, MAX_TICK_HZ};
+pub use spec::{MatchSpec, SpecDefaults, SpecError, MAX_PLAYERS, MAX_TICK_HZ};
 
 /// Largest `POST /matches` body read; a spec is a few dozen bytes.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
@@ -102,6 +102,9 @@ pub struct AdminConfig {
     /// Most connections open at once; at the cap a new one closes the one idle the
     /// longest.
     pub max_connections: usize,
+    /// What a `POST /matches` gets for what it leaves out: the server's seats, tick rate,
+    /// game and `[game]` table.
+    pub defaults: SpecDefaults,
 }
 
 impl AdminConfig {
@@ -129,6 +132,11 @@ impl AdminConfig {
             max_headers: 64,
             // A matchmaker, a scraper and a few operators need a handful.
             max_connections: 256,
+            defaults: SpecDefaults {
+                players: 10,
+                tick_hz: 128,
+                game: crate::config::GameChoice::default(),
+            },
         }
     }
 }
@@ -366,17 +374,18 @@ struct MatchJson {
 
 #[derive(Serialize)]
 struct TokenJson {
-    slot: u8,
+    seat: u16,
     client_id: u64,
     token: String,
 }
 
 #[derive(Serialize)]
-struct CreatedJson {
+struct CreatedJson<'a> {
     match_id: u32,
-    map: &'static str,
-    players: u8,
-    rounds: u8,
+    game: &'static str,
+    /// The game's settings the match was made with (over the server's `[game]` table).
+    settings: &'a tickforge_api::ConfigTable,
+    players: u16,
     tick_hz: u32,
     server: SocketAddr,
     expire_s: i64,
@@ -557,7 +566,7 @@ impl Admin {
     }
 
     async fn create(&self, body: &[u8]) -> Reply {
-        let spec = match MatchSpec::from_json(body) {
+        let spec = match MatchSpec::from_json(body, &self.config.defaults) {
             Ok(spec) => spec,
             Err(e) => return Reply::error(400, e),
         };
@@ -578,7 +587,7 @@ impl Admin {
             let (reply, mut answer) = oneshot::channel();
             let command = AdminCommand::CreateMatch(CreateMatch {
                 match_id,
-                spec,
+                spec: spec.clone(),
                 reply,
             });
             if self.workers[i].commands.send(command).is_err() {
@@ -635,11 +644,11 @@ impl Admin {
             server_addresses: vec![server],
         };
         let tokens = (0..spec.players)
-            .map(|slot| {
+            .map(|seat| {
                 let user_data = UserData {
                     match_id,
                     team: ANY,
-                    slot,
+                    seat,
                 };
                 let client_id = u64::from_le_bytes(entropy::random_bytes());
                 let token = ConnectToken::mint(
@@ -650,7 +659,7 @@ impl Admin {
                     &entropy::random_bytes(),
                 );
                 TokenJson {
-                    slot,
+                    seat,
                     client_id,
                     token: base64::engine::general_purpose::STANDARD.encode(token.to_bytes()),
                 }
@@ -660,9 +669,9 @@ impl Admin {
             201,
             &CreatedJson {
                 match_id: match_id.0,
-                map: spec.map.name(),
+                game: spec.maker.game(),
+                settings: &spec.game.table,
                 players: spec.players,
-                rounds: spec.rounds.get(),
                 tick_hz: spec.tick_hz,
                 server,
                 expire_s: c.token_expire_s,

@@ -6,8 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
-use tickforge_game::rules::RulesConfig;
-use tickforge_game::BuiltinMap;
+use tickforge_api::ConfigTable;
 use tickforge_proto::netcode::{KeyError, PrivateKey};
 
 use crate::admin::{AdminToken, TOKEN_ENV};
@@ -22,12 +21,13 @@ pub struct ServerConfig {
     pub bind: SocketAddr,
     /// Matches hosted, with ids 1..=matches.
     pub matches: u32,
-    /// Player slots per match.
-    pub players_per_match: u8,
+    /// Seats per match.
+    pub players_per_match: u16,
     /// Ticks per second of every match.
     pub tick_hz: u32,
-    /// The map every match is played on.
-    pub map: BuiltinMap,
+    /// The game every match plays unless `POST /matches` names another, and its
+    /// settings: the `[game]` table.
+    pub game: GameChoice,
     /// The most a worker spins before a deadline instead of sleeping: it spins as long as
     /// its recent kernel sleeps overslept, plus a margin, up to this (`io::time::Sleeper`).
     pub spin: Duration,
@@ -68,14 +68,6 @@ pub struct ServerConfig {
     pub private_key: PrivateKey,
     /// Connection requests per second one IP may make before they are dropped unopened.
     pub requests_per_second_per_ip: u32,
-    /// Rounds, their phases and the weapons of every match.
-    pub rules: RulesConfig,
-    /// Players are posed every this many ticks and lerped between when a shot rewinds.
-    pub pose_every: std::num::NonZeroU8,
-    /// The fog of war traces each pair of enemies every this many ticks.
-    pub fow_every: std::num::NonZeroU8,
-    /// How far back lag compensation rewinds at most.
-    pub max_rewind: Duration,
     /// Where each finished match's result line is appended and fsynced; `None`: nowhere.
     pub results_file: Option<PathBuf>,
     /// Where each finished match's action file (every input) is written; `None`: not
@@ -92,6 +84,36 @@ pub const RESULTS_FILE_OFF: &str = "none";
 /// tickforge's protocol id: "tickforg" in ASCII.
 pub const DEFAULT_PROTOCOL_ID: u64 = 0x7469_636b_666f_7267;
 
+/// The game a server's matches play by default, and its settings as written (checked by
+/// the game when the configuration is resolved, and again for each match it makes).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GameChoice {
+    /// The game's name; `None`: the binary's first game.
+    pub name: Option<String>,
+    /// The game's own keys (the `[game]` table without `name`).
+    pub table: ConfigTable,
+}
+
+impl GameChoice {
+    /// The choice a `[game]` table (or a `POST /matches` `game` object) makes: its `name`
+    /// key names the game, the other keys are the game's.
+    pub fn from_table(mut table: ConfigTable) -> GameChoice {
+        let name = match table.remove("name") {
+            Some(serde_json::Value::String(name)) => Some(name),
+            // A name that is no string names no game: the registry refuses it by its text.
+            Some(other) => Some(other.to_string()),
+            None => None,
+        };
+        GameChoice { name, table }
+    }
+
+    /// What makes this choice's matches: the game, configured. Fails when the binary has
+    /// no such game or the game refuses a key.
+    pub fn maker(&self) -> Result<std::sync::Arc<dyn crate::games::MatchMaker>, crate::games::GameError> {
+        crate::games::configure(self.name.as_deref(), &self.table)
+    }
+}
+
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
@@ -99,7 +121,7 @@ impl Default for ServerConfig {
             matches: 1,
             players_per_match: 10, // 5-v-5
             tick_hz: 128,          // VALORANT's tick: 7.8125 ms
-            map: BuiltinMap::Arena,
+            game: GameChoice::default(),
             spin: Duration::from_micros(100),
             rt_priority: 0,
             warmup: Duration::ZERO,
@@ -125,10 +147,6 @@ impl Default for ServerConfig {
             // A netcode client resends requests at 10 Hz; twice that leaves room for a
             // few players behind one NAT.
             requests_per_second_per_ip: 20,
-            rules: RulesConfig::default(),
-            pose_every: tickforge_game::history::HistoryConfig::default().pose_every,
-            fow_every: tickforge_game::WorldConfig::default().fow.trace_every_ticks,
-            max_rewind: tickforge_game::history::HistoryConfig::default().max_rewind,
             results_file: None,
             record_dir: None,
         }
@@ -147,8 +165,6 @@ pub struct ConfigFile {
     pub players_per_match: Option<u32>,
     /// `tick_hz = 128`
     pub tick_hz: Option<u32>,
-    /// `map = "arena"`: a built-in map, `arena` (5-v-5) or `flat2km` (the crowd)
-    pub map: Option<String>,
     /// `spin_us = 100`
     pub spin_us: Option<u64>,
     /// `rt_priority = 0`: workers run SCHED_FIFO at this priority (1–99) where permitted
@@ -187,27 +203,13 @@ pub struct ConfigFile {
     pub key_file: Option<PathBuf>,
     /// `requests_per_second_per_ip = 20`
     pub requests_per_second_per_ip: Option<u32>,
-    /// `buy_s = 15.0`: the buy phase, players held at their spawns
-    pub buy_s: Option<f64>,
-    /// `round_s = 100.0`: the combat phase
-    pub round_s: Option<f64>,
-    /// `round_end_s = 5.0`: the pause after a round
-    pub round_end_s: Option<f64>,
-    /// `rounds = 5`: rounds in a match (first to a majority)
-    pub rounds: Option<u8>,
-    /// `max_health_hp = 100`: each player's health at the start of a round
-    pub max_health_hp: Option<u16>,
-    /// `pose_every = 4`: pose players every Nth tick, lerp between (1 = every tick)
-    pub pose_every: Option<u8>,
-    /// `fow_every = 4`: the fog of war traces each enemy pair every Nth tick (1 = every
-    /// tick; more is cheaper, and a pair may come into plain sight up to N - 1 ticks early)
-    pub fow_every: Option<u8>,
-    /// `max_rewind_ms = 200`: lag compensation rewinds at most this far (cap 1000)
-    pub max_rewind_ms: Option<u32>,
     /// `results_file = "tickforge-results.log"`; `"none"`: no results file
     pub results_file: Option<PathBuf>,
     /// `record_dir = "actions"`: write every match's inputs there (off when absent)
     pub record_dir: Option<PathBuf>,
+    /// `[game]`: `name = "shooter"` (the game; absent: the binary's first), and the game's
+    /// own keys (`tickforge serve --game NAME --help` lists them)
+    pub game: Option<ConfigTable>,
 }
 
 /// 4 groups: a quarter of a worker's matches wake together (2 ms apart at 128 Hz), so
@@ -279,6 +281,19 @@ pub enum ConfigError {
         /// What is wrong with it (an OS error appears here, once).
         problem: String,
     },
+    /// The game is not in this binary, or refused one of its keys (the text names it).
+    #[error("config table [game]: {0}")]
+    Game(String),
+    /// More seats than the game takes.
+    #[error("config key `players_per_match`: expected an integer from 1 to {max} (the most game `{game}` takes), got {got}")]
+    Seats {
+        /// The game.
+        game: &'static str,
+        /// Its most seats.
+        max: u32,
+        /// What was asked for.
+        got: u32,
+    },
     /// A key has a value outside what it accepts.
     #[error("config key `{key}`: expected {expected}, got {got}")]
     Invalid {
@@ -319,7 +334,6 @@ impl ConfigFile {
             matches: over.matches.or(self.matches),
             players_per_match: over.players_per_match.or(self.players_per_match),
             tick_hz: over.tick_hz.or(self.tick_hz),
-            map: over.map.or(self.map),
             spin_us: over.spin_us.or(self.spin_us),
             rt_priority: over.rt_priority.or(self.rt_priority),
             warmup_s: over.warmup_s.or(self.warmup_s),
@@ -340,16 +354,17 @@ impl ConfigFile {
             requests_per_second_per_ip: over
                 .requests_per_second_per_ip
                 .or(self.requests_per_second_per_ip),
-            buy_s: over.buy_s.or(self.buy_s),
-            round_s: over.round_s.or(self.round_s),
-            round_end_s: over.round_end_s.or(self.round_end_s),
-            rounds: over.rounds.or(self.rounds),
-            max_health_hp: over.max_health_hp.or(self.max_health_hp),
-            pose_every: over.pose_every.or(self.pose_every),
-            fow_every: over.fow_every.or(self.fow_every),
-            max_rewind_ms: over.max_rewind_ms.or(self.max_rewind_ms),
             results_file: over.results_file.or(self.results_file),
             record_dir: over.record_dir.or(self.record_dir),
+            // The game's keys merge one by one: a flag replaces its key only.
+            game: match (self.game, over.game) {
+                (None, over) => over,
+                (base, None) => base,
+                (Some(mut base), Some(over)) => {
+                    base.extend(over);
+                    Some(base)
+                }
+            },
         }
     }
 
@@ -408,13 +423,20 @@ impl ConfigFile {
             "an integer from 1 to 4096",
             |v| (1..=4096).contains(v),
         )?;
-        let players = check(
-            self.players_per_match,
-            u32::from(d.players_per_match),
-            "players_per_match",
-            "an integer from 1 to 128",
-            |v| (1..=128).contains(v),
-        )?;
+        let game = GameChoice::from_table(self.game.unwrap_or_default());
+        let maker = crate::games::configure(game.name.as_deref(), &game.table)
+            .map_err(|e| ConfigError::Game(e.to_string()))?;
+        let max_seats = u32::from(maker.max_seats());
+        let players = self
+            .players_per_match
+            .unwrap_or(u32::from(d.players_per_match));
+        if !(1..=max_seats).contains(&players) {
+            return Err(ConfigError::Seats {
+                game: maker.game(),
+                max: max_seats,
+                got: players,
+            });
+        }
         let tick_hz = check(
             self.tick_hz,
             d.tick_hz,
@@ -422,14 +444,6 @@ impl ConfigFile {
             "an integer from 1 to 1000",
             |v| (1..=1000).contains(v),
         )?;
-        let map = match self.map {
-            None => d.map,
-            Some(name) => BuiltinMap::from_name(&name).ok_or(ConfigError::Invalid {
-                key: "map",
-                expected: MAP_FORM,
-                got: format!("{name:?}"),
-            })?,
-        };
         let spin_us = check(
             self.spin_us,
             100,
@@ -523,9 +537,9 @@ impl ConfigFile {
         Ok(ServerConfig {
             bind,
             matches,
-            players_per_match: players as u8,
+            players_per_match: players as u16,
             tick_hz,
-            map,
+            game,
             spin: Duration::from_micros(spin_us),
             rt_priority: rt_priority as u8,
             warmup: Duration::from_secs_f64(warmup_s),
@@ -542,68 +556,6 @@ impl ConfigFile {
             public_addr,
             private_key,
             requests_per_second_per_ip,
-            rules: RulesConfig {
-                buy: seconds("buy_s", self.buy_s, d.rules.buy)?,
-                round: match seconds("round_s", self.round_s, d.rules.round)? {
-                    Duration::ZERO => {
-                        return Err(ConfigError::Invalid {
-                            key: "round_s",
-                            expected: "seconds, more than 0 and at most 86400",
-                            got: "0".to_string(),
-                        })
-                    }
-                    round => round,
-                },
-                round_end: seconds("round_end_s", self.round_end_s, d.rules.round_end)?,
-                rounds: match self.rounds {
-                    None => d.rules.rounds,
-                    Some(r) => std::num::NonZeroU8::new(r).ok_or(ConfigError::Invalid {
-                        key: "rounds",
-                        expected: "an integer from 1 to 255",
-                        got: r.to_string(),
-                    })?,
-                },
-                max_health_hp: match self.max_health_hp {
-                    None => d.rules.max_health_hp,
-                    Some(hp) => std::num::NonZeroU16::new(hp).ok_or(ConfigError::Invalid {
-                        key: "max_health_hp",
-                        expected: "an integer from 1 to 65535",
-                        got: hp.to_string(),
-                    })?,
-                },
-                ..d.rules
-            },
-            pose_every: match self.pose_every {
-                None => d.pose_every,
-                Some(n) => std::num::NonZeroU8::new(n)
-                    .filter(|n| n.get() <= 32)
-                    .ok_or(ConfigError::Invalid {
-                        key: "pose_every",
-                        expected: "an integer from 1 to 32 (ticks)",
-                        got: n.to_string(),
-                    })?,
-            },
-            fow_every: match self.fow_every {
-                None => d.fow_every,
-                Some(n) => std::num::NonZeroU8::new(n)
-                    .filter(|n| n.get() <= 16)
-                    .ok_or(ConfigError::Invalid {
-                        key: "fow_every",
-                        expected: "an integer from 1 to 16 (ticks)",
-                        got: n.to_string(),
-                    })?,
-            },
-            max_rewind: match self.max_rewind_ms {
-                None => d.max_rewind,
-                Some(ms) if ms <= 1000 => Duration::from_millis(u64::from(ms)),
-                Some(ms) => {
-                    return Err(ConfigError::Invalid {
-                        key: "max_rewind_ms",
-                        expected: "milliseconds from 0 to 1000",
-                        got: ms.to_string(),
-                    })
-                }
-            },
             results_file: match self.results_file {
                 None => Some(PathBuf::from(DEFAULT_RESULTS_FILE)),
                 // Off: no result line is written (a file named so: `./none`).
@@ -737,10 +689,6 @@ fn de_protocol_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>,
     }
     d.deserialize_any(Id).map(Some)
 }
-
-/// What `map` takes; `map_form_names_every_builtin_map` keeps it in step with
-/// [`BuiltinMap::ALL`].
-const MAP_FORM: &str = "a built-in map: \"arena\" or \"flat2km\"";
 
 const KEY_FORM: &str = "a file holding the 32-byte private key as 64 hex digits (make one with \
 `tickforge token --generate-key FILE`), or the same digits in TICKFORGE_PRIVATE_KEY";
@@ -1118,13 +1066,6 @@ mod tests {
             err.to_string(),
             "config key `map`: expected a built-in map: \"arena\" or \"flat2km\", got \"dust2\""
         );
-    }
-
-    #[test]
-    fn map_form_names_every_builtin_map() {
-        for map in BuiltinMap::ALL {
-            assert!(MAP_FORM.contains(&format!("\"{}\"", map.name())), "{map:?}");
-        }
     }
 
     #[test]

@@ -1,19 +1,25 @@
 //! One match: its world, its seats, and its tick.
 //!
-//! The match sees plain data: packets in ([`Match::receive`]), and after each tick one
-//! payload per connected seat in its [`Outbox`], which the worker seals and sends. It never
-//! calls back into the worker or the transport.
+//! The match sees plain data: packets in ([`HostedMatch::receive`]), and after each tick
+//! one payload per connected seat in its [`Outbox`], which the worker seals and sends. It
+//! never calls back into the worker or the transport.
+//!
+//! [`Match`] is generic over the game ([`tickforge_api::Game`]): it owns the game's state,
+//! its entity ids and events, the seats' reliable links and the replicator, and drives the
+//! game through the API each tick. Workers host matches of any game as
+//! `Box<dyn HostedMatch>`.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tickforge_game::replay::Recorder;
-use tickforge_game::rules::{Phase as RoundPhase, RulesEvent};
-use tickforge_game::{PlayerSlot, Tick, UserCmd, ViewTime, World, WorldConfig};
+use tickforge_api::{
+    Entities, EntityChange, Events, Game, GameCounters, InputInfo, MatchEnd, MatchSetup, Seat,
+    StepContext, Target, Tick, ViewTime,
+};
 use tickforge_proto::msg::{self, ClientMsg, Event, ServerMsg};
 use tickforge_proto::reliable::{Endpoint, ReliableError};
 use tickforge_proto::{ClientIndex, MatchId};
-use tickforge_replication::{NetId, ReplicationConfig, Replicator};
-use tickforge_shooter::{cmd, ENTITY_BYTES, HEADER_BYTES};
+use tickforge_replication::{ReplicationConfig, Replicator};
 use tickforge_telemetry::{Category, FrameRecord, Phase, Scopes};
 
 /// Packets a client may send beyond one a tick before it counts as flooding: two seconds'
@@ -21,9 +27,6 @@ use tickforge_telemetry::{Category, FrameRecord, Phase, Scopes};
 const FLOOD_ALLOWANCE: u32 = 256;
 /// Packets a client may send per tick on average (one input a tick, and room for jitter).
 const PACKETS_PER_TICK: u32 = 2;
-/// Bytes reserved for a match's action file: about a minute of 10 players at 128 Hz, so
-/// recording seldom grows the buffer inside a tick.
-const RECORDING_BYTES: usize = 1 << 20;
 /// Largest jump of input sequence accepted: two seconds of inputs at 128 Hz.
 const MAX_INPUT_JUMP: u32 = 256;
 
@@ -36,6 +39,9 @@ pub enum ReceiveError {
     /// The client sends packets much faster than one a tick.
     #[error("flooding")]
     Flood,
+    /// The game refused one of the client's reliable messages.
+    #[error("{0}")]
+    Refused(tickforge_api::Refused),
 }
 
 /// What a match wants sent after a tick: one payload per connected seat, back to back in
@@ -86,8 +92,8 @@ impl Outbox {
     }
 }
 
-/// A player slot and the connection in it.
-struct Seat {
+/// A seat and the connection in it.
+struct SeatLink<I> {
     /// Packets the client may still send before it counts as flooding.
     allowance: u32,
     client: Option<ClientIndex>,
@@ -96,13 +102,13 @@ struct Seat {
     link: Endpoint,
     /// Newest snapshot tick the client acknowledged: its baseline for deltas.
     acked_tick: Option<u32>,
-    /// Newest command received, applied at the next tick.
-    cmd: UserCmd,
-    /// The moment of the world the client showed when it made `cmd`.
+    /// Newest input received, applied at the next tick.
+    input: I,
+    /// The moment of the world the client showed when it made `input`.
     view: ViewTime,
-    /// Sequence of `cmd`.
+    /// Sequence of `input`.
     newest_seq: u32,
-    /// Newest sequence applied to the world (echoed in snapshots as `input_ack`).
+    /// Newest sequence applied to the game (echoed in snapshots as `input_ack`).
     applied_seq: u32,
     /// Reliable messages the link must have acknowledged before the client is sent a
     /// snapshot: through the [`Event::Epoch`] of the match's latest start over, so that no
@@ -111,15 +117,15 @@ struct Seat {
     epoch_mark: u64,
 }
 
-impl Seat {
+impl<I: Default> SeatLink<I> {
     /// A free seat; its link's memory is reserved now, once.
-    fn new(now: Instant) -> Seat {
-        Seat {
+    fn new(now: Instant) -> Self {
+        SeatLink {
             allowance: 0,
             client: None,
             link: Endpoint::new(msg::link_config(), now),
             acked_tick: None,
-            cmd: UserCmd::default(),
+            input: I::default(),
             view: ViewTime::default(),
             newest_seq: 0,
             applied_seq: 0,
@@ -132,7 +138,7 @@ impl Seat {
         self.allowance = 0;
         self.client = None;
         self.acked_tick = None;
-        self.cmd = UserCmd::default();
+        self.input = I::default();
         self.view = ViewTime::default();
         self.newest_seq = 0;
         self.applied_seq = 0;
@@ -145,62 +151,41 @@ impl Seat {
     }
 }
 
-/// A match hosted by a worker. Sockets belong to the worker; the match sees plain data.
-pub struct Match {
+/// A match of game `G` hosted by a worker. Sockets belong to the worker; the match sees
+/// plain data.
+pub struct Match<G: Game> {
     id: MatchId,
     /// Times the match has started over (announced as [`Event::Epoch`]).
     epoch: u32,
-    world: World,
-    seats: Vec<Seat>,
+    config: Arc<G::Config>,
+    setup: MatchSetup,
+    game: G,
+    /// The game's entity ids, and the states it wrote this tick.
+    entities: Entities,
+    /// The game's reliable events of this tick (or of a join), before they are queued on
+    /// the links.
+    events: Events,
+    seats: Vec<SeatLink<G::Input>>,
+    /// The game's tick: ticks stepped since the match (re)started.
+    tick: Tick,
     /// What each client is sent: relevancy, priority, budgets and deltas.
     replicator: Replicator,
     /// One snapshot body, before it becomes a message.
     body: Vec<u8>,
     /// This tick's packets, one per connected seat, before the worker seals them.
     outbox: Outbox,
-    /// One snapshot message, before the reliability layer packs it.
+    /// One message, before the reliability layer packs it.
     message: Vec<u8>,
     /// One packet, before it joins the outbox.
     packet: Vec<u8>,
     start: Instant,
     period_ns: u64,
-    /// Receive work done for this match since its last tick, charged to its next frame.
-    pub(crate) pending_receive_ns: u64,
-    /// Packets whose unreliable part was missing or not a valid input (ack-only packets
-    /// from a client count here too).
-    pub(crate) bad_inputs: u64,
-    /// Inputs dropped for a sequence too far ahead of the client's newest.
-    pub(crate) far_inputs: u64,
-    /// Every input applied, when the server records action files.
-    recorder: Option<Recorder>,
-    record: bool,
-    /// Who was alive after the last tick, by slot: changes go to every client as
-    /// [`Event::Alive`].
-    alive: Vec<bool>,
-    /// Reliable events refused because a client's send queue was full.
-    pub(crate) dropped_events: u64,
-    /// Shots fired, and of them those whose view was older than the max rewind.
-    pub(crate) shots_fired: u64,
-    pub(crate) shots_clamped: u64,
-    /// Replication counters: snapshots written, their body bytes, and what the same
-    /// snapshots would have cost as full states (every entity they may show, every field).
-    pub(crate) snapshots: u64,
-    pub(crate) body_bytes: u64,
-    pub(crate) full_state_bytes: u64,
+    counters: TrafficCounters,
     /// Replication counters of this match's earlier runs (a finished match starts over
     /// with a new replicator).
     past_replication: tickforge_replication::ReplicationStats,
-}
-
-/// The replication settings of a match of `world`: one entity and one connection per
-/// player, at its tick rate; `base` gives the rest.
-pub fn replication_config(world: &WorldConfig, base: ReplicationConfig) -> ReplicationConfig {
-    ReplicationConfig {
-        max_entities: usize::from(world.players).max(1),
-        max_connections: usize::from(world.players).max(1),
-        tick_hz: world.tick_hz,
-        ..base
-    }
+    /// The game's counters of this match's earlier runs.
+    past_game: GameCounters,
 }
 
 /// Ticks per second of a tick `period_ns` long.
@@ -208,168 +193,178 @@ fn tick_hz(period_ns: u64) -> u16 {
     (1_000_000_000 / period_ns).min(u64::from(u16::MAX)) as u16
 }
 
-/// The round's phase and score as an [`Event::Round`].
-fn round_event(world: &World) -> Event {
-    let state = world.rules().round_state();
-    let score = state.score();
-    Event::Round {
-        round: state.round(),
-        phase: match state.phase() {
-            RoundPhase::Buy => 0,
-            RoundPhase::Combat => 1,
-            RoundPhase::RoundEnd => 2,
-            RoundPhase::MatchOver => 3,
-        },
-        attackers: score.attackers,
-        defenders: score.defenders,
-    }
-}
-
-impl Match {
+impl<G: Game> Match<G> {
     /// A match whose tick 0 is due at `start`. Reserves everything its ticks use, a
-    /// reliable link per seat among it; the built-in map is shared, not copied.
-    pub fn new(id: MatchId, config: WorldConfig, start: Instant) -> Self {
-        let players = usize::from(config.players);
+    /// reliable link per seat among it.
+    pub fn new(id: MatchId, config: Arc<G::Config>, setup: MatchSetup, start: Instant) -> Self {
+        let seats = usize::from(setup.seats);
+        let max_entities = G::max_entities(&config, setup.seats).max(1);
+        let mut entities = Entities::new(max_entities);
+        let game = G::new(&config, &setup, &mut entities);
+        let replication = ReplicationConfig {
+            max_entities: usize::from(max_entities),
+            max_connections: seats.max(1),
+            tick_hz: setup.tick_hz,
+            ..ReplicationConfig::default()
+        };
         Match {
             id,
             epoch: 0,
-            world: World::new(config),
-            seats: (0..players).map(|_| Seat::new(start)).collect(),
-            replicator: Replicator::new(
-                replication_config(&config, ReplicationConfig::default()),
-                tickforge_shooter::schema(),
-            ),
+            config,
+            setup,
+            game,
+            entities,
+            events: Events::with_capacity(seats * 4 + 16, 16),
+            seats: (0..seats).map(|_| SeatLink::new(start)).collect(),
+            tick: Tick(0),
+            replicator: Replicator::new(replication, G::schema()),
             body: Vec::with_capacity(tickforge_proto::MAX_PACKET_BYTES),
-            outbox: Outbox::with_capacity(players, tickforge_proto::MAX_PACKET_BYTES),
+            outbox: Outbox::with_capacity(seats, tickforge_proto::MAX_PACKET_BYTES),
             message: Vec::with_capacity(tickforge_proto::MAX_PACKET_BYTES),
             packet: Vec::with_capacity(tickforge_proto::MAX_PACKET_BYTES),
             start,
-            period_ns: 1_000_000_000 / u64::from(config.tick_hz),
-            pending_receive_ns: 0,
-            bad_inputs: 0,
-            far_inputs: 0,
-            recorder: None,
-            record: false,
-            alive: vec![true; players],
-            dropped_events: 0,
-            shots_fired: 0,
-            shots_clamped: 0,
-            snapshots: 0,
-            body_bytes: 0,
-            full_state_bytes: 0,
+            period_ns: 1_000_000_000 / u64::from(setup.tick_hz),
+            counters: TrafficCounters::default(),
             past_replication: Default::default(),
+            past_game: GameCounters::default(),
         }
     }
 
-    /// Records every input this match applies from now on, for an action file.
-    pub fn record_actions(&mut self) {
-        self.record = true;
-        self.recorder = Some(Recorder::new(self.world.config(), RECORDING_BYTES));
+    /// The game's state.
+    pub fn game(&self) -> &G {
+        &self.game
     }
 
-    /// The match id.
-    pub fn id(&self) -> MatchId {
+    /// The link of `seat` for a test to look at.
+    #[cfg(test)]
+    pub(crate) fn link(&self, seat: Seat) -> &Endpoint {
+        &self.seats[seat.index()].link
+    }
+
+    /// Queues every event the game left in `self.events` on its targets' links.
+    fn send_events(&mut self) {
+        for (to, bytes) in self.events.iter() {
+            self.message.clear();
+            Event::Game(bytes).encode(&mut self.message);
+            let targets = match to {
+                Target::All => 0..self.seats.len(),
+                Target::Seat(s) if s.index() < self.seats.len() => s.index()..s.index() + 1,
+                Target::Seat(_) => 0..0,
+            };
+            for seat in &mut self.seats[targets] {
+                if let Some(link) = seat.link_mut() {
+                    if link.send_reliable(&self.message).is_err() {
+                        // A queue this full is a client that stopped acknowledging, or an
+                        // event over the link's message size.
+                        self.counters.dropped_events += 1;
+                    }
+                }
+            }
+        }
+        self.events.clear();
+    }
+
+    /// Takes the entity changes the game wrote into replication.
+    fn push_entities(&mut self) {
+        for change in self.entities.drain() {
+            match change {
+                EntityChange::Set {
+                    id,
+                    position,
+                    lanes,
+                } => self.replicator.set_entity(id, position, &lanes),
+                EntityChange::Destroyed(id) => self.replicator.remove_entity(id),
+            }
+        }
+    }
+
+    /// Connects `seat` to replication, with its own entity as the game says.
+    fn connect_replication(&mut self, seat: Seat) {
+        let own = self.game.view(seat).own.map(|e| e.net_id());
+        self.replicator.connect(seat.index(), own);
+    }
+}
+
+impl<G: Game> HostedMatch for Match<G> {
+    fn id(&self) -> MatchId {
         self.id
     }
 
-    /// Times the match has started over: 0 in its first run.
-    pub fn epoch(&self) -> u32 {
+    fn game_name(&self) -> &'static str {
+        G::NAME
+    }
+
+    fn epoch(&self) -> u32 {
         self.epoch
     }
 
-    /// The world.
-    pub fn world(&self) -> &World {
-        &self.world
+    fn next_deadline(&self) -> Instant {
+        self.deadline_of(self.tick)
     }
 
-    /// The absolute deadline of the next tick: `start + tick × period`, so no drift builds up.
-    pub fn next_deadline(&self) -> Instant {
-        self.deadline_of(self.world.tick())
-    }
-
-    /// The absolute deadline of `tick`.
-    pub fn deadline_of(&self, tick: Tick) -> Instant {
+    fn deadline_of(&self, tick: Tick) -> Instant {
         self.start + Duration::from_nanos(u64::from(tick.0) * self.period_ns)
     }
 
-    /// One tick's length.
-    pub fn period(&self) -> Duration {
+    fn tick(&self) -> Tick {
+        self.tick
+    }
+
+    fn period(&self) -> Duration {
         Duration::from_nanos(self.period_ns)
     }
 
-    /// Seats `client` in `preferred` if it is free, else in the first free slot; `None`
-    /// when the match is full.
-    pub fn seat(
-        &mut self,
-        now: Instant,
-        client: ClientIndex,
-        preferred: Option<PlayerSlot>,
-    ) -> Option<PlayerSlot> {
+    fn seats(&self) -> usize {
+        self.seats.len()
+    }
+
+    fn seat(&mut self, now: Instant, client: ClientIndex, preferred: Option<Seat>) -> Option<Seat> {
         let free = |i: usize| self.seats.get(i).is_some_and(|s| s.client.is_none());
-        let i = match preferred.map(|p| usize::from(p.0)) {
+        let i = match preferred.map(Seat::index) {
             Some(p) if free(p) => p,
             _ => self.seats.iter().position(|s| s.client.is_none())?,
         };
-        let players = self.seats.len();
-        let seat = &mut self.seats[i];
-        seat.clear();
-        seat.link.reset(now);
-        let link = &mut seat.link;
+        let seat = Seat(i as u16);
+        let seats = self.seats.len() as u16;
+        let link = &mut self.seats[i];
+        link.clear();
+        link.link.reset(now);
         let welcome = Event::Welcome {
             match_id: self.id.0,
-            slot: i as u8,
+            seat: seat.0,
             tick_hz: tick_hz(self.period_ns),
-            players: u8::try_from(players).unwrap_or(u8::MAX),
+            seats,
+            entities: self.entities.capacity(),
+            schema: G::schema().fingerprint(),
             epoch: self.epoch,
         };
         self.message.clear();
         welcome.encode(&mut self.message);
         // A fresh link's queue is empty: the first message always fits.
-        link.send_reliable(&self.message)
+        link.link
+            .send_reliable(&self.message)
             .expect("an empty send queue takes a welcome");
-        // Where the match stands, then who is dead (a client starts out thinking everyone
-        // alive): what a late joiner needs to make sense of the full state that follows.
-        self.message.clear();
-        round_event(&self.world).encode(&mut self.message);
-        if link.send_reliable(&self.message).is_err() {
-            self.dropped_events += 1;
-        }
-        for (slot, _) in self.alive.iter().enumerate().filter(|(_, a)| !**a) {
-            self.message.clear();
-            Event::Alive {
-                slot: slot as u8,
-                alive: false,
-            }
-            .encode(&mut self.message);
-            if link.send_reliable(&self.message).is_err() {
-                self.dropped_events += 1;
-            }
-        }
-        seat.client = Some(client);
-        seat.allowance = FLOOD_ALLOWANCE;
-        self.replicator.connect(i, Some(NetId(i as u16)));
-        Some(PlayerSlot(i as u8))
+        link.client = Some(client);
+        link.allowance = FLOOD_ALLOWANCE;
+        // What the game wants a joiner told, ahead of the first snapshot.
+        self.events.clear();
+        self.game.join(seat, &mut self.events);
+        self.send_events();
+        self.connect_replication(seat);
+        Some(seat)
     }
 
-    /// Takes one packet from `slot`'s connection: acks, events, and the input it carries.
-    ///
-    /// An error means the client broke the protocol; the caller disconnects it.
-    pub fn receive(
-        &mut self,
-        now: Instant,
-        slot: PlayerSlot,
-        packet: &[u8],
-    ) -> Result<(), ReceiveError> {
-        let Some(seat) = self.seats.get_mut(usize::from(slot.0)) else {
+    fn receive(&mut self, now: Instant, seat: Seat, packet: &[u8]) -> Result<(), ReceiveError> {
+        let Some(s) = self.seats.get_mut(seat.index()) else {
             return Ok(());
         };
         // A client sends one packet a tick; the allowance absorbs jitter and bursts after a
         // stall, and a client that keeps sending faster drains it and is disconnected.
-        if seat.allowance == 0 {
+        if s.allowance == 0 {
             return Err(ReceiveError::Flood);
         }
-        seat.allowance -= 1;
-        let Some(link) = seat.link_mut() else {
+        s.allowance -= 1;
+        let Some(link) = s.link_mut() else {
             return Ok(());
         };
         let input = match link.read_packet(now, packet).map_err(ReceiveError::Link)? {
@@ -379,215 +374,112 @@ impl Match {
                     view_tick,
                     view_frac,
                     cmd: bytes,
-                }) => cmd::decode(bytes).ok().map(|c| {
+                }) => G::decode_input(bytes).map(|input| {
                     let view = ViewTime {
                         tick: Tick(view_tick),
                         frac: view_frac,
                     };
-                    (seq, c, view)
+                    (seq, input, view)
                 }),
                 Err(_) => None,
             },
             None => None,
         };
-        // Clients send no reliable messages yet; drain them so the window never stalls.
-        while link.poll_reliable(&mut self.packet) {}
+        // Reliable messages from the client go to the game, in order; one it refuses
+        // disconnects the client.
+        self.events.clear();
+        let mut refused = None;
+        while link.poll_reliable(&mut self.packet) {
+            if refused.is_none() {
+                if let Err(e) = self.game.message(seat, &self.packet, &mut self.events) {
+                    refused = Some(e);
+                }
+            }
+        }
         let mut acked = None;
         while let Some(tick) = link.poll_acked_tag() {
             acked = Some(acked.map_or(tick, |t: u32| t.max(tick)));
-            self.replicator.on_ack(usize::from(slot.0), tick);
+            self.replicator.on_ack(seat.index(), tick);
         }
-        let seat = &mut self.seats[usize::from(slot.0)];
+        let s = &mut self.seats[seat.index()];
         if let Some(tick) = acked {
-            seat.acked_tick = Some(seat.acked_tick.map_or(tick, |t| t.max(tick)));
+            s.acked_tick = Some(s.acked_tick.map_or(tick, |t| t.max(tick)));
+        }
+        self.send_events();
+        if let Some(e) = refused {
+            return Err(ReceiveError::Refused(e));
         }
         match input {
-            Some((seq, c, view)) => self.queue_input(slot, seq, c, view),
-            None => self.bad_inputs += 1,
+            Some((seq, input, view)) => self.queue_input(seat, seq, input, view),
+            None => self.counters.bad_inputs += 1,
         }
         Ok(())
     }
 
-    /// True once the match has ended: [`Match::finish_if_over`] then has its result.
-    pub fn is_over(&self) -> bool {
-        self.world.rules().phase() == RoundPhase::MatchOver
+    fn is_over(&self) -> bool {
+        self.game.is_over()
     }
 
-    /// When the match has ended: its result, and the match starts over (a new world on the
-    /// same shared map, the same seats and links) at its next deadline. Allocates, once a
-    /// match: call it between ticks, never inside one (the worker calls it after its send).
-    pub fn finish_if_over(
-        &mut self,
-    ) -> Option<(tickforge_game::rules::MatchResult, Option<Vec<u8>>)> {
-        let result = self.world.result()?;
-        let actions = self.recorder.take().map(|r| r.finish(&self.world));
+    fn finish_if_over(&mut self) -> Option<MatchEnd> {
+        if !self.game.is_over() {
+            return None;
+        }
+        let end = self.game.finish();
+        self.past_game = merged(self.past_game, self.game.counters());
         self.start = self.next_deadline();
-        self.world = self.world.restarted();
+        self.tick = Tick(0);
+        self.entities.reset();
+        self.game = G::new(&self.config, &self.setup, &mut self.entities);
         // Snapshot ticks start again from 0: old baselines mean nothing now.
         let config = *self.replicator.config();
         self.past_replication = self.replication_stats();
-        self.replicator = Replicator::new(config, tickforge_shooter::schema());
+        self.replicator = Replicator::new(config, G::schema());
         // Announced in the reliable stream, ahead of every event of the new run: each
         // client drops its old baselines and view on it, and gets no snapshot of the new
-        // run before it has the event (see `Seat::epoch_mark`).
+        // run before it has the event (see `SeatLink::epoch_mark`).
         self.epoch = self.epoch.wrapping_add(1);
         self.message.clear();
         Event::Epoch { epoch: self.epoch }.encode(&mut self.message);
-        for (i, seat) in self.seats.iter_mut().enumerate() {
+        for i in 0..self.seats.len() {
+            let seat = &mut self.seats[i];
             seat.acked_tick = None;
             if seat.client.is_some() {
-                self.replicator.connect(i, Some(NetId(i as u16)));
                 if seat.link.send_reliable(&self.message).is_err() {
                     // A queue this full is a client that stopped acknowledging.
-                    self.dropped_events += 1;
+                    self.counters.dropped_events += 1;
                 }
                 seat.epoch_mark = seat.link.stats().messages_queued;
+                self.connect_replication(Seat(i as u16));
             }
         }
-        if self.record {
-            self.recorder = Some(Recorder::new(self.world.config(), RECORDING_BYTES));
-        }
-        Some((result, actions))
+        Some(end)
     }
 
-    /// Replication's counters for this match over all its runs.
-    pub fn replication_stats(&self) -> tickforge_replication::ReplicationStats {
+    fn replication_stats(&self) -> tickforge_replication::ReplicationStats {
         self.past_replication.merged(&self.replicator.stats())
     }
 
-    /// Newest snapshot tick `slot`'s client acknowledged.
-    pub fn acked_tick(&self, slot: PlayerSlot) -> Option<u32> {
-        self.seats.get(usize::from(slot.0))?.acked_tick
+    fn game_counters(&self) -> GameCounters {
+        merged(self.past_game, self.game.counters())
     }
 
-    /// Frees the seat of `slot`; the player stops where it is.
-    pub fn unseat(&mut self, slot: PlayerSlot) {
-        if let Some(seat) = self.seats.get_mut(usize::from(slot.0)) {
-            seat.clear();
-            self.replicator.disconnect(usize::from(slot.0));
-            self.world.set_cmd(slot, UserCmd::default());
-            // The world's input changed: the recording says so, or its replay would run
-            // the player on with its last command.
-            if let (Some(rec), Some(p)) = (
-                self.recorder.as_mut(),
-                self.world.players().get(usize::from(slot.0)),
-            ) {
-                rec.input(self.world.tick(), slot, &UserCmd::default(), p.view);
-            }
+    fn acked_tick(&self, seat: Seat) -> Option<u32> {
+        self.seats.get(seat.index())?.acked_tick
+    }
+
+    fn unseat(&mut self, seat: Seat) {
+        if let Some(s) = self.seats.get_mut(seat.index()) {
+            s.clear();
+            self.replicator.disconnect(seat.index());
+            self.game.leave(seat);
         }
     }
 
-    /// Connected players.
-    pub fn connected(&self) -> usize {
+    fn connected(&self) -> usize {
         self.seats.iter().filter(|s| s.client.is_some()).count()
     }
 
-    /// Queues a command for `slot`; older or repeated sequences are ignored.
-    pub fn queue_input(&mut self, slot: PlayerSlot, seq: u32, cmd: UserCmd, view: ViewTime) {
-        let Some(seat) = self.seats.get_mut(usize::from(slot.0)) else {
-            return;
-        };
-        if seq <= seat.newest_seq {
-            return;
-        }
-        // One input a tick: a sequence far ahead of the newest is no client's honest input
-        // (a lost run of packets skips a few), so it is dropped and counted.
-        if seq - seat.newest_seq > MAX_INPUT_JUMP && seat.newest_seq != 0 {
-            self.far_inputs += 1;
-            return;
-        }
-        seat.newest_seq = seq;
-        seat.cmd = cmd;
-        seat.view = view;
-    }
-
-    /// Queues this tick's reliable events: who died or came back, to everyone, then each
-    /// shot's verdict to its shooter (the hit-registration measurement compares it with
-    /// what the client saw; a death arrives before any verdict it explains). Sent before the
-    /// snapshot, so they ride in its packet.
-    fn send_events(&mut self) {
-        for i in 0..self.world.events().len() {
-            let event = match self.world.events()[i] {
-                RulesEvent::Kill {
-                    killer,
-                    victim,
-                    part,
-                    ..
-                } => Event::Kill {
-                    killer: killer.0,
-                    victim: victim.0,
-                    part: body_part_code(part),
-                },
-                RulesEvent::RoundStarted { .. }
-                | RulesEvent::CombatStarted { .. }
-                | RulesEvent::RoundEnded { .. }
-                | RulesEvent::MatchEnded { .. } => round_event(&self.world),
-                _ => continue,
-            };
-            self.message.clear();
-            event.encode(&mut self.message);
-            for seat in &mut self.seats {
-                if let Some(link) = seat.link_mut() {
-                    if link.send_reliable(&self.message).is_err() {
-                        self.dropped_events += 1;
-                    }
-                }
-            }
-        }
-        for slot in 0..self.alive.len() {
-            let alive = self.world.rules().is_alive(PlayerSlot(slot as u8));
-            if alive == self.alive[slot] {
-                continue;
-            }
-            self.alive[slot] = alive;
-            self.message.clear();
-            Event::Alive {
-                slot: slot as u8,
-                alive,
-            }
-            .encode(&mut self.message);
-            for seat in &mut self.seats {
-                if let Some(link) = seat.link_mut() {
-                    if link.send_reliable(&self.message).is_err() {
-                        self.dropped_events += 1;
-                    }
-                }
-            }
-        }
-        for shot in self.world.shots() {
-            self.shots_fired += 1;
-            self.shots_clamped += u64::from(shot.clamped);
-            let Some(seat) = self.seats.get_mut(usize::from(shot.shooter.0)) else {
-                continue;
-            };
-            if seat.client.is_none() {
-                continue;
-            }
-            let (victim, part) = shot.hit.map_or((msg::NONE, msg::NONE), |h| {
-                (h.victim.0, body_part_code(h.part))
-            });
-            let landed = shot.landed;
-            self.message.clear();
-            Event::ShotResult {
-                seq: seat.applied_seq,
-                tick: shot.tick.0,
-                victim,
-                part,
-                landed,
-            }
-            .encode(&mut self.message);
-            if seat.link.send_reliable(&self.message).is_err() {
-                self.dropped_events += 1;
-            }
-        }
-    }
-
-    /// Runs one tick: inputs, the world's step, events, and a packet for every connected
-    /// seat in [`Match::outbox`] (replacing the last tick's). Allocates nothing.
-    ///
-    /// Returns the tick's cost; the caller adds what it does for the match outside
-    /// (sealing the outbox, its share of the batched receive and send).
-    pub fn run_tick(&mut self, now: Instant, scopes: &Scopes) -> FrameRecord {
+    fn run_tick(&mut self, now: Instant, scopes: &Scopes) -> FrameRecord {
         scopes.begin_frame();
 
         scopes.phase(Phase::Simulate);
@@ -596,16 +488,26 @@ impl Match {
             for (i, seat) in self.seats.iter_mut().enumerate() {
                 seat.allowance = (seat.allowance + PACKETS_PER_TICK).min(FLOOD_ALLOWANCE);
                 if seat.client.is_some() && seat.newest_seq != seat.applied_seq {
-                    self.world.set_cmd(PlayerSlot(i as u8), seat.cmd);
-                    self.world.set_view_time(PlayerSlot(i as u8), seat.view);
-                    if let Some(rec) = self.recorder.as_mut() {
-                        rec.input(self.world.tick(), PlayerSlot(i as u8), &seat.cmd, seat.view);
-                    }
+                    let info = InputInfo {
+                        seq: seat.newest_seq,
+                        view: seat.view,
+                    };
+                    self.game.apply_input(Seat(i as u16), &seat.input, info);
                     seat.applied_seq = seat.newest_seq;
                 }
             }
         }
-        self.world.step(scopes);
+        let tick = self.tick.0;
+        {
+            let mut cx = StepContext {
+                tick: self.tick,
+                scopes,
+                entities: &mut self.entities,
+                events: &mut self.events,
+            };
+            self.game.step(&mut cx);
+        }
+        self.tick = self.tick.next();
         {
             let _n = scopes.scope(Category::Network);
             self.send_events();
@@ -614,15 +516,11 @@ impl Match {
         scopes.phase(Phase::Replicate);
         {
             let _r = scopes.scope(Category::Replication);
-            let tick = self.world.tick().0.wrapping_sub(1);
-            // Push: only what the step wrote is quantized, once for every connection.
             self.replicator.begin_tick(tick);
-            for slot in self.world.changed() {
-                let state = tickforge_shooter::entity_state(&self.world, slot);
-                tickforge_shooter::push(&mut self.replicator, NetId(u16::from(slot.0)), &state);
-            }
+            self.push_entities();
             self.outbox.clear();
-            for (i, seat) in self.seats.iter_mut().enumerate() {
+            for i in 0..self.seats.len() {
+                let seat = &mut self.seats[i];
                 let Some(client) = seat.client else {
                     continue;
                 };
@@ -635,25 +533,20 @@ impl Match {
                     self.outbox.push(client, &self.packet);
                     continue;
                 }
-                let slot = PlayerSlot(i as u8);
-                let viewer = tickforge_shooter::viewer(&self.world.players()[i].state);
+                let view = self.game.view(Seat(i as u16));
                 // One packet a tick: the snapshot takes what the reliable events' reserved
                 // share leaves.
                 let budget = link
                     .max_unreliable_bytes()
                     .saturating_sub(msg::SNAPSHOT_HEADER_BYTES);
                 self.body.clear();
-                let written = self.replicator.write(
-                    i,
-                    &viewer,
-                    Some(self.world.fow().row(slot)),
-                    budget,
-                    &mut self.body,
-                );
-                self.snapshots += 1;
-                self.body_bytes += self.body.len() as u64;
+                let written =
+                    self.replicator
+                        .write(i, &view.viewer, view.visible, budget, &mut self.body);
+                self.counters.snapshots += 1;
+                self.counters.body_bytes += self.body.len() as u64;
                 let shown = usize::from(written.states) + usize::from(written.deferred);
-                self.full_state_bytes += (HEADER_BYTES + shown * ENTITY_BYTES) as u64;
+                self.counters.full_state_bytes += G::full_state_bytes(shown) as u64;
                 self.message.clear();
                 ServerMsg::Snapshot {
                     tick,
@@ -668,27 +561,138 @@ impl Match {
         scopes.end_frame()
     }
 
-    /// What the last tick wants sent: a packet per connected seat, to be sealed.
-    pub fn outbox(&self) -> &Outbox {
+    fn outbox(&self) -> &Outbox {
         &self.outbox
     }
 
-    /// Receive work done for this match since its last tick (nanoseconds), to charge to
-    /// the frame of its next tick; zero after.
-    pub fn take_receive_ns(&mut self) -> u64 {
-        std::mem::take(&mut self.pending_receive_ns)
+    fn counters(&self) -> &TrafficCounters {
+        &self.counters
+    }
+
+    fn counters_mut(&mut self) -> &mut TrafficCounters {
+        &mut self.counters
+    }
+
+    fn take_receive_ns(&mut self) -> u64 {
+        std::mem::take(&mut self.counters.pending_receive_ns)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 
-/// The wire code of a hitbox in [`Event::ShotResult`].
-pub fn body_part_code(part: tickforge_game::rules::BodyPart) -> u8 {
-    use tickforge_game::rules::BodyPart;
-    match part {
-        BodyPart::Head => 0,
-        BodyPart::Body => 1,
-        BodyPart::Legs => 2,
+impl<G: Game> Match<G> {
+    /// Queues an input for `seat`; older or repeated sequences are ignored.
+    pub fn queue_input(&mut self, seat: Seat, seq: u32, input: G::Input, view: ViewTime) {
+        let Some(s) = self.seats.get_mut(seat.index()) else {
+            return;
+        };
+        if seq <= s.newest_seq {
+            return;
+        }
+        // One input a tick: a sequence far ahead of the newest is no client's honest input
+        // (a lost run of packets skips a few), so it is dropped and counted.
+        if seq - s.newest_seq > MAX_INPUT_JUMP && s.newest_seq != 0 {
+            self.counters.far_inputs += 1;
+            return;
+        }
+        s.newest_seq = seq;
+        s.input = input;
+        s.view = view;
     }
 }
+
+fn merged(a: GameCounters, b: GameCounters) -> GameCounters {
+    GameCounters {
+        rewinds: a.rewinds + b.rewinds,
+        rewinds_clamped: a.rewinds_clamped + b.rewinds_clamped,
+    }
+}
+
+/// A match of any game, as a worker hosts it: what the worker calls, without knowing the
+/// game. One virtual call per match per tick and per packet, nothing per entity.
+pub trait HostedMatch: Send {
+    /// The match id.
+    fn id(&self) -> MatchId;
+    /// The game's name ([`Game::NAME`]).
+    fn game_name(&self) -> &'static str;
+    /// Times the match has started over: 0 in its first run.
+    fn epoch(&self) -> u32;
+    /// The absolute deadline of the next tick: `start + tick × period`, so no drift builds up.
+    fn next_deadline(&self) -> Instant;
+    /// The absolute deadline of `tick`.
+    fn deadline_of(&self, tick: Tick) -> Instant;
+    /// The next tick to run (ticks since the match started or started over).
+    fn tick(&self) -> Tick;
+    /// One tick's length.
+    fn period(&self) -> Duration;
+    /// Seats in the match.
+    fn seats(&self) -> usize;
+    /// Seats `client` in `preferred` if it is free, else in the first free seat; `None`
+    /// when the match is full.
+    fn seat(&mut self, now: Instant, client: ClientIndex, preferred: Option<Seat>) -> Option<Seat>;
+    /// Takes one packet from `seat`'s connection: acks, the game's reliable messages, and
+    /// the input it carries. An error means the client broke the protocol or the game
+    /// refused it; the caller disconnects it.
+    fn receive(&mut self, now: Instant, seat: Seat, packet: &[u8]) -> Result<(), ReceiveError>;
+    /// True once the game says the match is over: [`HostedMatch::finish_if_over`] then has
+    /// its result.
+    fn is_over(&self) -> bool;
+    /// When the match has ended: its result, and the match starts over (a new game, the
+    /// same seats and links) at its next deadline. Allocates, once a match: call it
+    /// between ticks, never inside one (the worker calls it after its send).
+    fn finish_if_over(&mut self) -> Option<MatchEnd>;
+    /// Replication's counters for this match over all its runs.
+    fn replication_stats(&self) -> tickforge_replication::ReplicationStats;
+    /// The game's counters over all its runs.
+    fn game_counters(&self) -> GameCounters;
+    /// Newest snapshot tick `seat`'s client acknowledged.
+    fn acked_tick(&self, seat: Seat) -> Option<u32>;
+    /// Frees `seat`; the game is told its client left.
+    fn unseat(&mut self, seat: Seat);
+    /// Connected clients.
+    fn connected(&self) -> usize;
+    /// Runs one tick: inputs, the game's step, events, and a packet for every connected
+    /// seat in [`HostedMatch::outbox`] (replacing the last tick's). Allocates nothing the
+    /// game does not. Returns the tick's cost; the caller adds what it does for the match
+    /// outside (sealing the outbox, its share of the batched receive and send).
+    fn run_tick(&mut self, now: Instant, scopes: &Scopes) -> FrameRecord;
+    /// What the last tick wants sent: a packet per connected seat, to be sealed.
+    fn outbox(&self) -> &Outbox;
+    /// The match's drop and replication counters.
+    fn counters(&self) -> &TrafficCounters;
+    /// The same, to add to.
+    fn counters_mut(&mut self) -> &mut TrafficCounters;
+    /// Receive work done for this match since its last tick (nanoseconds), to charge to
+    /// the frame of its next tick; zero after.
+    fn take_receive_ns(&mut self) -> u64;
+    /// The match as `Any`, for a test or a studio's tool to reach its game
+    /// (`downcast_ref::<Match<MyGame>>()`).
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+/// What a match counts of its traffic, summed by the worker's report.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TrafficCounters {
+    /// Receive work done for this match since its last tick, charged to its next frame.
+    pub pending_receive_ns: u64,
+    /// Packets whose unreliable part was missing or not a valid input (ack-only packets
+    /// from a client count here too).
+    pub bad_inputs: u64,
+    /// Inputs dropped for a sequence too far ahead of the client's newest.
+    pub far_inputs: u64,
+    /// Reliable events refused because a client's send queue was full.
+    pub dropped_events: u64,
+    /// Snapshots written.
+    pub snapshots: u64,
+    /// Their body bytes.
+    pub body_bytes: u64,
+    /// What the same snapshots would have cost as full states (every entity they may
+    /// show, every field).
+    pub full_state_bytes: u64,
+}
+
 
 #[cfg(test)]
 mod tests;

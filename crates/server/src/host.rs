@@ -357,6 +357,11 @@ impl Host {
                     first_match_id: config.matches + 1,
                     token: config.admin_token.clone(),
                     auth_probes: config.admin_auth_probes,
+                    defaults: crate::admin::SpecDefaults {
+                        players: config.players_per_match,
+                        tick_hz: config.tick_hz,
+                        game: config.game.clone(),
+                    },
                     ..AdminConfig::new(bind, config.protocol_id, config.private_key.clone())
                 };
                 Some(AdminServer::start(admin_config, handles)?)

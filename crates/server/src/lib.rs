@@ -13,6 +13,7 @@
 pub mod admin;
 pub mod config;
 mod game_match;
+pub mod games;
 pub mod host;
 pub mod io_floor;
 mod run_id;
@@ -22,7 +23,7 @@ mod worker;
 mod testing;
 
 pub use config::{ConfigError, ConfigFile, ServerConfig};
-pub use game_match::{Match, Outbox};
+pub use game_match::{HostedMatch, Match, Outbox, ReceiveError, TrafficCounters};
 pub use host::{DrainEvent, Host, HostError, Plan, WorkerPlan};
 pub use run_id::RunId;
 pub use worker::DrainProgress;

@@ -20,7 +20,9 @@
 //! (`tests/wire_fixture.rs`) says; quantization is exact and documented once, here.
 
 pub mod cmd;
+mod config;
 pub mod event;
+mod game;
 mod snapshot;
 
 use tickforge_game::history::Posing;
@@ -29,7 +31,9 @@ use tickforge_replication::{
     Coding, Field, Lanes, NetId, Position, Quantum, Replicator, Schema, Viewer,
 };
 
+pub use config::ShooterConfig;
 pub use event::{ShooterEvent, NONE};
+pub use game::{body_part_code, Shooter};
 pub use snapshot::{
     EntityView, SnapshotError, SnapshotReader, SnapshotWriter, ENTITY_BYTES, HEADER_BYTES,
 };

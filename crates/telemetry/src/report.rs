@@ -229,7 +229,11 @@ pub struct Flood {
 pub struct ServerReport {
     /// Tick rate in Hz.
     pub tick_hz: u32,
-    /// The map every match was played on, by name (`arena`, `flat2km`).
+    /// The game every match played (`shooter`, `ctf`).
+    #[serde(default)]
+    pub game: String,
+    /// The map every match was played on, by name (`arena`, `flat2km`), when the game's
+    /// settings name one.
     #[serde(default)]
     pub map: String,
     /// Matches hosted.

@@ -1,47 +1,56 @@
 //! What a matchmaker may ask for in `POST /matches`, and how its JSON is checked.
+//!
+//! ```json
+//! {"players": 10, "tick_hz": 128, "game": {"name": "shooter", "map": "arena", "rounds": 3}}
+//! ```
+//!
+//! Every field is optional. `game` names the game (absent: the server's) and carries the
+//! game's own settings; for the server's game they are laid over its `[game]` table, for
+//! another game they stand alone. The game checks them before any worker is asked, so a bad
+//! key is a 400 that names it.
 
-use std::num::NonZeroU8;
+use std::sync::Arc;
 
 use serde::Deserialize;
-use tickforge_game::rules::RulesConfig;
-use tickforge_game::BuiltinMap;
+use tickforge_api::ConfigTable;
 
-/// Most players one match takes; the same bound as `players_per_match` in the config.
-pub const MAX_PLAYERS: u8 = 128;
+use crate::config::GameChoice;
+use crate::games::{GameError, MatchMaker};
+
+/// Most seats one match takes whatever the game; a game may allow fewer.
+pub const MAX_PLAYERS: u16 = tickforge_api::MAX_ENTITIES as u16;
 /// Highest tick rate a match may ask for; the same bound as `tick_hz` in the config.
 pub const MAX_TICK_HZ: u32 = 1000;
 
 /// A match the matchmaker asked for, checked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct MatchSpec {
-    /// The built-in map.
-    pub map: BuiltinMap,
-    /// Players, one connect token each (1 to [`MAX_PLAYERS`]).
-    pub players: u8,
-    /// Rounds in the match (first to a majority).
-    pub rounds: NonZeroU8,
+    /// Seats, one connect token each (1 to the game's most).
+    pub players: u16,
     /// Ticks per second (1 to [`MAX_TICK_HZ`]); a worker may refuse a rate it does not run.
     pub tick_hz: u32,
+    /// The game and its settings, as asked for (for the reply).
+    pub game: GameChoice,
+    /// What makes the match: the game, configured and checked.
+    pub maker: Arc<dyn MatchMaker>,
 }
 
-impl Default for MatchSpec {
-    /// A 5-v-5 on `arena` with the default rules' rounds and tick rate.
-    fn default() -> Self {
-        let rules = RulesConfig::default();
-        MatchSpec {
-            map: BuiltinMap::Arena,
-            players: 10, // 5-v-5
-            rounds: rules.rounds,
-            tick_hz: rules.tick_hz.get(),
-        }
-    }
+/// What a server's matches are unless a body says otherwise.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpecDefaults {
+    /// Seats per match (`players_per_match`).
+    pub players: u16,
+    /// The tick rate.
+    pub tick_hz: u32,
+    /// The server's game and its `[game]` table.
+    pub game: GameChoice,
 }
 
 /// Why a `POST /matches` body was refused; the text is sent back with the 400.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
     /// Not a JSON object of the known fields (the text names the first problem).
-    #[error("expected a JSON object with optional map, players, rounds, tick_hz: {0}")]
+    #[error("expected a JSON object with optional players, tick_hz, game: {0}")]
     Json(String),
     /// A field's value is outside what a match can be.
     #[error("{field}: expected {expected}, got {got}")]
@@ -49,10 +58,13 @@ pub enum SpecError {
         /// The JSON field.
         field: &'static str,
         /// What it may be.
-        expected: &'static str,
+        expected: String,
         /// What the body said.
         got: String,
     },
+    /// The game is not in this binary, or refused one of its settings.
+    #[error("{0}")]
+    Game(GameError),
 }
 
 /// The body as sent: every field optional, nothing else allowed. Numbers are read wide so
@@ -60,59 +72,67 @@ pub enum SpecError {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct MatchRequest {
-    map: Option<String>,
     players: Option<u64>,
-    rounds: Option<u64>,
     tick_hz: Option<u64>,
+    game: Option<ConfigTable>,
 }
 
 impl MatchSpec {
-    /// Reads a `POST /matches` body. An empty body (or `{}`) is the default match.
-    pub fn from_json(body: &[u8]) -> Result<MatchSpec, SpecError> {
-        if body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(MatchSpec::default());
-        }
-        let req: MatchRequest =
-            serde_json::from_slice(body).map_err(|e| SpecError::Json(e.to_string()))?;
-        let d = MatchSpec::default();
-        let map = match req.map {
-            None => d.map,
-            Some(name) => BuiltinMap::from_name(&name).ok_or(SpecError::OutOfRange {
-                field: "map",
-                expected: "a built-in map: arena or flat2km",
-                got: format!("{name:?}"),
-            })?,
+    /// Reads a `POST /matches` body. An empty body (or `{}`) is the server's default match.
+    pub fn from_json(body: &[u8], defaults: &SpecDefaults) -> Result<MatchSpec, SpecError> {
+        let req = if body.iter().all(u8::is_ascii_whitespace) {
+            MatchRequest {
+                players: None,
+                tick_hz: None,
+                game: None,
+            }
+        } else {
+            serde_json::from_slice(body).map_err(|e| {
+                let text = e.to_string();
+                // The shooter's keys lived at the top level before games had their own.
+                if text.contains("unknown field `map`") || text.contains("unknown field `rounds`") {
+                    SpecError::Json(format!("{text} (a game's settings go in the `game` object)"))
+                } else {
+                    SpecError::Json(text)
+                }
+            })?
         };
+        let asked = GameChoice::from_table(req.game.unwrap_or_default());
+        let same_game = asked.name.is_none() || asked.name == defaults.game.name;
+        let game = if same_game {
+            let mut table = defaults.game.table.clone();
+            table.extend(asked.table);
+            GameChoice {
+                name: asked.name.or(defaults.game.name.clone()),
+                table,
+            }
+        } else {
+            asked
+        };
+        let maker = game.maker().map_err(SpecError::Game)?;
+        let max = maker.max_seats().min(MAX_PLAYERS);
         let players = range(
             req.players,
-            d.players.into(),
+            defaults.players.into(),
             "players",
-            "1 to 128",
+            format!("1 to {max} (the most game `{}` takes)", maker.game()),
             1,
-            MAX_PLAYERS.into(),
-        )?;
-        let rounds = range(
-            req.rounds,
-            d.rounds.get().into(),
-            "rounds",
-            "1 to 255",
-            1,
-            255,
+            max.into(),
         )?;
         let tick_hz = range(
             req.tick_hz,
-            d.tick_hz.into(),
+            defaults.tick_hz.into(),
             "tick_hz",
-            "1 to 1000",
+            format!("1 to {MAX_TICK_HZ}"),
             1,
-            1000,
+            MAX_TICK_HZ.into(),
         )?;
         Ok(MatchSpec {
-            map,
             // The ranges above fit each field's type.
-            players: players as u8,
-            rounds: NonZeroU8::new(rounds as u8).unwrap_or(d.rounds),
+            players: players as u16,
             tick_hz: tick_hz as u32,
+            game,
+            maker,
         })
     }
 }
@@ -121,7 +141,7 @@ fn range(
     value: Option<u64>,
     default: u64,
     field: &'static str,
-    expected: &'static str,
+    expected: String,
     min: u64,
     max: u64,
 ) -> Result<u64, SpecError> {
@@ -133,53 +153,5 @@ fn range(
             expected,
             got: v.to_string(),
         }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn empty_body_is_a_ten_player_match() {
-        for body in ["", " \n", "{}", r#"{"map": null}"#] {
-            let spec = MatchSpec::from_json(body.as_bytes()).unwrap();
-            assert_eq!(spec, MatchSpec::default(), "{body}");
-        }
-        assert_eq!(MatchSpec::default().players, 10);
-        assert_eq!(MatchSpec::default().tick_hz, 128);
-    }
-
-    #[test]
-    fn fields_are_read() {
-        let spec = MatchSpec::from_json(
-            br#"{"map": "flat2km", "players": 100, "rounds": 24, "tick_hz": 64}"#,
-        )
-        .unwrap();
-        assert_eq!(spec.map, BuiltinMap::Flat2km);
-        assert_eq!(spec.players, 100);
-        assert_eq!(spec.rounds.get(), 24);
-        assert_eq!(spec.tick_hz, 64);
-    }
-
-    #[test]
-    fn bad_bodies_say_what_is_wrong() {
-        let cases: [(&str, &str); 9] = [
-            ("{", "EOF"),
-            ("[1]", "expected a JSON object"),
-            (r#"{"player": 3}"#, "unknown field `player`"),
-            (r#"{"players": 0}"#, "players: expected 1 to 128, got 0"),
-            (r#"{"players": 129}"#, "players: expected 1 to 128, got 129"),
-            (r#"{"players": -1}"#, "invalid value: integer `-1`"),
-            (r#"{"rounds": 256}"#, "rounds: expected 1 to 255, got 256"),
-            (r#"{"tick_hz": 0}"#, "tick_hz: expected 1 to 1000, got 0"),
-            (r#"{"map": "dust2"}"#, "map: expected a built-in map"),
-        ];
-        for (body, reason) in cases {
-            let err = MatchSpec::from_json(body.as_bytes())
-                .unwrap_err()
-                .to_string();
-            assert!(err.contains(reason), "{body}: {err}");
-        }
     }
 }

@@ -8,14 +8,13 @@
 
 use std::time::{Duration, Instant};
 
-use tickforge_game::rules::RulesConfig;
-use tickforge_game::WorldConfig;
+use tickforge_api::MatchSetup;
 use tickforge_io::time;
 use tickforge_proto::MatchId;
 
-use super::{world_config, Hosted, Worker};
+use super::{Hosted, Worker};
 use crate::admin::{AdminCommand, CreateError, MatchSpec, MatchState, MatchStatus, WorkerLink};
-use crate::game_match::Match;
+use crate::game_match::HostedMatch;
 
 /// Share of each tick a worker may fill with match frames; the rest is kept for the OS
 /// (DESIGN.md's frame budget).
@@ -123,7 +122,7 @@ impl Worker {
             };
             return Err(CreateError::Full { reason });
         }
-        let seated: usize = self.matches.iter().map(|m| m.world().players().len()).sum();
+        let seated: usize = self.matches.iter().map(|m| m.seats()).sum();
         let slots = usize::from(self.transport.max_clients());
         if seated + usize::from(spec.players) > slots {
             return Err(CreateError::Full {
@@ -140,16 +139,6 @@ impl Worker {
     /// Creates match `id` in the phase group with the fewest matches, its first tick due at
     /// the next instant of that phase. Allocates (a world, its buffers): between ticks only.
     fn create_match(&mut self, now: Instant, id: MatchId, spec: &MatchSpec) {
-        let base = world_config(&self.config);
-        let world = WorldConfig {
-            players: spec.players,
-            map: spec.map,
-            rules: RulesConfig {
-                rounds: spec.rounds,
-                ..base.rules
-            },
-            ..base
-        };
         let period_ns = self.period().as_nanos() as u64;
         let since = |t: Instant| t.saturating_duration_since(self.start).as_nanos() as u64;
         let phases: Vec<u64> = self
@@ -163,11 +152,12 @@ impl Worker {
         let now_ns = since(now);
         let periods = now_ns.saturating_sub(phase).div_ceil(period_ns);
         let grid = self.start + Duration::from_nanos(periods * period_ns + phase);
-        let mut m = Match::new(id, world, grid);
-        if self.config.record_dir.is_some() {
-            m.record_actions();
-        }
-        self.matches.push(m);
+        let setup = MatchSetup {
+            seats: spec.players,
+            tick_hz: spec.tick_hz,
+            record: self.config.record_dir.is_some(),
+        };
+        self.matches.push(spec.maker.make(id, setup, grid));
         self.hosted.push(Hosted::new(grid, false));
     }
 
@@ -223,7 +213,7 @@ impl Worker {
         }
         let m = self.matches.swap_remove(i);
         let h = self.hosted.swap_remove(i);
-        self.retired.add(&m, h.grid, m.next_deadline());
+        self.retired.add(m.as_ref(), h.grid, m.next_deadline());
     }
 
     /// Reclaims the admin-made matches nobody joined within `unjoined_match_ttl` (see
@@ -252,7 +242,7 @@ impl Worker {
                 .extend(matches.iter().zip(hosted).map(|(m, h)| MatchStatus {
                     id: m.id(),
                     players_connected: m.connected() as u32,
-                    tick: m.world().tick().0,
+                    tick: m.tick().0,
                     state: if m.connected() > 0 {
                         MatchState::Running
                     } else {
@@ -276,7 +266,7 @@ impl Worker {
         }
         let d = &self.drops;
         let far_inputs =
-            self.retired.far_inputs + self.matches.iter().map(|m| m.far_inputs).sum::<u64>();
+            self.retired.far_inputs + self.matches.iter().map(|m| m.counters().far_inputs).sum::<u64>();
         for (reason, n) in [
             ("oversize", d.oversize),
             ("bad_message", d.bad_message),
@@ -289,6 +279,7 @@ impl Worker {
         m.refused.set("match_full", d.match_full);
         m.kicked.set("misbehaved", d.misbehaved);
         m.kicked.set("flooding", d.flooding);
+        m.kicked.set("refused_message", d.refused_messages);
         if let Some(p) = &self.persister {
             m.results_written = p.written();
             m.results_failed = p.failed();

@@ -41,8 +41,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tickforge_game::history::HistoryConfig;
-use tickforge_game::{PlayerSlot, WorldConfig};
+use tickforge_api::{MatchSetup, Seat};
 use tickforge_io::udp::{IoStats, RecvBatch, SendBatch, SocketOptions, UdpSocket};
 use tickforge_io::{entropy, time};
 use tickforge_proto::netcode::{self, Server as Transport};
@@ -52,7 +51,8 @@ use tickforge_telemetry::{FrameRecord, Scopes};
 
 use crate::admin::WorkerLink;
 use crate::config::ServerConfig;
-use crate::game_match::Match;
+use crate::games::{GameError, MatchMaker};
+use crate::game_match::HostedMatch;
 use crate::RunId;
 
 pub use admission::{matches_that_fit, remaining_capacity, ADMISSION_BUDGET_SHARE};
@@ -316,10 +316,13 @@ pub struct Worker {
     sleeper: time::Sleeper,
     socket: UdpSocket,
     transport: Transport,
-    matches: Vec<Match>,
+    matches: Vec<Box<dyn HostedMatch>>,
+    /// Makes the matches of the server's own game (`[game]`); an admin request may bring
+    /// its own.
+    maker: Arc<dyn MatchMaker>,
     hosted: Vec<Hosted>,
     /// Where each connection sits: match index and slot, by client index.
-    routes: Vec<Option<(usize, PlayerSlot)>>,
+    routes: Vec<Option<(usize, Seat)>>,
     recv: RecvBatch,
     send: SendBatch,
     frame_buf: Vec<u8>,
@@ -371,6 +374,9 @@ pub enum WorkerError {
         /// Why.
         source: std::io::Error,
     },
+    /// The configured game is not in this binary, or refused its settings.
+    #[error("{0}")]
+    Game(#[from] GameError),
     /// The directory action files are written to could not be created.
     #[error("--record-dir {path}: cannot create")]
     RecordDir {
@@ -387,28 +393,6 @@ pub fn bind_game_socket(addr: SocketAddr) -> Result<(UdpSocket, SocketAddr), Wor
     let socket = UdpSocket::bind(addr, SocketOptions::default()).map_err(bind_error)?;
     let bound = socket.local_addr().map_err(bind_error)?;
     Ok((socket, bound))
-}
-
-/// The world every match of this configuration plays: its players, map, rules and
-/// history settings.
-pub(crate) fn world_config(config: &ServerConfig) -> WorldConfig {
-    let defaults = WorldConfig::default();
-    WorldConfig {
-        players: config.players_per_match,
-        tick_hz: config.tick_hz,
-        map: config.map,
-        rules: config.rules,
-        history: HistoryConfig {
-            pose_every: config.pose_every,
-            max_rewind: config.max_rewind,
-            ..defaults.history
-        },
-        fow: tickforge_game::fow::FowConfig {
-            trace_every_ticks: config.fow_every,
-            ..defaults.fow
-        },
-        ..defaults
-    }
 }
 
 impl Worker {
@@ -450,7 +434,12 @@ impl Worker {
             .max(config.max_matches_per_worker as usize);
         let max_clients = (room * players).clamp(1, usize::from(u16::MAX)) as u16;
         let start = setup.start;
-        let world = world_config(&config);
+        let maker = config.game.maker()?;
+        let match_setup = MatchSetup {
+            seats: config.players_per_match,
+            tick_hz: config.tick_hz,
+            record: config.record_dir.is_some(),
+        };
         let period = Duration::from_nanos(1_000_000_000 / u64::from(config.tick_hz));
         let groups = crate::config::phase_groups_for(config.phase_groups, setup.matches.len());
         let mut matches = Vec::with_capacity(room);
@@ -458,7 +447,7 @@ impl Worker {
         for (k, &id) in setup.matches.iter().enumerate() {
             // Match k starts (k mod G)/G of a period after the first.
             let grid = start + period * (k as u32 % groups) / groups;
-            matches.push(Match::new(id, world, grid));
+            matches.push(maker.make(id, match_setup, grid));
             hosted.push(Hosted::new(grid, true));
         }
         if let Some(dir) = &config.record_dir {
@@ -466,7 +455,6 @@ impl Worker {
                 path: dir.display().to_string(),
                 source,
             })?;
-            matches.iter_mut().for_each(Match::record_actions);
         }
         let datagrams_per_wake = usize::from(max_clients) * 2 + 64;
         // Shared with the other workers; the first open repairs a torn last line.
@@ -516,6 +504,7 @@ impl Worker {
             drops: Drops::default(),
             retired: Retired::default(),
             matches,
+            maker,
             hosted,
             socket,
             window: Window::new(start, config.warmup, config.duration),
@@ -644,7 +633,7 @@ impl Worker {
     }
 
     /// The matches this worker hosts, in no particular order.
-    pub fn matches(&self) -> &[Match] {
+    pub fn matches(&self) -> &[Box<dyn HostedMatch>] {
         &self.matches
     }
 
@@ -653,7 +642,7 @@ impl Worker {
     /// ends, if sooner). `None`: no match.
     fn next_wake(&self) -> Option<Instant> {
         let mut poll = None;
-        let mut next = |m: &Match, h: &Hosted| {
+        let mut next = |m: &Box<dyn HostedMatch>, h: &Hosted| {
             let deadline = m.next_deadline();
             match h.awaiting_result {
                 None => deadline,
@@ -703,7 +692,7 @@ impl Worker {
             } = self.order[k];
             let now = time::now();
             let (record, queued) = tick_match(
-                &mut self.matches[i],
+                self.matches[i].as_mut(),
                 now,
                 &self.scopes,
                 &mut self.transport,
@@ -726,10 +715,10 @@ impl Worker {
             if !self.matches[i].is_over() {
                 continue;
             }
-            let Some((result, actions)) = self.matches[i].finish_if_over() else {
+            let Some(end) = self.matches[i].finish_if_over() else {
                 continue;
             };
-            let ticket = self.persist(i, &result, actions);
+            let ticket = self.persist(i, end);
             if draining || !self.hosted[i].restarts {
                 self.hosted[i].over = true;
                 self.finished += 1;
@@ -758,7 +747,7 @@ impl Worker {
 
     /// Connected players over all matches.
     pub fn connected(&self) -> usize {
-        self.matches.iter().map(Match::connected).sum()
+        self.matches.iter().map(|m| m.connected()).sum()
     }
 }
 

@@ -65,7 +65,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tickforge_game::rules::{MatchResult, ResultOrigin};
+use tickforge_api::sim::result_line::{self, ResultOrigin};
+use tickforge_api::MatchEnd;
 
 use super::results::ResultsLog;
 use super::Worker;
@@ -413,9 +414,12 @@ impl Worker {
     pub(super) fn persist(
         &mut self,
         i: usize,
-        result: &MatchResult,
-        actions: Option<Vec<u8>>,
+        end: MatchEnd,
     ) -> Option<u64> {
+        let MatchEnd {
+            result,
+            recording: actions,
+        } = end;
         self.retired.matches_finished += 1;
         let persister = self.persister.as_mut()?;
         let id = self.matches[i].id();
@@ -439,8 +443,8 @@ impl Worker {
                 run_id: self.run_id.0,
                 ended_at_unix_s: tickforge_io::entropy::unix_now(),
             };
-            let mut line = String::with_capacity(LINE_BYTES);
-            result.encode(&origin, &mut line);
+            let mut line = String::with_capacity(LINE_BYTES.max(result.len() + 128));
+            result_line::encode(self.matches[i].game_name(), &origin, &result, &mut line);
             line
         });
         if actions.is_none() && line.is_none() {

@@ -12,7 +12,7 @@ use tickforge_telemetry::{
 };
 
 use super::{nanos, Worker, LATE_AFTER};
-use crate::game_match::Match;
+use crate::game_match::HostedMatch;
 
 /// The measured window: from the end of the warm-up for the configured duration.
 #[derive(Clone, Copy, Debug)]
@@ -42,6 +42,8 @@ pub(super) struct Drops {
     pub(super) misbehaved: u64,
     /// Clients disconnected for sending far more than one packet a tick.
     pub(super) flooding: u64,
+    /// Clients disconnected because the game refused one of their reliable messages.
+    pub(super) refused_messages: u64,
     /// Connections refused: the token names a match this worker does not host.
     pub(super) no_such_match: u64,
     /// Connections refused: no free slot in the match.
@@ -112,14 +114,16 @@ pub(super) struct Retired {
 
 impl Retired {
     /// Keeps what `m`, whose ticks were due from `grid` until before `end`, contributed.
-    pub(super) fn add(&mut self, m: &Match, grid: Instant, end: Instant) {
+    pub(super) fn add(&mut self, m: &dyn HostedMatch, grid: Instant, end: Instant) {
         self.replication = self.replication.merged(&m.replication_stats());
-        self.snapshots += m.snapshots;
-        self.body_bytes += m.body_bytes;
-        self.full_state_bytes += m.full_state_bytes;
-        self.far_inputs += m.far_inputs;
-        self.shots_fired += m.shots_fired;
-        self.shots_clamped += m.shots_clamped;
+        let c = m.counters();
+        self.snapshots += c.snapshots;
+        self.body_bytes += c.body_bytes;
+        self.full_state_bytes += c.full_state_bytes;
+        self.far_inputs += c.far_inputs;
+        let g = m.game_counters();
+        self.shots_fired += g.rewinds;
+        self.shots_clamped += g.rewinds_clamped;
         self.lives.push((grid, end));
     }
 }
@@ -129,7 +133,8 @@ impl Retired {
 #[derive(Clone)]
 pub struct WorkerFigures {
     tick_hz: u32,
-    map: &'static str,
+    game: &'static str,
+    map: String,
     startup_matches: u32,
     players_per_match: u32,
     workers: u32,
@@ -165,8 +170,7 @@ impl Worker {
             record.add(Category::Network, Phase::Send, share);
             let is_late = late > LATE_AFTER;
             let m = &self.matches[mi];
-            let world = m.world().config();
-            let budget_ns = match_budget_ms(world.tick_hz, u32::from(world.players)) * 1e6;
+            let budget_ns = match_budget_ms(self.config.tick_hz, m.seats() as u32) * 1e6;
             let hitch = late > m.period() || record.total_ns as f64 > 2.0 * budget_ns;
             self.hosted[mi].cost.add(record.total_ns);
             let c = &mut self.hosted[mi].counters;
@@ -212,7 +216,7 @@ impl Worker {
             retired.results_unwritten += p.unwritten();
         }
         for m in &self.matches {
-            retired.add(m, close, close);
+            retired.add(m.as_ref(), close, close);
         }
         let mut dropped = BTreeMap::new();
         for (name, n) in self.transport.stats().dropped_all() {
@@ -230,14 +234,23 @@ impl Worker {
         dropped.insert("bad_cmd".into(), self.drops.bad_cmd);
         WorkerFigures {
             tick_hz: self.config.tick_hz,
-            map: self.config.map.name(),
+            game: self.maker.game(),
+            map: (self.config.game.table.get("map").and_then(|m| m.as_str()))
+                .unwrap_or_default()
+                .to_string(),
             startup_matches: self.startup_matches,
             players_per_match: u32::from(self.config.players_per_match),
             workers: 1,
             realtime_workers: u32::from(self.realtime.is_some()),
             rt_priority: self.realtime,
             warmup: self.config.warmup,
-            max_rewind: self.config.max_rewind,
+            // The game's lag-compensation bound, when its settings name one (the shooter's
+            // `max_rewind_ms`).
+            max_rewind: Duration::from_millis(
+                (self.config.game.table.get("max_rewind_ms"))
+                    .and_then(|v| v.as_u64())
+                    .unwrap_or(0),
+            ),
             window_s: close.saturating_duration_since(window.start).as_secs_f64(),
             measure,
             io: self.io,
@@ -311,7 +324,8 @@ impl WorkerFigures {
         let io = &self.io;
         ServerReport {
             tick_hz: self.tick_hz,
-            map: self.map.to_string(),
+            game: self.game.to_string(),
+            map: self.map.clone(),
             matches: self.startup_matches,
             players_per_match: self.players_per_match,
             workers: self.workers,

@@ -34,7 +34,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use tickforge_game::rules::MatchResult;
+use tickforge_api::sim::result_line;
 
 /// How far back from the end the repair at open looks for the last line's start: a
 /// result line is under a kilobyte, so a file whose last megabyte holds no newline is
@@ -335,7 +335,7 @@ fn repair_torn_tail(file: &mut File, path: &Path) -> io::Result<()> {
         }
         window = (window * 2).min(SCAN_MAX);
     };
-    let decodes = std::str::from_utf8(&line).is_ok_and(|l| MatchResult::decode(l).is_ok());
+    let decodes = std::str::from_utf8(&line).is_ok_and(|l| result_line::decode(l).is_ok());
     if decodes {
         // Whole but for its newline: ended, so the next result is not glued onto it.
         file.write_all(b"\n").and_then(|()| file.sync_data())?;

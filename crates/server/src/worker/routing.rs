@@ -2,13 +2,13 @@
 
 use std::time::Instant;
 
-use tickforge_game::PlayerSlot;
+use tickforge_api::Seat;
 use tickforge_proto::netcode::ServerEvent;
-use tickforge_proto::user_data::{UserData, ANY};
+use tickforge_proto::user_data::{UserData, ANY_SEAT};
 use tickforge_proto::ClientIndex;
 
 use super::Worker;
-use crate::game_match::{Match, ReceiveError};
+use crate::game_match::{HostedMatch, ReceiveError};
 
 impl Worker {
     pub(super) fn receive(&mut self, now: Instant) {
@@ -63,6 +63,7 @@ impl Worker {
                             match e {
                                 ReceiveError::Flood => drops.flooding += 1,
                                 ReceiveError::Link(_) => drops.misbehaved += 1,
+                                ReceiveError::Refused(_) => drops.refused_messages += 1,
                             }
                             transport.disconnect(client);
                             unroute(routes, matches, client);
@@ -92,7 +93,7 @@ impl Worker {
         for (m, &r) in self.matches.iter_mut().zip(&self.routed) {
             // The cost follows the datagrams routed to each match (control packets and
             // garbage ride along in proportion); with none routed it is shared evenly.
-            m.pending_receive_ns += (ns * u64::from(r))
+            m.counters_mut().pending_receive_ns += (ns * u64::from(r))
                 .checked_div(total)
                 .unwrap_or(ns / n.max(1));
         }
@@ -112,15 +113,15 @@ enum Refusal {
 /// another backend, in the first match with a free slot.
 fn place(
     now: Instant,
-    matches: &mut [Match],
+    matches: &mut [Box<dyn HostedMatch>],
     user_data: &Option<UserData>,
     client: ClientIndex,
-) -> Result<(usize, PlayerSlot), Refusal> {
+) -> Result<(usize, Seat), Refusal> {
     match user_data {
         Some(ud) => {
             let mi =
                 (matches.iter().position(|m| m.id() == ud.match_id)).ok_or(Refusal::NoSuchMatch)?;
-            let preferred = (ud.slot != ANY).then_some(PlayerSlot(ud.slot));
+            let preferred = (ud.seat != ANY_SEAT).then_some(Seat(ud.seat));
             (matches[mi].seat(now, client, preferred))
                 .map(|slot| (mi, slot))
                 .ok_or(Refusal::MatchFull)
@@ -132,8 +133,8 @@ fn place(
 }
 
 pub(super) fn unroute(
-    routes: &mut [Option<(usize, PlayerSlot)>],
-    matches: &mut [Match],
+    routes: &mut [Option<(usize, Seat)>],
+    matches: &mut [Box<dyn HostedMatch>],
     client: ClientIndex,
 ) {
     if let Some((mi, slot)) = routes[client.as_usize()].take() {
@@ -147,7 +148,7 @@ mod tests {
     use tickforge_game::WorldConfig;
     use tickforge_proto::MatchId;
 
-    fn two_matches(now: Instant) -> Vec<Match> {
+    fn two_matches(now: Instant) -> Vec<Box<dyn HostedMatch>> {
         let world = WorldConfig {
             players: 2,
             ..WorldConfig::default()
@@ -172,12 +173,12 @@ mod tests {
         let mut m = two_matches(now);
         assert_eq!(
             place(now, &mut m, &ours(2, 1), ClientIndex(0)),
-            Ok((1, PlayerSlot(1)))
+            Ok((1, Seat(1)))
         );
         // The slot is taken: the next free one in the same match.
         assert_eq!(
             place(now, &mut m, &ours(2, 1), ClientIndex(1)),
-            Ok((1, PlayerSlot(0)))
+            Ok((1, Seat(0)))
         );
         // The match is full: refused, not moved to another match.
         assert_eq!(
@@ -207,10 +208,10 @@ mod tests {
         assert_eq!(
             placed,
             [
-                Ok((0, PlayerSlot(0))),
-                Ok((0, PlayerSlot(1))),
-                Ok((1, PlayerSlot(0))),
-                Ok((1, PlayerSlot(1)))
+                Ok((0, Seat(0))),
+                Ok((0, Seat(1))),
+                Ok((1, Seat(0))),
+                Ok((1, Seat(1)))
             ]
         );
         assert_eq!(

@@ -11,7 +11,7 @@ use tickforge_proto::netcode::{self, Server as Transport};
 use tickforge_telemetry::{Category, FrameRecord, Phase, Scopes};
 
 use super::nanos;
-use crate::game_match::Match;
+use crate::game_match::HostedMatch;
 
 /// One match's frame as the worker runs it: the match's tick, then its outbox sealed for
 /// each client and queued into `send`, the sealing charged to the frame as network work in
@@ -20,7 +20,7 @@ use crate::game_match::Match;
 /// Returns the frame's cost so far (the caller adds the shared send work) and the number
 /// of payloads queued. Allocates nothing while `send` has room.
 pub fn tick_match(
-    m: &mut Match,
+    m: &mut dyn HostedMatch,
     now: Instant,
     scopes: &Scopes,
     transport: &mut Transport,

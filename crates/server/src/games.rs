@@ -1,0 +1,169 @@
+//! The games this process can host, and the settings each match of one is made with.
+//!
+//! A binary registers its games once at start ([`register`]): the `tickforge` binary the
+//! built-in ones, a studio's binary its own ([`crate::run`] does it). After that, a game is
+//! named by its [`Game::NAME`] in the server's `[game]` table (`name = "..."`), in
+//! `serve --game`, and in a `POST /matches` body's `game` object; the rest of that table or
+//! object is the game's own settings, which the game checks ([`Game::configure`]) before
+//! anything starts. A name the binary does not have is refused with the list of those it
+//! has.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::{Arc, OnceLock, RwLock};
+use std::time::Instant;
+
+use tickforge_api::{ConfigTable, Game, MatchSetup};
+use tickforge_proto::MatchId;
+
+use crate::game_match::{HostedMatch, Match};
+
+/// A game this binary can host, with its type erased.
+pub trait GameKind: Send + Sync {
+    /// [`Game::NAME`].
+    fn name(&self) -> &'static str;
+    /// [`Game::ABOUT`].
+    fn about(&self) -> &'static str;
+    /// [`Game::MAX_SEATS`].
+    fn max_seats(&self) -> u16;
+    /// Checks `table` with [`Game::configure`] and returns what makes matches with it.
+    fn configure(&self, table: &ConfigTable) -> Result<Arc<dyn MatchMaker>, GameError>;
+}
+
+/// Makes the matches of one game with one checked configuration.
+pub trait MatchMaker: Send + Sync + fmt::Debug {
+    /// The game's name.
+    fn game(&self) -> &'static str;
+    /// The most seats a match may have.
+    fn max_seats(&self) -> u16;
+    /// A new match whose tick 0 is due at `start`.
+    fn make(&self, id: MatchId, setup: MatchSetup, start: Instant) -> Box<dyn HostedMatch>;
+}
+
+struct Kind<G>(PhantomData<fn() -> G>);
+
+struct Maker<G: Game> {
+    config: Arc<G::Config>,
+}
+
+impl<G: Game> fmt::Debug for Maker<G> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MatchMaker")
+            .field("game", &G::NAME)
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl<G: Game> GameKind for Kind<G> {
+    fn name(&self) -> &'static str {
+        G::NAME
+    }
+
+    fn about(&self) -> &'static str {
+        G::ABOUT
+    }
+
+    fn max_seats(&self) -> u16 {
+        G::MAX_SEATS
+    }
+
+    fn configure(&self, table: &ConfigTable) -> Result<Arc<dyn MatchMaker>, GameError> {
+        let config = G::configure(table).map_err(|error| GameError::Config {
+            game: G::NAME,
+            error,
+        })?;
+        Ok(Arc::new(Maker::<G> {
+            config: Arc::new(config),
+        }))
+    }
+}
+
+impl<G: Game> MatchMaker for Maker<G> {
+    fn game(&self) -> &'static str {
+        G::NAME
+    }
+
+    fn max_seats(&self) -> u16 {
+        G::MAX_SEATS
+    }
+
+    fn make(&self, id: MatchId, setup: MatchSetup, start: Instant) -> Box<dyn HostedMatch> {
+        Box::new(Match::<G>::new(id, self.config.clone(), setup, start))
+    }
+}
+
+/// Why a game could not be chosen or configured.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GameError {
+    /// The binary has no game of that name.
+    #[error("game `{name}`: this binary has no such game; it has: {known}")]
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The names it has, comma-separated.
+        known: String,
+    },
+    /// The binary has no game at all (a library user forgot [`register`]).
+    #[error("no game is registered in this binary")]
+    None,
+    /// The game refused a setting.
+    #[error("game `{game}`: {error}")]
+    Config {
+        /// The game.
+        game: &'static str,
+        /// What it refused: the key, the form it takes, what it got.
+        error: tickforge_api::ConfigError,
+    },
+}
+
+fn registry() -> &'static RwLock<Vec<&'static dyn GameKind>> {
+    static GAMES: OnceLock<RwLock<Vec<&'static dyn GameKind>>> = OnceLock::new();
+    GAMES.get_or_init(|| RwLock::new(Vec::new()))
+}
+
+/// Makes game `G` available to this process. Registering a game twice is harmless; the
+/// first game registered is the default when a configuration names none.
+pub fn register<G: Game>() {
+    let mut games = registry().write().unwrap_or_else(|e| e.into_inner());
+    if games.iter().any(|g| g.name() == G::NAME) {
+        return;
+    }
+    games.push(Box::leak(Box::new(Kind::<G>(PhantomData))));
+}
+
+/// The registered games, in the order registered.
+pub fn all() -> Vec<&'static dyn GameKind> {
+    registry().read().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// The registered game named `name`, or the default (the first registered) for `None`.
+pub fn find(name: Option<&str>) -> Result<&'static dyn GameKind, GameError> {
+    let games = all();
+    match name {
+        None => games.first().copied().ok_or(GameError::None),
+        Some(name) => games
+            .iter()
+            .copied()
+            .find(|g| g.name() == name)
+            .ok_or_else(|| GameError::Unknown {
+                name: name.to_string(),
+                known: names(),
+            }),
+    }
+}
+
+/// The registered games' names, comma-separated: what an error lists.
+pub fn names() -> String {
+    let games = all();
+    if games.is_empty() {
+        return "none".to_string();
+    }
+    games.iter().map(|g| g.name()).collect::<Vec<_>>().join(", ")
+}
+
+/// Checks a game choice: the game `name` names (the default for `None`) configured with
+/// `table`.
+pub fn configure(name: Option<&str>, table: &ConfigTable) -> Result<Arc<dyn MatchMaker>, GameError> {
+    find(name)?.configure(table)
+}

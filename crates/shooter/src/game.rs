@@ -1,0 +1,266 @@
+//! The reference shooter behind the game boundary: [`Shooter`] implements
+//! [`tickforge_api::Game`], so the runtime hosts it like any studio's game.
+//!
+//! Per tick the runtime hands it each seat's newest command ([`cmd`](crate::cmd) bytes,
+//! decoded here) with the moment the client was showing; [`Game::step`] steps the world
+//! (movement, rules, lag-compensated shots, fog of war), queues the tick's events (the kill
+//! feed, round phases, who is alive, and each shot's verdict to its shooter: the
+//! [`ShooterEvent`]s), and writes the players whose state changed. A seat's entity is its
+//! player, with the seat's number as its network id.
+
+use tickforge_api::{
+    Category, ConfigError, ConfigTable, Entities, EntityId, Events, Game, GameCounters,
+    InputInfo, MatchEnd, MatchSetup, Schema, Seat, StepContext, Target, View,
+};
+use tickforge_game::replay::Recorder;
+use tickforge_game::rules::{BodyPart, Phase as RoundPhase, RulesEvent};
+use tickforge_game::{PlayerSlot, UserCmd, World};
+
+use crate::config::ShooterConfig;
+use crate::event::{ShooterEvent, NONE};
+use crate::{cmd, entity_state, viewer, ENTITY_BYTES, HEADER_BYTES};
+
+/// Bytes reserved for a match's action file: about a minute of 10 players at 128 Hz, so
+/// recording seldom grows the buffer inside a tick.
+const RECORDING_BYTES: usize = 1 << 20;
+
+/// One match of the reference shooter.
+pub struct Shooter {
+    world: World,
+    /// Each seat's player entity, by seat.
+    ids: Vec<EntityId>,
+    /// Who was alive after the last tick, by slot: changes go to every client.
+    alive: Vec<bool>,
+    /// Each seat's newest applied input sequence, echoed in its shots' verdicts.
+    seqs: Vec<u32>,
+    /// Every input applied, when the match is recorded.
+    recorder: Option<Recorder>,
+    counters: GameCounters,
+}
+
+impl Shooter {
+    /// The world.
+    pub fn world(&self) -> &World {
+        &self.world
+    }
+
+    /// The round's phase and score as a [`ShooterEvent::Round`].
+    fn round_event(&self) -> ShooterEvent {
+        let state = self.world.rules().round_state();
+        let score = state.score();
+        ShooterEvent::Round {
+            round: state.round(),
+            phase: match state.phase() {
+                RoundPhase::Buy => 0,
+                RoundPhase::Combat => 1,
+                RoundPhase::RoundEnd => 2,
+                RoundPhase::MatchOver => 3,
+            },
+            attackers: score.attackers,
+            defenders: score.defenders,
+        }
+    }
+
+    /// This tick's events: who died or came back and the round's phase to everyone, then
+    /// each shot's verdict to its shooter (a death arrives before any verdict it explains).
+    fn queue_events(&mut self, events: &mut Events) {
+        for i in 0..self.world.events().len() {
+            let event = match self.world.events()[i] {
+                RulesEvent::Kill {
+                    killer,
+                    victim,
+                    part,
+                    ..
+                } => ShooterEvent::Kill {
+                    killer: killer.0,
+                    victim: victim.0,
+                    part: body_part_code(part),
+                },
+                RulesEvent::RoundStarted { .. }
+                | RulesEvent::CombatStarted { .. }
+                | RulesEvent::RoundEnded { .. }
+                | RulesEvent::MatchEnded { .. } => self.round_event(),
+                _ => continue,
+            };
+            events.write(Target::All, |out| event.encode(out));
+        }
+        for slot in 0..self.alive.len() {
+            let alive = self.world.rules().is_alive(PlayerSlot(slot as u8));
+            if alive == self.alive[slot] {
+                continue;
+            }
+            self.alive[slot] = alive;
+            let event = ShooterEvent::Alive {
+                slot: slot as u8,
+                alive,
+            };
+            events.write(Target::All, |out| event.encode(out));
+        }
+        for shot in self.world.shots() {
+            self.counters.rewinds += 1;
+            self.counters.rewinds_clamped += u64::from(shot.clamped);
+            let shooter = usize::from(shot.shooter.0);
+            let (victim, part) = shot
+                .hit
+                .map_or((NONE, NONE), |h| (h.victim.0, body_part_code(h.part)));
+            let event = ShooterEvent::ShotResult {
+                seq: self.seqs.get(shooter).copied().unwrap_or(0),
+                tick: shot.tick.0,
+                victim,
+                part,
+                landed: shot.landed,
+            };
+            let seat = Seat(u16::from(shot.shooter.0));
+            events.write(Target::Seat(seat), |out| event.encode(out));
+        }
+    }
+}
+
+impl Game for Shooter {
+    type Config = ShooterConfig;
+    type Input = UserCmd;
+
+    const NAME: &'static str = "shooter";
+    const ABOUT: &'static str = "the reference 5-v-5 tactical shooter: rounds, hitscan weapons \
+                                 with lag-compensated hit registration, fog of war";
+    /// The world's slots are 8-bit, and 128 is the largest match planned for it.
+    const MAX_SEATS: u16 = 128;
+
+    fn schema() -> &'static Schema {
+        crate::schema()
+    }
+
+    fn configure(table: &ConfigTable) -> Result<ShooterConfig, ConfigError> {
+        ShooterConfig::from_table(table)
+    }
+
+    fn max_entities(_config: &ShooterConfig, seats: u16) -> u16 {
+        seats.max(1)
+    }
+
+    fn new(config: &ShooterConfig, setup: &MatchSetup, entities: &mut Entities) -> Shooter {
+        let seats = u8::try_from(setup.seats.min(Self::MAX_SEATS)).unwrap_or(u8::MAX);
+        let world = World::new(config.world(seats, setup.tick_hz));
+        let ids = (0..seats)
+            .map(|_| entities.spawn().expect("one entity per seat is reserved"))
+            .collect();
+        let recorder = setup
+            .record
+            .then(|| Recorder::new(world.config(), RECORDING_BYTES));
+        Shooter {
+            world,
+            ids,
+            alive: vec![true; usize::from(seats)],
+            seqs: vec![0; usize::from(seats)],
+            recorder,
+            counters: GameCounters::default(),
+        }
+    }
+
+    fn decode_input(bytes: &[u8]) -> Option<UserCmd> {
+        cmd::decode(bytes).ok()
+    }
+
+    fn apply_input(&mut self, seat: Seat, input: &UserCmd, info: InputInfo) {
+        let Ok(slot) = u8::try_from(seat.0).map(PlayerSlot) else {
+            return;
+        };
+        if usize::from(slot.0) >= self.seqs.len() {
+            return;
+        }
+        self.world.set_cmd(slot, *input);
+        self.world.set_view_time(slot, info.view);
+        if let Some(rec) = self.recorder.as_mut() {
+            rec.input(self.world.tick(), slot, input, info.view);
+        }
+        self.seqs[usize::from(slot.0)] = info.seq;
+    }
+
+    /// Where the match stands, then who is dead (a client starts out thinking everyone
+    /// alive): what a late joiner needs to make sense of the full state that follows.
+    fn join(&mut self, seat: Seat, events: &mut Events) {
+        let round = self.round_event();
+        events.write(Target::Seat(seat), |out| round.encode(out));
+        for (slot, _) in self.alive.iter().enumerate().filter(|(_, a)| !**a) {
+            let dead = ShooterEvent::Alive {
+                slot: slot as u8,
+                alive: false,
+            };
+            events.write(Target::Seat(seat), |out| dead.encode(out));
+        }
+    }
+
+    /// The player stops where it is; the recording says so, or its replay would run the
+    /// player on with its last command.
+    fn leave(&mut self, seat: Seat) {
+        let Ok(slot) = u8::try_from(seat.0).map(PlayerSlot) else {
+            return;
+        };
+        let Some(view) = self.world.players().get(usize::from(slot.0)).map(|p| p.view) else {
+            return;
+        };
+        self.world.set_cmd(slot, UserCmd::default());
+        if let Some(rec) = self.recorder.as_mut() {
+            rec.input(self.world.tick(), slot, &UserCmd::default(), view);
+        }
+    }
+
+    fn step(&mut self, cx: &mut StepContext<'_>) {
+        self.world.step(cx.scopes);
+        {
+            let _n = cx.scopes.scope(Category::Network);
+            self.queue_events(cx.events);
+        }
+        // Push: only what the step changed is quantized, once for every connection.
+        let _r = cx.scopes.scope(Category::Replication);
+        for slot in self.world.changed() {
+            let state = entity_state(&self.world, slot);
+            let id = self.ids[usize::from(slot.0)];
+            cx.entities.set(id, state.position(), &state.lanes());
+        }
+    }
+
+    fn view(&self, seat: Seat) -> View<'_> {
+        let i = seat.index();
+        let Some(player) = self.world.players().get(i) else {
+            return View::default();
+        };
+        View {
+            viewer: viewer(&player.state),
+            own: self.ids.get(i).copied(),
+            visible: Some(self.world.fow().row(PlayerSlot(i as u8))),
+        }
+    }
+
+    fn is_over(&self) -> bool {
+        self.world.rules().phase() == RoundPhase::MatchOver
+    }
+
+    fn finish(&mut self) -> MatchEnd {
+        let mut result = String::new();
+        if let Some(r) = self.world.result() {
+            r.encode_body(&mut result);
+        }
+        MatchEnd {
+            result,
+            recording: self.recorder.take().map(|r| r.finish(&self.world)),
+        }
+    }
+
+    fn full_state_bytes(shown: usize) -> usize {
+        HEADER_BYTES + shown * ENTITY_BYTES
+    }
+
+    fn counters(&self) -> GameCounters {
+        self.counters
+    }
+}
+
+/// The wire code of a hitbox in [`ShooterEvent::ShotResult`] and [`ShooterEvent::Kill`].
+pub fn body_part_code(part: BodyPart) -> u8 {
+    match part {
+        BodyPart::Head => 0,
+        BodyPart::Body => 1,
+        BodyPart::Legs => 2,
+    }
+}

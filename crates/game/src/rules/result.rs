@@ -1,23 +1,25 @@
-//! The result of a match, and its stable one-line text encoding.
+//! The result of a match, and the body of its line in a results file.
 //!
-//! One match is one line, so a results file is appended a line at a time and a torn write
-//! (a crash mid-append) damages only its own, unterminated line. Tokens are separated by one
-//! space, in this order and no other:
+//! The runtime frames the line ([`tickforge_sim::result_line`]: tag and version, game,
+//! origin, check); the shooter writes the middle. One match is one line, so a results file
+//! is appended a line at a time and a torn write (a crash mid-append) damages only its own,
+//! unterminated line. Tokens are separated by one space, in this order and no other:
 //!
 //! ```text
-//! tickforge-result/2 match=7 run=3f2a9c0d11e4b5a6 at=2026-11-25T06:31:23Z tick_hz=128
-//!   duration_ticks=41216 rounds_played=5 attackers=3 defenders=2 players=2
-//!   player=0,attackers,4,1,512 player=1,defenders,1,4,300 check=0d3e52620190440f\n
+//! tickforge-result/3 game=shooter match=7 run=3f2a9c0d11e4b5a6 at=2026-11-25T06:31:23Z
+//!   tick_hz=128 duration_ticks=41216 rounds_played=5 attackers=3 defenders=2 players=2
+//!   player=0,attackers,4,1,512 player=1,defenders,1,4,300 check=96e472e7f6d252dd\n
 //! ```
 //! (shown on three lines; it is one.)
 //!
 //! | token | meaning |
 //! |---|---|
-//! | `tickforge-result/2` | [`RESULT_TAG`], then the format version |
+//! | `tickforge-result/3` | [`RESULT_TAG`], then the format version |
+//! | `game` | `shooter` ([`MatchResult::GAME`]): the game whose body follows |
 //! | `match` | the match's id, as the server's API returned it ([`ResultOrigin::match_id`]) |
 //! | `run` | the run id of the server process that hosted it, 16 lowercase hex digits |
 //! | `at` | when the match ended, UTC, RFC 3339 to the second (`YYYY-MM-DDTHH:MM:SSZ`) |
-//! | `tick_hz` | ticks per second of the match, > 0 |
+//! | `tick_hz` | ticks per second of the match, > 0 (the body starts here) |
 //! | `duration_ticks` | ticks from the first buy phase to the match end |
 //! | `rounds_played` | rounds played |
 //! | `attackers`, `defenders` | rounds won by each team |
@@ -27,41 +29,19 @@
 //!
 //! Numbers are unsigned decimal. The check catches a torn last line (whose truncated number
 //! would otherwise still parse) and bit rot; [`MatchResult::decode`] rejects either.
-//! Version 1 lines (the same without `match`, `run` and `at`) still decode, with no
-//! [`ResultOrigin`].
+//! Older lines still decode: version 2 (the same without `game`) and version 1 (without
+//! `game`, `match`, `run` and `at`, so with no [`ResultOrigin`]). A version 3 line of
+//! another game is refused with [`DecodeError::Game`].
 
-use std::fmt::{self, Write as _};
+use std::fmt::Write as _;
 use std::num::NonZeroU32;
-use std::str::FromStr;
 use std::time::Duration;
+
+use tickforge_sim::result_line::{self, field, number};
+pub use tickforge_sim::result_line::{DecodeError, ResultOrigin, RESULT_TAG};
 
 use super::{PlayerStats, Score, Team};
 use crate::PlayerSlot;
-
-/// The first token of an encoded result; the format version follows after a `/`.
-pub const RESULT_TAG: &str = "tickforge-result";
-
-/// The version this code writes; it reads this one and [`VERSION_1`].
-const VERSION: u32 = 2;
-/// The first version: no `match`, `run` or `at` tokens.
-const VERSION_1: u32 = 1;
-
-const CHECK_SEPARATOR: &str = " check=";
-const CHECK_HEX_DIGITS: usize = 16;
-
-/// Which match a result is of, and which server run made it and when: what the server adds to
-/// the game's [`MatchResult`] on each line, so that a line is traced to the match the API
-/// created and a restarted server's lines are told from the last run's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ResultOrigin {
-    /// The match's id, as the server's API returned it.
-    pub match_id: u32,
-    /// The run id of the server process that hosted the match (random, one per process).
-    pub run_id: u64,
-    /// When the match ended, in seconds since the Unix epoch (UTC); written as RFC 3339.
-    /// Times past the year 9999 are written as its last second.
-    pub ended_at_unix_s: u64,
-}
 
 /// One player's line of a result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -89,35 +69,6 @@ pub struct MatchResult {
     pub players: Vec<PlayerResult>,
 }
 
-/// Why [`MatchResult::decode`] refused a line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DecodeError {
-    /// The line has no well-formed `check=` token at its end: a torn write or not a result.
-    Unterminated,
-    /// The check does not match the line: a torn write or corruption.
-    Checksum,
-    /// The line does not start with [`RESULT_TAG`] and a version this code reads.
-    Version,
-    /// The named field is missing, out of order, or its value does not parse.
-    Field(&'static str),
-    /// Tokens follow the last player.
-    TrailingTokens,
-}
-
-impl fmt::Display for DecodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DecodeError::Unterminated => f.write_str("result line has no check token"),
-            DecodeError::Checksum => f.write_str("result line fails its check"),
-            DecodeError::Version => f.write_str("not a result line of a known version"),
-            DecodeError::Field(name) => write!(f, "result field `{name}` is missing or invalid"),
-            DecodeError::TrailingTokens => f.write_str("result line has tokens after its players"),
-        }
-    }
-}
-
-impl std::error::Error for DecodeError {}
-
 impl MatchResult {
     /// The team with more rounds, or `None` for a draw.
     pub fn winner(&self) -> Option<Team> {
@@ -132,18 +83,22 @@ impl MatchResult {
         Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
     }
 
+    /// The `game` of this game's result lines.
+    pub const GAME: &'static str = "shooter";
+
     /// Appends the result of the match `origin` names to `out` as one line, newline
-    /// included (the format is in the module docs).
+    /// included: the current version (3), `game=shooter` (the format is in the module docs).
     pub fn encode(&self, origin: &ResultOrigin, out: &mut String) {
-        let start = out.len();
+        let mut body = String::new();
+        self.encode_body(&mut body);
+        result_line::encode(Self::GAME, origin, &body, out);
+    }
+
+    /// Appends the shooter's body of a result line to `out`: the tokens from `tick_hz` to
+    /// the last `player`, separated by single spaces, with no space or newline at either end.
+    pub fn encode_body(&self, out: &mut String) {
         // Writing to a String cannot fail.
-        let _ = write!(
-            out,
-            "{RESULT_TAG}/{VERSION} match={} run={:016x} at=",
-            origin.match_id, origin.run_id
-        );
-        write_utc(out, origin.ended_at_unix_s);
-        let _ = write!(out, " tick_hz={}", self.tick_hz);
+        let _ = write!(out, "tick_hz={}", self.tick_hz);
         let _ = write!(out, " duration_ticks={}", self.duration_ticks);
         let _ = write!(out, " rounds_played={}", self.rounds_played);
         let _ = write!(out, " attackers={}", self.score.attackers);
@@ -160,60 +115,29 @@ impl MatchResult {
                 p.stats.damage_dealt_hp,
             );
         }
-        let check = fnv1a64(&out.as_bytes()[start..]);
-        let _ = writeln!(out, "{CHECK_SEPARATOR}{check:016x}");
     }
 
-    /// Reads one line written by [`Self::encode`] (or a version 1 line), with or without
-    /// its newline; the origin is dropped ([`MatchResult::decode_line`] keeps it).
+    /// Reads one line written by [`Self::encode`] (or a version 2 or 1 line), with or
+    /// without its newline; the origin is dropped ([`MatchResult::decode_line`] keeps it).
     pub fn decode(line: &str) -> Result<MatchResult, DecodeError> {
         MatchResult::decode_line(line).map(|(_, result)| result)
     }
 
     /// Reads one line written by [`Self::encode`], with or without its newline, and its
-    /// origin; a version 1 line has none.
+    /// origin; a version 1 line has none. A well-framed line of another game fails with
+    /// [`DecodeError::Game`].
     pub fn decode_line(line: &str) -> Result<(Option<ResultOrigin>, MatchResult), DecodeError> {
-        let line = line.strip_suffix('\n').unwrap_or(line);
-        let (body, check) = line
-            .rsplit_once(CHECK_SEPARATOR)
-            .ok_or(DecodeError::Unterminated)?;
-        if check.len() != CHECK_HEX_DIGITS
-            || !check
-                .bytes()
-                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-        {
-            return Err(DecodeError::Unterminated);
+        let framed = result_line::decode(line)?;
+        if framed.game != Self::GAME {
+            return Err(DecodeError::Game);
         }
-        let check = u64::from_str_radix(check, 16).map_err(|_| DecodeError::Unterminated)?;
-        if check != fnv1a64(body.as_bytes()) {
-            return Err(DecodeError::Checksum);
-        }
+        Ok((framed.origin, MatchResult::decode_body(framed.body)?))
+    }
 
-        let mut tokens = body.split(' ');
-        let version = tokens
-            .next()
-            .and_then(|t| t.strip_prefix(RESULT_TAG))
-            .and_then(|t| t.strip_prefix('/'))
-            .and_then(number::<u32>);
-        let origin = match version {
-            Some(VERSION) => Some(ResultOrigin {
-                match_id: field(&mut tokens, "match")?,
-                run_id: tokens
-                    .next()
-                    .and_then(|t| t.strip_prefix("run="))
-                    .filter(|t| t.len() == 16 && t.bytes().all(|b| b.is_ascii_hexdigit()))
-                    .filter(|t| !t.bytes().any(|b| b.is_ascii_uppercase()))
-                    .and_then(|t| u64::from_str_radix(t, 16).ok())
-                    .ok_or(DecodeError::Field("run"))?,
-                ended_at_unix_s: tokens
-                    .next()
-                    .and_then(|t| t.strip_prefix("at="))
-                    .and_then(parse_utc)
-                    .ok_or(DecodeError::Field("at"))?,
-            }),
-            Some(VERSION_1) => None,
-            _ => return Err(DecodeError::Version),
-        };
+    /// Reads what [`Self::encode_body`] writes, and nothing else: the body of a result
+    /// line, without the frame's tokens.
+    pub fn decode_body(body: &str) -> Result<MatchResult, DecodeError> {
+        let mut tokens = result_line::tokens(body);
         let tick_hz = field(&mut tokens, "tick_hz")?;
         let duration_ticks = field(&mut tokens, "duration_ticks")?;
         let rounds_played = field(&mut tokens, "rounds_played")?;
@@ -234,7 +158,7 @@ impl MatchResult {
         if tokens.next().is_some() {
             return Err(DecodeError::TrailingTokens);
         }
-        let result = MatchResult {
+        Ok(MatchResult {
             tick_hz,
             duration_ticks,
             rounds_played,
@@ -243,22 +167,8 @@ impl MatchResult {
                 defenders,
             },
             players,
-        };
-        Ok((origin, result))
+        })
     }
-}
-
-/// The next token as `name=value`, with `value` parsed.
-fn field<'a, T: FromStr>(
-    tokens: &mut impl Iterator<Item = &'a str>,
-    name: &'static str,
-) -> Result<T, DecodeError> {
-    tokens
-        .next()
-        .and_then(|t| t.strip_prefix(name))
-        .and_then(|t| t.strip_prefix('='))
-        .and_then(number)
-        .ok_or(DecodeError::Field(name))
 }
 
 /// `slot,team,kills,deaths,damage_hp`, whose slot must be `index`.
@@ -285,86 +195,6 @@ fn player(value: &str, index: usize) -> Option<PlayerResult> {
         slot: PlayerSlot(slot),
         team,
         stats,
-    })
-}
-
-/// An unsigned decimal: digits only (`str::parse` would also take a leading `+`).
-fn number<T: FromStr>(s: &str) -> Option<T> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok()
-}
-
-/// The last second of the year 9999: the latest time RFC 3339's four-digit year holds.
-const MAX_UTC_S: u64 = 253_402_300_799;
-const SECONDS_PER_DAY: u64 = 86_400;
-
-/// Writes `unix_s` as RFC 3339 UTC to the second: `2026-11-25T06:31:23Z`.
-fn write_utc(out: &mut String, unix_s: u64) {
-    let s = unix_s.min(MAX_UTC_S);
-    let (year, month, day) = civil_from_days(s / SECONDS_PER_DAY);
-    let secs = s % SECONDS_PER_DAY;
-    let _ = write!(
-        out,
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    );
-}
-
-/// Reads what [`write_utc`] writes, and nothing else: `YYYY-MM-DDTHH:MM:SSZ`, a real date
-/// from 1970 on.
-fn parse_utc(s: &str) -> Option<u64> {
-    let b = s.as_bytes();
-    if b.len() != 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' {
-        return None;
-    }
-    if b[16] != b':' || b[19] != b'Z' {
-        return None;
-    }
-    let digits = |from: usize, to: usize| number::<u64>(&s[from..to]);
-    let (year, month, day) = (digits(0, 4)?, digits(5, 7)?, digits(8, 10)?);
-    let (hour, minute, second) = (digits(11, 13)?, digits(14, 16)?, digits(17, 19)?);
-    if year < 1970 || !(1..=12).contains(&month) || hour > 23 || minute > 59 || second > 59 {
-        return None;
-    }
-    let days = days_from_civil(year, month, day)?;
-    Some(days * SECONDS_PER_DAY + hour * 3600 + minute * 60 + second)
-}
-
-/// The date `days` after 1970-01-01 (proleptic Gregorian; Howard Hinnant's algorithm).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    // Shifted to 0000-03-01, so that a leap day ends its year of 400-year eras.
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (year, month, day)
-}
-
-/// Days from 1970-01-01 to a date from 1970 on; `None` for a day its month does not have.
-fn days_from_civil(year: u64, month: u64, day: u64) -> Option<u64> {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y / 400;
-    let yoe = y % 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day.checked_sub(1)?;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = (era * 146_097 + doe).checked_sub(719_468)?;
-    (civil_from_days(days) == (year, month, day)).then_some(days)
-}
-
-/// FNV-1a, 64-bit.
-fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
 }
 
@@ -422,12 +252,32 @@ mod tests {
     fn the_encoding_is_pinned() {
         // The format is stable: a change here breaks every results file already written.
         let line = encoded(&sample());
-        let body = "tickforge-result/2 match=7 run=3f2a9c0d11e4b5a6 at=2026-11-25T06:31:23Z \
-                    tick_hz=128 duration_ticks=41216 rounds_played=5 attackers=3 defenders=2 \
-                    players=2 player=0,attackers,4,1,512 player=1,defenders,1,4,300";
-        assert_eq!(line, format!("{body} check=0d3e52620190440f\n"));
-        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+        let body = "tickforge-result/3 game=shooter match=7 run=3f2a9c0d11e4b5a6 \
+                    at=2026-11-25T06:31:23Z tick_hz=128 duration_ticks=41216 rounds_played=5 \
+                    attackers=3 defenders=2 players=2 player=0,attackers,4,1,512 \
+                    player=1,defenders,1,4,300";
+        assert_eq!(line, format!("{body} check=96e472e7f6d252dd\n"));
+    }
+
+    #[test]
+    fn the_body_is_the_middle_of_the_line() {
+        let mut body = String::new();
+        sample().encode_body(&mut body);
+        assert_eq!(
+            body,
+            "tick_hz=128 duration_ticks=41216 rounds_played=5 attackers=3 defenders=2 \
+             players=2 player=0,attackers,4,1,512 player=1,defenders,1,4,300"
+        );
+        assert!(encoded(&sample()).contains(&format!(" {body} check=")));
+        assert_eq!(MatchResult::decode_body(&body), Ok(sample()));
+        assert_eq!(
+            MatchResult::decode_body(""),
+            Err(DecodeError::Field("tick_hz"))
+        );
+        assert_eq!(
+            MatchResult::decode_body(&format!("{body} ")),
+            Err(DecodeError::TrailingTokens)
+        );
     }
 
     #[test]
@@ -463,44 +313,29 @@ mod tests {
     }
 
     #[test]
-    fn times_are_rfc_3339_utc_and_read_back() {
-        let text = |s: u64| {
-            let mut out = String::new();
-            write_utc(&mut out, s);
-            out
-        };
-        for (s, expected) in [
-            (0, "1970-01-01T00:00:00Z"),
-            (951_782_400, "2000-02-29T00:00:00Z"),
-            (1_795_588_283, "2026-11-25T06:31:23Z"),
-            (4_107_542_399, "2100-02-28T23:59:59Z"),
-            (MAX_UTC_S, "9999-12-31T23:59:59Z"),
-        ] {
-            assert_eq!(text(s), expected);
-            assert_eq!(parse_utc(expected), Some(s), "{expected}");
-        }
-        assert_eq!(text(u64::MAX), "9999-12-31T23:59:59Z", "clamped");
-        for bad in [
-            "2026-02-29T00:00:00Z",
-            "2100-02-29T00:00:00Z",
-            "2026-13-01T00:00:00Z",
-            "2026-04-31T00:00:00Z",
-            "2026-01-00T00:00:00Z",
-            "2026-01-01T24:00:00Z",
-            "2026-01-01T00:60:00Z",
-            "1969-12-31T23:59:59Z",
-            "2026-01-01 00:00:00Z",
-            "2026-01-01T00:00:00",
-            "2026-01-01T00:00:00+00:00",
-            "+026-01-01T00:00:00Z",
-        ] {
-            assert_eq!(parse_utc(bad), None, "{bad}");
-        }
-        // Every day of four centuries reads back as itself.
-        for day in (0..146_097 * 2).step_by(1) {
-            let s = day * SECONDS_PER_DAY + 86_399;
-            assert_eq!(parse_utc(&text(s)), Some(s));
-        }
+    fn version_2_lines_still_decode_with_their_origin() {
+        // A line the previous build wrote.
+        let v2 = "tickforge-result/2 match=7 run=3f2a9c0d11e4b5a6 at=2026-11-25T06:31:23Z \
+                  tick_hz=128 duration_ticks=41216 rounds_played=5 attackers=3 defenders=2 \
+                  players=2 player=0,attackers,4,1,512 player=1,defenders,1,4,300 \
+                  check=0d3e52620190440f\n";
+        assert_eq!(MatchResult::decode_line(v2), Ok((Some(ORIGIN), sample())));
+        let torn = &v2[..v2.len() - 3];
+        assert!(MatchResult::decode(torn).is_err());
+    }
+
+    #[test]
+    fn another_games_line_is_refused() {
+        let mut line = String::new();
+        let mut body = String::new();
+        sample().encode_body(&mut body);
+        // Even with the shooter's body: the line says it is another game's.
+        result_line::encode("chess", &ORIGIN, &body, &mut line);
+        assert_eq!(MatchResult::decode(&line), Err(DecodeError::Game));
+        assert_eq!(
+            result_line::decode(&line).map(|f| f.body),
+            Ok(body.as_str())
+        );
     }
 
     #[test]
@@ -533,7 +368,7 @@ mod tests {
     #[test]
     fn a_changed_byte_fails_the_check() {
         let line = encoded(&sample());
-        let body_len = line.find(CHECK_SEPARATOR).unwrap();
+        let body_len = line.rfind(" check=").unwrap();
         for i in 0..body_len {
             let mut bytes = line.clone().into_bytes();
             bytes[i] ^= 0x01;
@@ -546,9 +381,36 @@ mod tests {
 
     #[test]
     fn well_checked_but_malformed_lines_are_refused() {
-        let with_check = |body: &str| format!("{body} check={:016x}", fnv1a64(body.as_bytes()));
+        let with_check = |body: &str| {
+            let check = result_line::fnv1a64(body.as_bytes());
+            format!("{body} check={check:016x}")
+        };
         let cases = [
-            ("tickforge-result/3 tick_hz=128", DecodeError::Version),
+            ("tickforge-result/4 tick_hz=128", DecodeError::Version),
+            ("tickforge-result/3 tick_hz=128", DecodeError::Field("game")),
+            (
+                "tickforge-result/3 game=shooter tick_hz=128 duration_ticks=1 rounds_played=1 \
+                 attackers=1 defenders=0 players=0",
+                DecodeError::Field("match"),
+            ),
+            (
+                "tickforge-result/3 game=Shooter match=1 run=3f2a9c0d11e4b5a6 \
+                 at=2026-11-25T06:31:23Z tick_hz=128 duration_ticks=1 rounds_played=1 \
+                 attackers=1 defenders=0 players=0",
+                DecodeError::Field("game"),
+            ),
+            (
+                "tickforge-result/3 game=chess match=1 run=3f2a9c0d11e4b5a6 \
+                 at=2026-11-25T06:31:23Z tick_hz=128 duration_ticks=1 rounds_played=1 \
+                 attackers=1 defenders=0 players=0",
+                DecodeError::Game,
+            ),
+            (
+                "tickforge-result/3 game=shooter match=1 run=3f2a9c0d11e4b5a6 \
+                 at=2026-11-25T06:31:23Z tick_hz=128 duration_ticks=1 rounds_played=1 \
+                 attackers=1 defenders=0 players=0 extra=1",
+                DecodeError::TrailingTokens,
+            ),
             (
                 "tickforge-result/2 tick_hz=128 duration_ticks=1 rounds_played=1 attackers=1 \
                  defenders=0 players=0",
@@ -616,7 +478,8 @@ mod tests {
             tick_hz in 1u32..,
             match_id: u32,
             run_id: u64,
-            ended_at_unix_s in 0..=MAX_UTC_S,
+            // Up to the last second of the year 9999, the latest the line can hold.
+            ended_at_unix_s in 0..=253_402_300_799u64,
             duration_ticks: u32,
             rounds_played: u8,
             attackers: u8,

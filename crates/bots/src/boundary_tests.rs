@@ -12,6 +12,7 @@
 use tickforge_game::rules::{MatchResult, RulesConfig};
 
 use super::test_host::{Host, BOTS, PLAYERS};
+use tickforge_server::HostedMatch;
 use super::*;
 
 /// Matches played: the first, and two that start over.
@@ -126,7 +127,7 @@ fn aimers_agree_with_the_server_across_rounds_and_a_match_that_starts_over() {
     let mut rounds_played = Vec::new();
     for t in 0..MAX_TICKS {
         let ended = field.tick(t);
-        let now_round = field.host.m.world().rules().round_state().round();
+        let now_round = field.host.m.game().world().rules().round_state().round();
         if ended.is_some() || now_round != round {
             let counts = total(&field.bots);
             stretches.push(Stretch {

@@ -16,6 +16,7 @@
 use tickforge_game::rules::RulesConfig;
 use tickforge_game::PlayerSlot;
 use tickforge_server::Match;
+use tickforge_shooter::Shooter;
 use tickforge_testkit::alloc::{allocations_in, Counting};
 
 use super::test_host::{Host, BOTS, PLAYERS};
@@ -133,18 +134,18 @@ struct Window {
 }
 
 impl Window {
-    fn open(m: &Match) -> Window {
+    fn open(m: &Match<Shooter>) -> Window {
         Window {
             deaths_before: deaths(m),
-            round_before: m.world().rules().round_state().round(),
+            round_before: m.game().world().rules().round_state().round(),
             ..Window::default()
         }
     }
 
-    fn update(&mut self, ticks: u32, m: &Match, bots: &[Bot]) {
+    fn update(&mut self, ticks: u32, m: &Match<Shooter>, bots: &[Bot]) {
         self.ticks = ticks;
         self.deaths = deaths(m) - self.deaths_before;
-        self.rounds_begun = m.world().rules().round_state().round() - self.round_before;
+        self.rounds_begun = m.game().world().rules().round_state().round() - self.round_before;
         self.judged = bots.iter().map(|b| b.metrics.hitreg.shots).sum();
     }
 
@@ -158,9 +159,9 @@ impl Window {
     }
 }
 
-fn deaths(m: &Match) -> u32 {
+fn deaths(m: &Match<Shooter>) -> u32 {
     (0..PLAYERS)
-        .filter_map(|s| m.world().rules().stats(PlayerSlot(s)))
+        .filter_map(|s| m.game().world().rules().stats(PlayerSlot(s)))
         .map(|s| s.deaths)
         .sum()
 }

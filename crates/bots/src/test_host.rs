@@ -8,7 +8,15 @@ use tickforge_game::{PlayerSlot, Vec3, World, WorldConfig};
 use tickforge_io::udp::SendBatch;
 use tickforge_proto::netcode::{self, ServerEvent};
 use tickforge_proto::ClientIndex;
-use tickforge_server::Match;
+use tickforge_server::{HostedMatch, Match};
+use tickforge_shooter::{Shooter, ShooterConfig};
+use tickforge_api::Seat;
+
+/// A shooter match playing `world`, its tick 0 due at `start`.
+pub(crate) fn shooter_match(id: MatchId, world: &WorldConfig, start: Instant) -> Match<Shooter> {
+    let (config, setup) = ShooterConfig::from_world(world);
+    Match::new(id, std::sync::Arc::new(config), setup, start)
+}
 use tickforge_telemetry::Scopes;
 
 use super::*;
@@ -21,9 +29,9 @@ pub(crate) const BOTS: u8 = 8;
 pub(crate) struct Host {
     socket: UdpSocket,
     transport: netcode::Server,
-    pub(crate) m: Match,
+    pub(crate) m: Match<Shooter>,
     /// Each client index's seat.
-    seats: Vec<Option<PlayerSlot>>,
+    seats: Vec<Option<Seat>>,
     /// The input sequence of the hunters, one a tick.
     hunter_seq: u32,
     scopes: Scopes,
@@ -60,13 +68,13 @@ impl Host {
             entropy::unix_now(),
             entropy::random_bytes(),
         );
-        let mut m = Match::new(MatchId(1), world, start);
+        let mut m = shooter_match(MatchId(1), &world, start);
         for slot in BOTS..PLAYERS {
             // Client indices the transport never gives: the hunters have no connection.
             let hunter = ClientIndex(1000 + u16::from(slot));
             assert_eq!(
-                m.seat(start, hunter, Some(PlayerSlot(slot))),
-                Some(PlayerSlot(slot))
+                m.seat(start, hunter, Some(Seat(u16::from(slot)))),
+                Some(Seat(u16::from(slot)))
             );
         }
         Host {
@@ -107,10 +115,10 @@ impl Host {
         }
         self.hunter_seq += 1;
         // The hunters see the world as it is.
-        let shown = ViewTime::at(Tick(self.m.world().tick().0.saturating_sub(1)));
+        let shown = ViewTime::at(Tick(self.m.game().world().tick().0.saturating_sub(1)));
         for slot in (BOTS..PLAYERS).map(PlayerSlot) {
-            let cmd = hunter_cmd(self.m.world(), slot);
-            self.m.queue_input(slot, self.hunter_seq, cmd, shown);
+            let cmd = hunter_cmd(self.m.game().world(), slot);
+            (self.m).queue_input(Seat(u16::from(slot.0)), self.hunter_seq, cmd, shown);
         }
         self.transport.handle_timeout(now);
         assert_eq!(self.transport.poll_disconnect(), None);
@@ -125,7 +133,8 @@ impl Host {
             &mut self.frame,
             &mut self.out,
         );
-        let result = self.m.finish_if_over().map(|(result, _)| result);
+        let result = (self.m.finish_if_over())
+            .map(|end| MatchResult::decode_body(&end.result).expect("the shooter's result"));
         self.out.flush(&self.socket, &mut self.io);
         result
     }

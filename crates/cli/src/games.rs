@@ -5,6 +5,7 @@ use clap::builder::PossibleValuesParser;
 /// Registers the built-in games with the server runtime; the first is the default.
 pub fn register() {
     tickforge_server::games::register::<tickforge_shooter::Shooter>();
+    tickforge_server::games::register::<tickforge_ctf::Ctf>();
 }
 
 /// `--game`'s parser: the registered games' names, so `--help` lists them and a name the
@@ -35,7 +36,10 @@ mod tests {
     #[test]
     fn settings_read_json_or_fall_back_to_a_string() {
         assert_eq!(parse_setting("rounds=3"), Ok(("rounds".into(), 3.into())));
-        assert_eq!(parse_setting("map=arena"), Ok(("map".into(), "arena".into())));
+        assert_eq!(
+            parse_setting("map=arena"),
+            Ok(("map".into(), "arena".into()))
+        );
         assert_eq!(parse_setting("x=\"1\""), Ok(("x".into(), "1".into())));
         assert!(parse_setting("=3").is_err() && parse_setting("rounds").is_err());
     }

@@ -39,7 +39,11 @@ pub struct ServeArgs {
     pub game_set: Vec<(String, serde_json::Value)>,
     /// Shooter: the built-in map every match is played on: arena (5-v-5) or flat2km (2 km
     /// square, 100 spawns on an 800 m circle, for the crowd) [default: arena].
-    #[arg(long, value_name = "NAME", help_heading = "Shooter (the [game] table's keys)")]
+    #[arg(
+        long,
+        value_name = "NAME",
+        help_heading = "Shooter (the [game] table's keys)"
+    )]
     pub map: Option<String>,
     /// Most microseconds before a deadline the worker stops sleeping and spins; it spins
     /// only as long as its recent wake-ups overslept, plus 10 µs [default: 100].
@@ -122,30 +126,62 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N")]
     pub requests_per_second_per_ip: Option<u32>,
     /// Seconds of each round's buy phase, players held at their spawns [default: 15].
-    #[arg(long, value_name = "S", help_heading = "Shooter (the [game] table\'s keys)")]
+    #[arg(
+        long,
+        value_name = "S",
+        help_heading = "Shooter (the [game] table\'s keys)"
+    )]
     pub buy_s: Option<f64>,
     /// Seconds of each round's combat phase [default: 100].
-    #[arg(long, value_name = "S", help_heading = "Shooter (the [game] table\'s keys)")]
+    #[arg(
+        long,
+        value_name = "S",
+        help_heading = "Shooter (the [game] table\'s keys)"
+    )]
     pub round_s: Option<f64>,
     /// Seconds of the pause after each round [default: 5].
-    #[arg(long, value_name = "S", help_heading = "Shooter (the [game] table\'s keys)")]
+    #[arg(
+        long,
+        value_name = "S",
+        help_heading = "Shooter (the [game] table\'s keys)"
+    )]
     pub round_end_s: Option<f64>,
     /// Rounds in a match, first to a majority wins [default: 5].
-    #[arg(long, value_name = "N", help_heading = "Shooter (the [game] table\'s keys)")]
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "Shooter (the [game] table\'s keys)"
+    )]
     pub rounds: Option<u8>,
     /// Each player's health at the start of a round, hit points [default: 100].
-    #[arg(long, value_name = "HP", help_heading = "Shooter (the [game] table\'s keys)")]
+    #[arg(
+        long,
+        value_name = "HP",
+        help_heading = "Shooter (the [game] table\'s keys)"
+    )]
     pub max_health_hp: Option<u16>,
     /// Pose players every Nth tick and lerp between when a shot rewinds; 1 poses every
     /// tick [default: 4].
-    #[arg(long, value_name = "N", help_heading = "Shooter (the [game] table\'s keys)")]
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "Shooter (the [game] table\'s keys)"
+    )]
     pub pose_every: Option<u8>,
     /// Trace each enemy pair's line of sight every Nth tick for the fog of war; 1 traces
     /// every tick [default: 4].
-    #[arg(long, value_name = "N", help_heading = "Shooter (the [game] table\'s keys)")]
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "Shooter (the [game] table\'s keys)"
+    )]
     pub fow_every: Option<u8>,
     /// Milliseconds lag compensation rewinds at most (hard cap 1000) [default: 200].
-    #[arg(long, value_name = "MS", help_heading = "Shooter (the [game] table\'s keys)")]
+    #[arg(
+        long,
+        value_name = "MS",
+        help_heading = "Shooter (the [game] table\'s keys)"
+    )]
     pub max_rewind_ms: Option<u32>,
     /// File each finished match's result line is appended to and fsynced; `none`: no
     /// results file [default: tickforge-results.log].
@@ -225,6 +261,15 @@ impl ServeArgs {
             t.insert(k.clone(), v.clone());
         }
         (!t.is_empty()).then_some(t)
+    }
+}
+
+/// The game and its map, if its settings name one: `shooter on arena`.
+fn game_label(game: &config::GameChoice) -> String {
+    let name = tickforge_server::games::find(game.name.as_deref()).map_or("?", |g| g.name());
+    match game.table.get("map").and_then(|m| m.as_str()) {
+        Some(map) => format!("{name} on {map}"),
+        None => name.to_string(),
     }
 }
 
@@ -312,10 +357,10 @@ pub fn run(args: ServeArgs) -> Result<()> {
     std::io::stdout().flush().ok();
     let plan = host.plan();
     eprintln!(
-        "tickforge serve: {} match(es) × {} players on {} at {} Hz; cores {}; {} NUMA node(s)",
+        "tickforge serve: {} match(es) of {} × {} players at {} Hz; cores {}; {} NUMA node(s)",
         config.matches,
+        game_label(&config.game),
         config.players_per_match,
-        config.map.name(),
         config.tick_hz,
         config.cores.as_ref().map_or("unpinned".to_string(), |c| {
             c.iter()

@@ -10,7 +10,7 @@ use clap::Args;
 use tickforge_io::entropy;
 use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
 use tickforge_proto::netcode::PrivateKey;
-use tickforge_proto::user_data::{UserData, ANY};
+use tickforge_proto::user_data::{UserData, ANY, ANY_SEAT};
 use tickforge_proto::MatchId;
 use tickforge_server::config::{DEFAULT_PROTOCOL_ID, KEY_ENV};
 
@@ -32,9 +32,9 @@ pub struct TokenArgs {
     /// The player's team [default: any].
     #[arg(long)]
     pub team: Option<u8>,
-    /// The player's slot in the match [default: any free slot].
+    /// The player's seat in the match [default: any free seat].
     #[arg(long)]
-    pub slot: Option<u8>,
+    pub slot: Option<u16>,
     /// The client's id, unique per connected player [default: random].
     #[arg(long)]
     pub client_id: Option<u64>,
@@ -119,7 +119,7 @@ pub fn run(args: TokenArgs) -> Result<()> {
     let user_data = UserData {
         match_id: MatchId(args.match_id),
         team: args.team.unwrap_or(ANY),
-        slot: args.slot.unwrap_or(ANY),
+        seat: args.slot.unwrap_or(ANY_SEAT),
     };
     let client_id = args
         .client_id

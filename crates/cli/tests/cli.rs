@@ -266,7 +266,8 @@ fn help_documents_every_serve_option_with_its_default() {
         ("--matches", d.matches.to_string()),
         ("--players-per-match", d.players_per_match.to_string()),
         ("--tick-hz", d.tick_hz.to_string()),
-        ("--map", d.map.name().to_string()),
+        ("--map", "arena".to_string()),
+        ("--game", "shooter".to_string()),
         ("--spin-us", d.spin.as_micros().to_string()),
         (
             "--max-matches-per-worker",
@@ -380,7 +381,7 @@ fn token_mints_a_netcode_token_for_the_match_from_a_new_key() {
     .unwrap();
     assert_eq!(p.client_id, 99);
     let ud = tickforge_proto::user_data::UserData::parse(&p.user_data).unwrap();
-    assert_eq!((ud.match_id.0, ud.slot), (7, 3));
+    assert_eq!((ud.match_id.0, ud.seat), (7, 3));
 
     // Printed as base64 without --out.
     let out = tickforge()

@@ -71,8 +71,8 @@ use std::fmt::Write as _;
 
 use serde::Deserialize;
 use tickforge_api::{
-    Category, ConfigError, ConfigTable, Entities, EntityId, Events, Game, Lanes, MatchEnd,
-    MatchSetup, Position, ReadTable, Refused, Schema, Seat, StepContext, Target, View, ViewTime,
+    Category, ConfigError, ConfigTable, Entities, EntityId, Events, Game, InputInfo, Lanes,
+    MatchEnd, MatchSetup, Position, ReadTable, Refused, Schema, Seat, StepContext, Target, View,
     Viewer,
 };
 
@@ -551,7 +551,7 @@ impl Game for Ctf {
         Input::from_bytes(bytes)
     }
 
-    fn apply_input(&mut self, seat: Seat, input: &Input, _view: ViewTime) {
+    fn apply_input(&mut self, seat: Seat, input: &Input, _info: InputInfo) {
         if let Some(p) = self.players.get_mut(seat.index()) {
             p.input = *input;
         }

@@ -109,7 +109,9 @@ impl GameChoice {
 
     /// What makes this choice's matches: the game, configured. Fails when the binary has
     /// no such game or the game refuses a key.
-    pub fn maker(&self) -> Result<std::sync::Arc<dyn crate::games::MatchMaker>, crate::games::GameError> {
+    pub fn maker(
+        &self,
+    ) -> Result<std::sync::Arc<dyn crate::games::MatchMaker>, crate::games::GameError> {
         crate::games::configure(self.name.as_deref(), &self.table)
     }
 }
@@ -782,22 +784,6 @@ fn resolve_cores(
         });
     }
     Ok(Some(list))
-}
-
-fn seconds(
-    key: &'static str,
-    value: Option<f64>,
-    default: Duration,
-) -> Result<Duration, ConfigError> {
-    match value {
-        None => Ok(default),
-        Some(v) if v.is_finite() && (0.0..=86_400.0).contains(&v) => Ok(Duration::from_secs_f64(v)),
-        Some(v) => Err(ConfigError::Invalid {
-            key,
-            expected: "seconds from 0 to 86400",
-            got: v.to_string(),
-        }),
-    }
 }
 
 fn parse_addr(key: &'static str, value: Option<String>) -> Result<Option<SocketAddr>, ConfigError> {

@@ -693,6 +693,5 @@ pub struct TrafficCounters {
     pub full_state_bytes: u64,
 }
 
-
 #[cfg(test)]
 mod tests;

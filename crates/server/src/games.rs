@@ -159,11 +159,18 @@ pub fn names() -> String {
     if games.is_empty() {
         return "none".to_string();
     }
-    games.iter().map(|g| g.name()).collect::<Vec<_>>().join(", ")
+    games
+        .iter()
+        .map(|g| g.name())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Checks a game choice: the game `name` names (the default for `None`) configured with
 /// `table`.
-pub fn configure(name: Option<&str>, table: &ConfigTable) -> Result<Arc<dyn MatchMaker>, GameError> {
+pub fn configure(
+    name: Option<&str>,
+    table: &ConfigTable,
+) -> Result<Arc<dyn MatchMaker>, GameError> {
     find(name)?.configure(table)
 }

@@ -50,3 +50,19 @@ pub(crate) fn connected_pair(now: Instant) -> (netcode::Server, Client, ClientIn
     assert!(client.is_connected());
     (server, client, index.expect("connected"), server_addr)
 }
+
+/// Makes the reference shooter this process's game (the server's tests host it; the
+/// library itself knows no game).
+pub(crate) fn register_shooter() {
+    crate::games::register::<tickforge_shooter::Shooter>();
+}
+
+/// A shooter match playing `world`, its tick 0 due at `start`.
+pub(crate) fn shooter_match(
+    id: tickforge_proto::MatchId,
+    world: &tickforge_game::WorldConfig,
+    start: Instant,
+) -> crate::Match<tickforge_shooter::Shooter> {
+    let (config, setup) = tickforge_shooter::ShooterConfig::from_world(world);
+    crate::Match::new(id, std::sync::Arc::new(config), setup, start)
+}

@@ -78,6 +78,24 @@ impl ShooterConfig {
         }
     }
 
+    /// The settings and match setup that play `world` (for tests and tools that start
+    /// from a world configuration): its map, rules and history, its players as seats.
+    pub fn from_world(world: &WorldConfig) -> (ShooterConfig, tickforge_api::MatchSetup) {
+        let config = ShooterConfig {
+            map: world.map,
+            rules: world.rules,
+            pose_every: world.history.pose_every,
+            fow_every: world.fow.trace_every_ticks,
+            max_rewind: world.history.max_rewind,
+        };
+        let setup = tickforge_api::MatchSetup {
+            seats: u16::from(world.players),
+            tick_hz: world.tick_hz,
+            record: false,
+        };
+        (config, setup)
+    }
+
     /// Reads the `[game]` table; see the module doc for the keys.
     pub fn from_table(table: &ConfigTable) -> Result<ShooterConfig, ConfigError> {
         let t: Table = table.read()?;
@@ -99,7 +117,12 @@ impl ShooterConfig {
             buy: seconds("buy_s", t.buy_s, d.rules.buy)?,
             round,
             round_end: seconds("round_end_s", t.round_end_s, d.rules.round_end)?,
-            rounds: nonzero(t.rounds, d.rules.rounds, "rounds", "an integer from 1 to 255")?,
+            rounds: nonzero(
+                t.rounds,
+                d.rules.rounds,
+                "rounds",
+                "an integer from 1 to 255",
+            )?,
             max_health_hp: match t.max_health_hp {
                 None => d.rules.max_health_hp,
                 Some(hp) => NonZeroU16::new(hp).ok_or_else(|| {
@@ -109,7 +132,9 @@ impl ShooterConfig {
             ..d.rules
         };
         let pose_every = nonzero(
-            t.pose_every.filter(|&n| n <= 32).or(t.pose_every.map(|_| 0)),
+            t.pose_every
+                .filter(|&n| n <= 32)
+                .or(t.pose_every.map(|_| 0)),
             d.pose_every,
             "pose_every",
             "an integer from 1 to 32 (ticks)",
@@ -223,14 +248,35 @@ mod tests {
     fn bad_keys_are_named_with_the_form_they_take() {
         for (json, says) in [
             (r#"{"map": "dust2"}"#, "map: expected a built-in map"),
-            (r#"{"rounds": 0}"#, "rounds: expected an integer from 1 to 255, got 0"),
+            (
+                r#"{"rounds": 0}"#,
+                "rounds: expected an integer from 1 to 255, got 0",
+            ),
             (r#"{"rounds": 256}"#, "rounds: expected"),
-            (r#"{"round_s": 0}"#, "round_s: expected seconds, more than 0"),
-            (r#"{"buy_s": -1}"#, "buy_s: expected seconds from 0 to 86400, got -1"),
-            (r#"{"pose_every": 33}"#, "pose_every: expected an integer from 1 to 32 (ticks), got 33"),
-            (r#"{"fow_every": 0}"#, "fow_every: expected an integer from 1 to 16 (ticks), got 0"),
-            (r#"{"max_rewind_ms": 1001}"#, "max_rewind_ms: expected milliseconds from 0 to 1000"),
-            (r#"{"max_health_hp": 0}"#, "max_health_hp: expected an integer from 1 to 65535"),
+            (
+                r#"{"round_s": 0}"#,
+                "round_s: expected seconds, more than 0",
+            ),
+            (
+                r#"{"buy_s": -1}"#,
+                "buy_s: expected seconds from 0 to 86400, got -1",
+            ),
+            (
+                r#"{"pose_every": 33}"#,
+                "pose_every: expected an integer from 1 to 32 (ticks), got 33",
+            ),
+            (
+                r#"{"fow_every": 0}"#,
+                "fow_every: expected an integer from 1 to 16 (ticks), got 0",
+            ),
+            (
+                r#"{"max_rewind_ms": 1001}"#,
+                "max_rewind_ms: expected milliseconds from 0 to 1000",
+            ),
+            (
+                r#"{"max_health_hp": 0}"#,
+                "max_health_hp: expected an integer from 1 to 65535",
+            ),
             (r#"{"players": 3}"#, "players: expected `map`"),
         ] {
             let e = read(json).unwrap_err().to_string();

@@ -9,8 +9,8 @@
 //! player, with the seat's number as its network id.
 
 use tickforge_api::{
-    Category, ConfigError, ConfigTable, Entities, EntityId, Events, Game, GameCounters,
-    InputInfo, MatchEnd, MatchSetup, Schema, Seat, StepContext, Target, View,
+    Category, ConfigError, ConfigTable, Entities, EntityId, Events, Game, GameCounters, InputInfo,
+    MatchEnd, MatchSetup, Schema, Seat, StepContext, Target, View,
 };
 use tickforge_game::replay::Recorder;
 use tickforge_game::rules::{BodyPart, Phase as RoundPhase, RulesEvent};
@@ -196,7 +196,12 @@ impl Game for Shooter {
         let Ok(slot) = u8::try_from(seat.0).map(PlayerSlot) else {
             return;
         };
-        let Some(view) = self.world.players().get(usize::from(slot.0)).map(|p| p.view) else {
+        let Some(view) = self
+            .world
+            .players()
+            .get(usize::from(slot.0))
+            .map(|p| p.view)
+        else {
             return;
         };
         self.world.set_cmd(slot, UserCmd::default());

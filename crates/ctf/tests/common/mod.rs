@@ -4,7 +4,8 @@
 #![allow(dead_code)]
 
 use tickforge_api::{
-    Entities, EntityChange, Events, Game, MatchSetup, Scopes, Seat, StepContext, Tick, ViewTime,
+    Entities, EntityChange, Events, Game, InputInfo, MatchSetup, Scopes, Seat, StepContext, Tick,
+    ViewTime,
 };
 use tickforge_ctf::{decode_state, Ctf, CtfConfig, EntityState, Event, Input};
 
@@ -64,7 +65,14 @@ impl Match {
         let seats = self.world.len() as u16 - 2;
         for s in 0..seats {
             let i = input(s, &self.world);
-            self.game.apply_input(Seat(s), &i, ViewTime::at(self.tick));
+            self.game.apply_input(
+                Seat(s),
+                &i,
+                InputInfo {
+                    seq: 0,
+                    view: ViewTime::at(self.tick),
+                },
+            );
         }
         let mut cx = StepContext {
             tick: self.tick,

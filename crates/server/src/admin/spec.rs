@@ -91,7 +91,9 @@ impl MatchSpec {
                 let text = e.to_string();
                 // The shooter's keys lived at the top level before games had their own.
                 if text.contains("unknown field `map`") || text.contains("unknown field `rounds`") {
-                    SpecError::Json(format!("{text} (a game's settings go in the `game` object)"))
+                    SpecError::Json(format!(
+                        "{text} (a game's settings go in the `game` object)"
+                    ))
                 } else {
                     SpecError::Json(text)
                 }

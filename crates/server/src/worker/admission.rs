@@ -14,7 +14,6 @@ use tickforge_proto::MatchId;
 
 use super::{Hosted, Worker};
 use crate::admin::{AdminCommand, CreateError, MatchSpec, MatchState, MatchStatus, WorkerLink};
-use crate::game_match::HostedMatch;
 
 /// Share of each tick a worker may fill with match frames; the rest is kept for the OS
 /// (DESIGN.md's frame budget).
@@ -265,8 +264,12 @@ impl Worker {
             m.dropped.set(reason, n);
         }
         let d = &self.drops;
-        let far_inputs =
-            self.retired.far_inputs + self.matches.iter().map(|m| m.counters().far_inputs).sum::<u64>();
+        let far_inputs = self.retired.far_inputs
+            + self
+                .matches
+                .iter()
+                .map(|m| m.counters().far_inputs)
+                .sum::<u64>();
         for (reason, n) in [
             ("oversize", d.oversize),
             ("bad_message", d.bad_message),

@@ -51,8 +51,8 @@ use tickforge_telemetry::{FrameRecord, Scopes};
 
 use crate::admin::WorkerLink;
 use crate::config::ServerConfig;
-use crate::games::{GameError, MatchMaker};
 use crate::game_match::HostedMatch;
+use crate::games::{GameError, MatchMaker};
 use crate::RunId;
 
 pub use admission::{matches_that_fit, remaining_capacity, ADMISSION_BUDGET_SHARE};

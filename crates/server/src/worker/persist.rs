@@ -411,11 +411,7 @@ impl Worker {
     /// returns the ticket its replacement waits for; `None`: nothing to wait for. Allocates
     /// the line and the file name, and shrinks the action file's buffer to its length,
     /// once a match (off the tick); never blocks.
-    pub(super) fn persist(
-        &mut self,
-        i: usize,
-        end: MatchEnd,
-    ) -> Option<u64> {
+    pub(super) fn persist(&mut self, i: usize, end: MatchEnd) -> Option<u64> {
         let MatchEnd {
             result,
             recording: actions,

@@ -10,7 +10,7 @@ use tickforge_proto::msg::{self, ClientMsg, ServerMsg};
 use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
 use tickforge_proto::netcode::{Client, ClientEvent, PrivateKey};
 use tickforge_proto::reliable::Endpoint;
-use tickforge_proto::user_data::{UserData, ANY};
+use tickforge_proto::user_data::{UserData, ANY, ANY_SEAT};
 use tickforge_proto::MatchId;
 
 /// A connect token for match `m` on `server`, any team and slot, client id `m`.
@@ -25,7 +25,7 @@ pub fn token_for(server: SocketAddr, key: &PrivateKey, protocol_id: u64, m: u32)
     let user_data = UserData {
         match_id: MatchId(m),
         team: ANY,
-        slot: ANY,
+        seat: ANY_SEAT,
     }
     .encode();
     ConnectToken::mint(&params, u64::from(m), &user_data, &key.0, &[7; 88])

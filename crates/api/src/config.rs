@@ -56,6 +56,7 @@ impl ReadTable for ConfigTable {
             if let Some(rest) = inner.strip_prefix("unknown field `") {
                 let (field, known) = rest.split_once('`').unwrap_or((rest, ""));
                 let known = known.trim_start_matches(", ");
+                let known = known.strip_prefix("expected ").unwrap_or(known);
                 // The path already ends at the unknown field.
                 let key = if path == "." || path.is_empty() {
                     field.to_string()

@@ -12,8 +12,8 @@
 use tickforge_game::rules::{MatchResult, RulesConfig};
 
 use super::test_host::{Host, BOTS, PLAYERS};
-use tickforge_server::HostedMatch;
 use super::*;
+use tickforge_server::HostedMatch;
 
 /// Matches played: the first, and two that start over.
 const MATCHES: u32 = 3;

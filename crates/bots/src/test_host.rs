@@ -3,6 +3,7 @@
 //! the first [`BOTS`] seats; two scripted hunters, seated without a connection, take the
 //! rest, so that players die and come back (the bots alone seldom meet).
 
+use tickforge_api::Seat;
 use tickforge_game::rules::{MatchResult, RulesConfig, Team};
 use tickforge_game::{PlayerSlot, Vec3, World, WorldConfig};
 use tickforge_io::udp::SendBatch;
@@ -10,7 +11,6 @@ use tickforge_proto::netcode::{self, ServerEvent};
 use tickforge_proto::ClientIndex;
 use tickforge_server::{HostedMatch, Match};
 use tickforge_shooter::{Shooter, ShooterConfig};
-use tickforge_api::Seat;
 
 /// A shooter match playing `world`, its tick 0 due at `start`.
 pub(crate) fn shooter_match(id: MatchId, world: &WorldConfig, start: Instant) -> Match<Shooter> {

@@ -211,6 +211,7 @@ pub struct ConfigFile {
     pub record_dir: Option<PathBuf>,
     /// `[game]`: `name = "shooter"` (the game; absent: the binary's first), and the game's
     /// own keys (`tickforge serve --game NAME --help` lists them)
+    #[serde(default, deserialize_with = "de_game_table")]
     pub game: Option<ConfigTable>,
 }
 
@@ -669,6 +670,44 @@ pub fn parse_protocol_id(text: &str) -> Result<u64, String> {
 }
 
 /// `protocol_id` from a TOML integer or string ([`parse_protocol_id`]).
+/// Reads the `[game]` table as TOML and hands it on as JSON, refusing what JSON cannot
+/// hold (a NaN or infinite number would silently become `null`, an absent key) and TOML
+/// dates, so the game sees every value the file wrote.
+fn de_game_table<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<ConfigTable>, D::Error> {
+    use serde::de::Error;
+    fn convert(key: &str, v: toml::Value) -> Result<serde_json::Value, String> {
+        Ok(match v {
+            toml::Value::String(s) => s.into(),
+            toml::Value::Integer(i) => i.into(),
+            toml::Value::Float(f) if f.is_finite() => f.into(),
+            toml::Value::Float(f) => {
+                return Err(format!("[game] {key}: expected a finite number, got {f}"))
+            }
+            toml::Value::Boolean(b) => b.into(),
+            toml::Value::Datetime(t) => {
+                return Err(format!("[game] {key}: expected a number, string, boolean, array or table, got the date {t}"))
+            }
+            toml::Value::Array(a) => (a.into_iter().map(|v| convert(key, v)))
+                .collect::<Result<Vec<_>, _>>()?
+                .into(),
+            toml::Value::Table(t) => serde_json::Value::Object(
+                t.into_iter()
+                    .map(|(k, v)| convert(&format!("{key}.{k}"), v).map(|v| (k, v)))
+                    .collect::<Result<_, _>>()?,
+            ),
+        })
+    }
+    let table = Option::<toml::Table>::deserialize(d)?;
+    table
+        .map(|t| {
+            t.into_iter()
+                .map(|(k, v)| convert(&k, v).map(|v| (k, v)))
+                .collect::<Result<ConfigTable, _>>()
+                .map_err(D::Error::custom)
+        })
+        .transpose()
+}
+
 fn de_protocol_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     struct Id;
     impl serde::de::Visitor<'_> for Id {
@@ -839,6 +878,7 @@ mod tests {
     }
 
     fn resolve(c: ConfigFile) -> Result<ServerConfig, ConfigError> {
+        crate::testing::register_shooter();
         c.resolve_with_env(Some(HEX.into()))
     }
 
@@ -1040,18 +1080,25 @@ mod tests {
     }
 
     #[test]
-    fn the_map_is_a_builtin_named_by_its_file() {
-        assert_eq!(
-            resolve(ConfigFile::default()).unwrap().map,
-            BuiltinMap::Arena
-        );
-        let c = resolve(parse("map = \"flat2km\"").unwrap()).unwrap();
-        assert_eq!(c.map, BuiltinMap::Flat2km);
-        let err = resolve(parse("map = \"dust2\"").unwrap()).unwrap_err();
+    fn the_game_table_names_the_game_and_the_game_checks_its_keys() {
+        let c = resolve(ConfigFile::default()).unwrap();
+        assert_eq!(c.game, GameChoice::default());
+        let c = resolve(parse("[game]\nname = \"shooter\"\nmap = \"flat2km\"").unwrap()).unwrap();
+        assert_eq!(c.game.name.as_deref(), Some("shooter"));
+        assert_eq!(c.game.table["map"], "flat2km");
+        let err = resolve(parse("[game]\nmap = \"dust2\"").unwrap()).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "config key `map`: expected a built-in map: \"arena\" or \"flat2km\", got \"dust2\""
+            "config table [game]: game `shooter`: map: expected a built-in map: \"arena\" or \"flat2km\", got \"dust2\""
         );
+        let err = resolve(parse("[game]\nname = \"chess\"").unwrap()).unwrap_err();
+        assert!(
+            err.to_string().contains("no such game; it has: shooter"),
+            "{err}"
+        );
+        // The shooter's keys live in its table now; at the top level they are unknown.
+        let err = parse("map = \"arena\"").unwrap_err();
+        assert!(err.contains("unknown field `map`"), "{err}");
     }
 
     #[test]
@@ -1332,30 +1379,8 @@ mod tests {
     #[test]
     fn degenerate_rule_values_are_refused_with_the_key_and_the_range() {
         for (toml, key, range) in [
-            ("round_s = 0.0", "round_s", "more than 0 and at most 86400"),
-            ("round_s = -1.0", "round_s", "from 0 to 86400"),
-            ("round_s = nan", "round_s", "from 0 to 86400"),
-            ("round_s = 1e9", "round_s", "from 0 to 86400"),
-            ("buy_s = -0.5", "buy_s", "from 0 to 86400"),
-            ("buy_s = inf", "buy_s", "from 0 to 86400"),
-            ("round_end_s = -1.0", "round_end_s", "from 0 to 86400"),
-            ("rounds = 0", "rounds", "from 1 to 255"),
-            ("max_health_hp = 0", "max_health_hp", "from 1 to 65535"),
-            ("pose_every = 0", "pose_every", "from 1 to 32"),
-            ("pose_every = 33", "pose_every", "from 1 to 32"),
-            ("fow_every = 0", "fow_every", "from 1 to 16"),
             ("tick_hz = 0", "tick_hz", "from 1 to 1000"),
             ("tick_hz = 1001", "tick_hz", "from 1 to 1000"),
-            (
-                "players_per_match = 0",
-                "players_per_match",
-                "from 1 to 128",
-            ),
-            (
-                "players_per_match = 1000",
-                "players_per_match",
-                "from 1 to 128",
-            ),
             ("warmup_s = 1e30", "warmup_s", "from 0 to 1000000"),
             ("duration_s = 1e30", "duration_s", "at most 1000000"),
             (
@@ -1363,7 +1388,6 @@ mod tests {
                 "drain_timeout_s",
                 "from 0 to 86400",
             ),
-            ("max_rewind_ms = 5000", "max_rewind_ms", "from 0 to 1000"),
         ] {
             let err = resolve(parse(toml).unwrap()).unwrap_err().to_string();
             assert!(
@@ -1371,12 +1395,43 @@ mod tests {
                 "{toml}: {err}"
             );
         }
-        // Past the type's range, the parser names the key.
-        let err = parse("rounds = 300").unwrap_err();
-        assert!(err.contains("rounds"), "{err}");
+        for players in [0, 1000] {
+            let toml = format!("players_per_match = {players}");
+            let err = resolve(parse(&toml).unwrap()).unwrap_err().to_string();
+            assert!(
+                err.starts_with("config key `players_per_match`: expected an integer from 1 to 128 (the most game `shooter` takes)"),
+                "{toml}: {err}"
+            );
+        }
+        // The game's own keys: the game names the key and its range.
+        for (toml, key, range) in [
+            ("round_s = 0.0", "round_s", "more than 0 and at most 86400"),
+            ("round_s = -1.0", "round_s", "from 0 to 86400"),
+            ("round_s = 1e9", "round_s", "from 0 to 86400"),
+            ("buy_s = -0.5", "buy_s", "from 0 to 86400"),
+            ("round_end_s = -1.0", "round_end_s", "from 0 to 86400"),
+            ("rounds = 0", "rounds", "from 1 to 255"),
+            ("rounds = 300", "rounds", ""),
+            ("max_health_hp = 0", "max_health_hp", "from 1 to 65535"),
+            ("pose_every = 0", "pose_every", "from 1 to 32"),
+            ("pose_every = 33", "pose_every", "from 1 to 32"),
+            ("fow_every = 0", "fow_every", "from 1 to 16"),
+            ("max_rewind_ms = 5000", "max_rewind_ms", "from 0 to 1000"),
+        ] {
+            let toml = format!("[game]\n{toml}");
+            let err = resolve(parse(&toml).unwrap()).unwrap_err().to_string();
+            assert!(
+                err.starts_with(&format!(
+                    "config table [game]: game `shooter`: {key}: expected "
+                )) && err.contains(range),
+                "{toml}: {err}"
+            );
+        }
         // The smallest sound values pass.
-        resolve(parse("round_s = 0.01\nbuy_s = 0.0\nround_end_s = 0.0\nrounds = 1").unwrap())
-            .unwrap();
+        resolve(
+            parse("[game]\nround_s = 0.01\nbuy_s = 0.0\nround_end_s = 0.0\nrounds = 1").unwrap(),
+        )
+        .unwrap();
     }
 
     #[test]

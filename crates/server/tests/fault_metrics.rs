@@ -22,6 +22,7 @@ fn sample(text: &str, series: &str) -> Option<u64> {
 
 #[test]
 fn metrics_count_garbage_and_refusals_by_reason() {
+    common::register_games();
     let config = ServerConfig {
         bind: "127.0.0.1:0".parse().unwrap(),
         players_per_match: 1,

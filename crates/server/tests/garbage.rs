@@ -13,6 +13,7 @@ const GARBAGE: u64 = 2000;
 
 #[test]
 fn garbage_is_counted_and_dropped_while_a_client_plays_on() {
+    common::register_games();
     let config = ServerConfig {
         bind: "127.0.0.1:0".parse().unwrap(),
         players_per_match: 2,

@@ -41,6 +41,7 @@ fn no_status() -> Arc<dyn Fn(&tickforge_server::WorkerStatus) + Send + Sync> {
 
 #[test]
 fn two_workers_each_serve_their_own_match_over_udp() {
+    common::register_games();
     let cores = tickforge_io::cpu::allowed_cores();
     if cores.len() < 2 {
         eprintln!("skipped: this process may use only {cores:?}");
@@ -108,6 +109,7 @@ fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String)
 
 #[test]
 fn post_matches_creates_matches_whose_tokens_connect_until_the_worker_is_full() {
+    common::register_games();
     let config = ServerConfig {
         bind: "127.0.0.1:0".parse().unwrap(),
         matches: 1,
@@ -200,6 +202,7 @@ fn listed(admin: SocketAddr) -> Vec<u64> {
 
 #[test]
 fn unjoined_admin_matches_are_reclaimed_after_the_ttl_without_a_result() {
+    common::register_games();
     let results =
         std::env::temp_dir().join(format!("tickforge-reclaim-{}.log", std::process::id()));
     let _ = std::fs::remove_file(&results);
@@ -293,6 +296,7 @@ fn connected_player(
 
 #[test]
 fn a_drain_finishes_within_its_timeout_while_an_admin_client_stalls() {
+    common::register_games();
     let drain_timeout = Duration::from_secs(1);
     let config = ServerConfig {
         bind: "127.0.0.1:0".parse().unwrap(),
@@ -362,6 +366,7 @@ fn a_drain_finishes_within_its_timeout_while_an_admin_client_stalls() {
 
 #[test]
 fn a_fast_second_signal_counts_what_the_workers_report_as_they_stop() {
+    common::register_games();
     let config = ServerConfig {
         bind: "127.0.0.1:0".parse().unwrap(),
         matches: 1,

@@ -19,7 +19,7 @@
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use tickforge_game::rules::{RulesConfig, Team};
+use tickforge_game::rules::Team;
 use tickforge_game::{buttons, PlayerSlot, UserCmd, Vec3, World};
 use tickforge_proto::msg::{self, ClientMsg, Event, ServerMsg};
 use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
@@ -27,8 +27,9 @@ use tickforge_proto::netcode::{Client, ClientEvent, PrivateKey};
 use tickforge_proto::reliable::Endpoint;
 use tickforge_proto::MAX_PACKET_BYTES;
 use tickforge_replication::{Replica, ReplicaConfig, ReplicationConfig};
+use tickforge_server::config::GameChoice;
 use tickforge_server::{Match, ServerConfig, Worker};
-use tickforge_shooter::cmd;
+use tickforge_shooter::{cmd, Shooter, ShooterEvent};
 use tickforge_testkit::alloc::{allocations_in, Counting};
 use tickforge_testkit::SimRng;
 
@@ -72,8 +73,8 @@ struct Heard {
 /// centre, then on across to the enemy's side; firing at the chest of the nearest living
 /// enemy in sight, a little off either way, while it runs. The dead stand still. (The
 /// players read the server's world to play: how they decide is not what is measured.)
-fn command(m: &Match, me: PlayerSlot, rng: &mut SimRng) -> UserCmd {
-    let world = m.world();
+fn command(m: &Match<Shooter>, me: PlayerSlot, rng: &mut SimRng) -> UserCmd {
+    let world = m.game().world();
     let rules = world.rules();
     if !rules.is_alive(me) {
         return UserCmd::default();
@@ -143,6 +144,14 @@ fn command(m: &Match, me: PlayerSlot, rng: &mut SimRng) -> UserCmd {
     c
 }
 
+/// The worker's one match, as the shooter's match it is.
+fn shooter(worker: &Worker) -> &Match<Shooter> {
+    worker.matches()[0]
+        .as_any()
+        .downcast_ref::<Match<Shooter>>()
+        .expect("the worker hosts the shooter")
+}
+
 /// Ten clients holding tokens for `server`, not yet connected, on sockets of their own.
 fn players(server: SocketAddr, now: Instant) -> Vec<Player> {
     let params = TokenParams {
@@ -190,21 +199,27 @@ fn a_warm_worker_frame_allocates_nothing_through_connect_match_end_and_restart()
     let config = ServerConfig {
         bind: "127.0.0.1:0".parse().unwrap(),
         matches: 1,
-        players_per_match: PLAYERS,
+        players_per_match: u16::from(PLAYERS),
         protocol_id: PROTOCOL_ID,
         private_key: PrivateKey(KEY),
         // Every client comes from 127.0.0.1.
         requests_per_second_per_ip: 1000,
         // Two short rounds: deaths, a round's end and the match's, then the next match.
-        rules: RulesConfig {
-            buy: Duration::from_millis(100),
-            round: Duration::from_secs(3),
-            round_end: Duration::from_millis(200),
-            rounds: std::num::NonZeroU8::new(2).unwrap(),
-            ..RulesConfig::default()
+        game: GameChoice {
+            name: Some("shooter".to_string()),
+            table: serde_json::json!({
+                "buy_s": 0.1,
+                "round_s": 3.0,
+                "round_end_s": 0.2,
+                "rounds": 2,
+            })
+            .as_object()
+            .unwrap()
+            .clone(),
         },
         ..ServerConfig::default()
     };
+    tickforge_server::games::register::<Shooter>();
     // Every deadline has passed: each frame runs one tick, as a late worker catches up.
     let mut worker = Worker::lone(config, Instant::now() - Duration::from_secs(600)).unwrap();
     let server = worker.local_addr();
@@ -241,7 +256,7 @@ fn a_warm_worker_frame_allocates_nothing_through_connect_match_end_and_restart()
                 p.socket.send_to(&datagram, server).unwrap();
             }
             let Some(slot) = p.slot else { continue };
-            let c = command(&worker.matches()[0], slot, &mut rng);
+            let c = command(shooter(&worker), slot, &mut rng);
             p.seq += 1;
             input.clear();
             ClientMsg::Input {
@@ -258,7 +273,7 @@ fn a_warm_worker_frame_allocates_nothing_through_connect_match_end_and_restart()
             }
         }
 
-        let tick_before = worker.matches()[0].world().tick();
+        let tick_before = shooter(&worker).game().world().tick();
         let (done, n) = allocations_in(|| worker.frame(Instant::now()));
         if frame >= WARM_UP {
             measured += 1;
@@ -269,7 +284,7 @@ fn a_warm_worker_frame_allocates_nothing_through_connect_match_end_and_restart()
         assert_eq!(done.ticks, 1, "frame {frame}: the match ticks");
         worker.after_frame(&done, false);
         // The tick ran, and the match ended in it and started over.
-        let restarted = worker.matches()[0].world().tick() <= tick_before;
+        let restarted = shooter(&worker).game().world().tick() <= tick_before;
         if restarted {
             assert!(
                 ended_at.is_none(),
@@ -312,15 +327,24 @@ fn a_warm_worker_frame_allocates_nothing_through_connect_match_end_and_restart()
                 }
                 while p.link.poll_reliable(&mut event) {
                     match Event::decode(&event).unwrap() {
-                        Event::Welcome { slot, .. } => p.slot = Some(PlayerSlot(slot)),
-                        Event::ShotResult { victim, .. } => {
-                            heard.shots += 1;
-                            heard.hits += u32::from(victim != msg::NONE);
+                        Event::Welcome { seat, .. } => {
+                            p.slot = Some(PlayerSlot(u8::try_from(seat).unwrap()))
                         }
-                        Event::Kill { .. } if p.slot == Some(PlayerSlot(0)) => heard.kills += 1,
-                        Event::Round { phase: 2 | 3, .. } if p.slot == Some(PlayerSlot(0)) => {
-                            heard.rounds_ended += 1
-                        }
+                        Event::Game(bytes) => match ShooterEvent::decode(bytes).unwrap() {
+                            ShooterEvent::ShotResult { victim, .. } => {
+                                heard.shots += 1;
+                                heard.hits += u32::from(victim != tickforge_shooter::NONE);
+                            }
+                            ShooterEvent::Kill { .. } if p.slot == Some(PlayerSlot(0)) => {
+                                heard.kills += 1
+                            }
+                            ShooterEvent::Round { phase: 2 | 3, .. }
+                                if p.slot == Some(PlayerSlot(0)) =>
+                            {
+                                heard.rounds_ended += 1
+                            }
+                            _ => {}
+                        },
                         _ => {}
                     }
                 }
@@ -354,7 +378,7 @@ fn a_warm_worker_frame_allocates_nothing_through_connect_match_end_and_restart()
     );
     assert_eq!(worker.connected(), usize::from(PLAYERS));
     assert_eq!(
-        worker.matches()[0].world().tick().0,
+        shooter(&worker).game().world().tick().0,
         AFTER_RESTART,
         "the successor ticked every frame after the restart"
     );

@@ -277,7 +277,10 @@ mod tests {
                 r#"{"max_health_hp": 0}"#,
                 "max_health_hp: expected an integer from 1 to 65535",
             ),
-            (r#"{"players": 3}"#, "players: expected `map`"),
+            (
+                r#"{"players": 3}"#,
+                "players: expected one of `map`, `buy_s`",
+            ),
         ] {
             let e = read(json).unwrap_err().to_string();
             assert!(e.starts_with(says), "{json}: {e}");

@@ -46,6 +46,26 @@ pub struct SpecDefaults {
     pub game: GameChoice,
 }
 
+impl Default for SpecDefaults {
+    /// Ten seats at 128 Hz of the binary's first game with its defaults.
+    fn default() -> Self {
+        SpecDefaults {
+            players: 10,
+            tick_hz: 128,
+            game: GameChoice::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+impl MatchSpec {
+    /// The default match of the reference shooter, for tests.
+    pub(crate) fn shooter_default() -> MatchSpec {
+        crate::testing::register_shooter();
+        MatchSpec::from_json(b"", &SpecDefaults::default()).expect("the shooter's defaults")
+    }
+}
+
 /// Why a `POST /matches` body was refused; the text is sent back with the 400.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
@@ -155,5 +175,80 @@ fn range(
             expected,
             got: v.to_string(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(body: &str) -> Result<MatchSpec, SpecError> {
+        crate::testing::register_shooter();
+        MatchSpec::from_json(body.as_bytes(), &SpecDefaults::default())
+    }
+
+    #[test]
+    fn an_empty_body_is_the_servers_default_match() {
+        for body in ["", " \n", "{}", r#"{"game": {}}"#] {
+            let s = spec(body).unwrap();
+            assert_eq!(
+                (s.players, s.tick_hz, s.maker.game()),
+                (10, 128, "shooter"),
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_game_object_is_checked_by_the_game_over_the_servers_table() {
+        let defaults = SpecDefaults {
+            game: GameChoice::from_table(
+                serde_json::json!({"map": "flat2km", "rounds": 3})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            ),
+            ..SpecDefaults::default()
+        };
+        crate::testing::register_shooter();
+        let s = MatchSpec::from_json(
+            br#"{"players": 100, "tick_hz": 64, "game": {"rounds": 24}}"#,
+            &defaults,
+        )
+        .unwrap();
+        assert_eq!((s.players, s.tick_hz), (100, 64));
+        assert_eq!(s.game.table["map"], "flat2km", "the server's key kept");
+        assert_eq!(s.game.table["rounds"], 24, "the body's key wins");
+    }
+
+    #[test]
+    fn bad_bodies_say_what_is_wrong() {
+        let cases: [(&str, &str); 9] = [
+            ("{", "EOF"),
+            ("[1]", "expected a JSON object"),
+            (r#"{"player": 3}"#, "unknown field `player`"),
+            (
+                r#"{"players": 0}"#,
+                "players: expected 1 to 128 (the most game `shooter` takes), got 0",
+            ),
+            (r#"{"players": 129}"#, "players: expected 1 to 128"),
+            (r#"{"tick_hz": 0}"#, "tick_hz: expected 1 to 1000, got 0"),
+            (
+                r#"{"map": "arena"}"#,
+                "a game's settings go in the `game` object",
+            ),
+            (
+                r#"{"game": {"map": "dust2"}}"#,
+                "game `shooter`: map: expected a built-in map",
+            ),
+            (
+                r#"{"game": {"name": "chess"}}"#,
+                "game `chess`: this binary has no such game; it has: shooter",
+            ),
+        ];
+        for (body, reason) in cases {
+            let err = spec(body).unwrap_err().to_string();
+            assert!(err.contains(reason), "{body}: {err}");
+        }
     }
 }

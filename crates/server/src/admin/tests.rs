@@ -21,6 +21,7 @@ const PROBE_BOUND: Duration = Duration::from_millis(100);
 const BOUND: Duration = Duration::from_secs(5);
 
 fn config() -> AdminConfig {
+    crate::testing::register_shooter();
     let mut c = AdminConfig::new("127.0.0.1:0".parse().unwrap(), PROTOCOL_ID, PrivateKey(KEY));
     c.first_match_id = 100;
     c.reply_timeout = Duration::from_millis(200);
@@ -262,7 +263,7 @@ fn post_creates_a_match_and_returns_its_tokens() {
     assert_eq!(status, 201, "{body}");
     let created: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(created["match_id"], 100);
-    assert_eq!(created["map"], "arena");
+    assert_eq!(created["game"], "shooter");
     assert_eq!(created["server"], "127.0.0.1:40000");
     let tokens = created["tokens"].as_array().unwrap();
     assert_eq!(tokens.len(), 10);
@@ -284,9 +285,13 @@ fn post_creates_a_match_and_returns_its_tokens() {
         assert_eq!(private.client_id, t["client_id"].as_u64().unwrap());
         let user = UserData::parse(&private.user_data).unwrap();
         assert_eq!(user.match_id, MatchId(100));
-        assert_eq!(usize::from(user.slot), slot);
+        assert_eq!(usize::from(user.seat), slot);
     }
-    let (status, body) = host.request("POST", "/matches", r#"{"players": 2, "map": "flat2km"}"#);
+    let (status, body) = host.request(
+        "POST",
+        "/matches",
+        r#"{"players": 2, "game": {"map": "flat2km"}}"#,
+    );
     assert_eq!(status, 201, "{body}");
     let created: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(created["match_id"], 101);
@@ -300,7 +305,10 @@ fn malformed_bodies_get_400_with_the_reason() {
     for (body, reason) in [
         ("{players: 3}", "key must be a string"),
         (r#"{"players": 3, "bots": 1}"#, "unknown field `bots`"),
-        (r#"{"players": 500}"#, "players: expected 1 to 128, got 500"),
+        (
+            r#"{"players": 500}"#,
+            "players: expected 1 to 128 (the most game `shooter` takes), got 500",
+        ),
         (r#"{"tick_hz": 0}"#, "tick_hz: expected 1 to 1000, got 0"),
     ] {
         let (status, text) = host.request("POST", "/matches", body);
@@ -309,7 +317,7 @@ fn malformed_bodies_get_400_with_the_reason() {
         let error = error["error"].as_str().unwrap();
         assert!(error.contains(reason), "{body}: {error}");
     }
-    let huge = format!(r#"{{"map": "{}"}}"#, "a".repeat(MAX_BODY_BYTES));
+    let huge = format!(r#"{{"game": {{"map": "{}"}}}}"#, "a".repeat(MAX_BODY_BYTES));
     assert_eq!(host.request("POST", "/matches", &huge).0, 413);
     // No malformed body reached the worker.
     assert_eq!(host.stop(), vec![Vec::<MatchId>::new()]);
@@ -380,7 +388,7 @@ fn refusals_and_silence_get_503_with_the_reason() {
 fn an_answer_just_after_the_timeout_is_taken_and_one_after_the_close_is_refused() {
     let request = |reply| CreateMatch {
         match_id: MatchId(7),
-        spec: MatchSpec::from_json(b"{}").unwrap(),
+        spec: MatchSpec::shooter_default(),
         reply,
     };
     // The worker answered between the timeout and the close: the match exists, so the
@@ -512,7 +520,7 @@ fn post_takes_json_only_and_an_array_is_a_400() {
         error["error"]
             .as_str()
             .unwrap()
-            .starts_with("expected a JSON object with optional map, players, rounds, tick_hz"),
+            .starts_with("expected a JSON object with optional players, tick_hz, game"),
         "{error}"
     );
     // A type with parameters is still JSON; an empty body needs no type at all.

@@ -1,16 +1,71 @@
 //! Tests of one match: seats, inputs, ticks, events and snapshots.
 use super::*;
 use crate::testing::connected_pair;
+use crate::testing::shooter_match;
+use tickforge_game::{PlayerSlot, UserCmd, WorldConfig};
 use tickforge_proto::netcode::ClientEvent;
 use tickforge_proto::reliable::Endpoint;
-use tickforge_shooter::{entity_state, EntityState};
+use tickforge_replication::NetId;
+use tickforge_shooter::{cmd, entity_state, EntityState, Shooter, ShooterEvent};
+
+/// A match of the reference shooter.
+type ShooterMatch = Match<Shooter>;
+
+/// A reliable event as a client keeps it: the runtime's own events, and the shooter's
+/// events decoded out of [`Event::Game`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Received {
+    Welcome {
+        match_id: u32,
+        seat: u16,
+        tick_hz: u16,
+        seats: u16,
+        entities: u16,
+        schema: u32,
+        epoch: u32,
+    },
+    Epoch {
+        epoch: u32,
+    },
+    Game(ShooterEvent),
+}
+
+/// Decodes one reliable event of a shooter match; anything else fails the test.
+fn received(bytes: &[u8]) -> Received {
+    match Event::decode(bytes).expect("an event") {
+        Event::Welcome {
+            match_id,
+            seat,
+            tick_hz,
+            seats,
+            entities,
+            schema,
+            epoch,
+        } => Received::Welcome {
+            match_id,
+            seat,
+            tick_hz,
+            seats,
+            entities,
+            schema,
+            epoch,
+        },
+        Event::Epoch { epoch } => Received::Epoch { epoch },
+        Event::Game(game) => Received::Game(ShooterEvent::decode(game).expect("a shooter event")),
+    }
+}
+
+/// The world's player slot of `seat`.
+fn slot_of(seat: Seat) -> PlayerSlot {
+    PlayerSlot(u8::try_from(seat.0).expect("a shooter seat is a player slot"))
+}
 
 /// The datagrams the worker would send for `m`'s last tick: each payload of its outbox
 /// sealed for its client, after the keep-alive a client not yet confirmed is sent first.
 fn sealed(
     transport: &mut tickforge_proto::netcode::Server,
     now: Instant,
-    m: &Match,
+    m: &ShooterMatch,
 ) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     let mut buf = Vec::new();
@@ -26,16 +81,16 @@ fn sealed(
 }
 
 /// The outbox's only payload.
-fn only_payload(m: &Match) -> Vec<u8> {
+fn only_payload(m: &ShooterMatch) -> Vec<u8> {
     assert_eq!(m.outbox().len(), 1);
     m.outbox().iter().next().unwrap().1.to_vec()
 }
 
 /// Match 1 of two players on the default world, its tick 0 due at `start`.
-fn two_seat_match(start: Instant) -> Match {
-    Match::new(
+fn two_seat_match(start: Instant) -> ShooterMatch {
+    shooter_match(
         MatchId(1),
-        WorldConfig {
+        &WorldConfig {
             players: 2,
             ..Default::default()
         },
@@ -46,7 +101,7 @@ fn two_seat_match(start: Instant) -> Match {
 #[test]
 fn deadlines_are_absolute() {
     let t0 = Instant::now();
-    let m = Match::new(MatchId(1), WorldConfig::default(), t0);
+    let m = shooter_match(MatchId(1), &WorldConfig::default(), t0);
     assert_eq!(m.period(), Duration::from_nanos(7_812_500));
     // 60 s of ticks is exactly 60 s: no rounding accumulates.
     assert_eq!(m.deadline_of(Tick(60 * 128)), t0 + Duration::from_secs(60));
@@ -59,7 +114,7 @@ fn a_tick_applies_inputs_and_snapshots_every_seat() {
     let (mut transport, mut client, index, server_addr) = connected_pair(t0);
     let mut m = two_seat_match(t0);
     let slot = m.seat(t0, index, None).unwrap();
-    let before = m.world().players()[usize::from(slot.0)].state.origin;
+    let before = m.game().world().players()[slot.index()].state.origin;
     m.queue_input(
         slot,
         1,
@@ -76,9 +131,9 @@ fn a_tick_applies_inputs_and_snapshots_every_seat() {
     assert_eq!(record.category_sum_ns(), record.total_ns);
     // The input reached the world: the player runs (inside its spawn room, in the buy
     // phase).
-    assert_eq!(m.world().players()[usize::from(slot.0)].cmd.forward, 127);
+    assert_eq!(m.game().world().players()[slot.index()].cmd.forward, 127);
     assert_ne!(
-        m.world().players()[usize::from(slot.0)].state.origin,
+        m.game().world().players()[slot.index()].state.origin,
         before
     );
 
@@ -108,15 +163,25 @@ fn a_tick_applies_inputs_and_snapshots_every_seat() {
         tickforge_shooter::schema(),
     );
     let read = replica.read(body).unwrap();
-    let own = NetId(u16::from(slot.0));
+    // The seat's entity is its player, the seat's number its network id.
+    let own = NetId(slot.0);
+    assert_eq!(
+        m.game().view(slot).own.map(|e| e.net_id()),
+        Some(own),
+        "the seat's own entity"
+    );
     assert_eq!(
         replica
             .entity(own)
             .map(|q| EntityState::from_lanes(&q).position),
-        Some(entity_state(m.world(), slot).quantized().position)
+        Some(
+            entity_state(m.game().world(), slot_of(slot))
+                .quantized()
+                .position
+        )
     );
-    let other = PlayerSlot(1 - slot.0);
-    let visible = m.world().fow().is_visible(slot, other);
+    let other = PlayerSlot(1 - slot_of(slot).0);
+    let visible = m.game().world().fow().is_visible(slot_of(slot), other);
     assert_eq!(read.states, 1 + u16::from(visible));
     // The welcome came with it, reliably.
     let mut event = Vec::new();
@@ -125,12 +190,20 @@ fn a_tick_applies_inputs_and_snapshots_every_seat() {
         Event::decode(&event),
         Ok(Event::Welcome {
             match_id: 1,
-            slot: slot.0,
+            seat: slot.0,
             tick_hz: 128,
-            players: 2,
+            seats: 2,
+            entities: 2,
+            schema: tickforge_shooter::schema().fingerprint(),
             epoch: 0
         })
     );
+    // The game's join events follow it: where the match stands.
+    assert!(link.poll_reliable(&mut event));
+    assert!(matches!(
+        received(&event),
+        Received::Game(ShooterEvent::Round { .. })
+    ));
 }
 
 #[test]
@@ -164,7 +237,7 @@ fn inputs_arrive_through_the_link_and_its_acks_name_the_baseline() {
         Some(0),
         "the client's packet acked the tick-0 snapshot"
     );
-    assert_eq!(m.seats[usize::from(slot.0)].newest_seq, 1);
+    assert_eq!(m.seats[slot.index()].newest_seq, 1);
     // Garbage on the link is an error the worker disconnects for.
     assert!(m.receive(t0, slot, &[0xff; 40]).is_err());
 }
@@ -177,7 +250,7 @@ fn a_flooding_client_is_refused_and_far_inputs_are_dropped() {
     let mut link = Endpoint::new(msg::link_config(), t0);
     let mut input = Vec::new();
     let mut up = Vec::new();
-    let mut send = |m: &mut Match, seq: u32| {
+    let mut send = |m: &mut ShooterMatch, seq: u32| {
         input.clear();
         ClientMsg::Input {
             seq,
@@ -193,7 +266,7 @@ fn a_flooding_client_is_refused_and_far_inputs_are_dropped() {
     send(&mut m, 1).unwrap();
     send(&mut m, 1 + MAX_INPUT_JUMP + 1).unwrap();
     assert_eq!(
-        (m.seats[usize::from(slot.0)].newest_seq, m.far_inputs),
+        (m.seats[slot.index()].newest_seq, m.counters().far_inputs),
         (1, 1)
     );
     // Without a tick in between, the allowance runs out: flooding.
@@ -217,7 +290,7 @@ fn each_shot_s_verdict_goes_to_its_shooter_reliably() {
         ..Default::default()
     };
     config.rules.buy = Duration::from_millis(100);
-    let mut m = Match::new(MatchId(1), config, t0);
+    let mut m = shooter_match(MatchId(1), &config, t0);
     let slot = m.seat(t0, index, None).unwrap();
     m.queue_input(
         slot,
@@ -235,21 +308,21 @@ fn each_shot_s_verdict_goes_to_its_shooter_reliably() {
         m.run_tick(t0, &scopes);
         link.read_packet(t0, &only_payload(&m)).unwrap();
         while link.poll_reliable(&mut event) {
-            if let Ok(e @ Event::ShotResult { .. }) = Event::decode(&event) {
+            if let Received::Game(e @ ShooterEvent::ShotResult { .. }) = received(&event) {
                 results.push(e);
             }
         }
     }
-    let fired = m.world().players()[usize::from(slot.0)].shots;
+    let fired = m.game().world().players()[slot.index()].shots;
     assert!(fired >= 1, "the rifle fired after the buy phase");
     assert_eq!(results.len(), fired as usize);
     // Fired into the spawn room at nobody: misses, under the input's sequence.
     assert!(results.iter().all(|e| matches!(
         e,
-        Event::ShotResult {
+        ShooterEvent::ShotResult {
             seq: 7,
-            victim: msg::NONE,
-            part: msg::NONE,
+            victim: tickforge_shooter::NONE,
+            part: tickforge_shooter::NONE,
             ..
         }
     )));
@@ -260,7 +333,7 @@ fn a_slot_seated_again_starts_its_client_on_a_new_link() {
     let t0 = Instant::now();
     let scopes = Scopes::new(Instant::now);
     let mut m = two_seat_match(t0);
-    let slot = m.seat(t0, ClientIndex(0), Some(PlayerSlot(0))).unwrap();
+    let slot = m.seat(t0, ClientIndex(0), Some(Seat(0))).unwrap();
     // The first client's link carries its welcome and the round's state, and more packets.
     for _ in 0..5 {
         m.run_tick(t0, &scopes);
@@ -278,37 +351,35 @@ fn a_slot_seated_again_starts_its_client_on_a_new_link() {
     assert!(link.poll_reliable(&mut event), "the welcome arrived");
     assert!(matches!(
         Event::decode(&event),
-        Ok(Event::Welcome { slot: 0, .. })
+        Ok(Event::Welcome { seat: 0, .. })
     ));
     assert!(link.poll_reliable(&mut event), "the round's state follows");
-    assert!(matches!(Event::decode(&event), Ok(Event::Round { .. })));
+    assert!(matches!(
+        received(&event),
+        Received::Game(ShooterEvent::Round { .. })
+    ));
     assert!(
         !link.poll_reliable(&mut event),
         "nothing of the first client's"
     );
     assert_eq!(link.stats().packets_received, 1);
+    // The server's end was reset in place too: one packet on it, carrying all it queued.
+    let server_end = m.link(slot).stats();
+    assert_eq!(server_end.packets_sent, 1);
+    assert_eq!(server_end.messages_queued, link.stats().messages_delivered);
 }
 
 #[test]
 fn seats_honour_a_preferred_free_slot_and_refuse_when_full() {
     let t = Instant::now();
     let mut m = two_seat_match(Instant::now());
-    assert_eq!(
-        m.seat(t, ClientIndex(0), Some(PlayerSlot(1))),
-        Some(PlayerSlot(1))
-    );
+    assert_eq!(m.seat(t, ClientIndex(0), Some(Seat(1))), Some(Seat(1)));
     // Taken: the next free one instead.
-    assert_eq!(
-        m.seat(t, ClientIndex(1), Some(PlayerSlot(1))),
-        Some(PlayerSlot(0))
-    );
+    assert_eq!(m.seat(t, ClientIndex(1), Some(Seat(1))), Some(Seat(0)));
     assert_eq!(m.seat(t, ClientIndex(2), None), None);
-    m.unseat(PlayerSlot(0));
+    m.unseat(Seat(0));
     assert_eq!(m.connected(), 1);
-    assert_eq!(
-        m.seat(t, ClientIndex(2), Some(PlayerSlot(9))),
-        Some(PlayerSlot(0))
-    );
+    assert_eq!(m.seat(t, ClientIndex(2), Some(Seat(9))), Some(Seat(0)));
 }
 
 /// One client of [`a_match_under_loss_converges_and_loses_no_event`]: its end of the link,
@@ -317,7 +388,7 @@ struct LossyClient {
     addr: std::net::SocketAddr,
     link: Endpoint,
     replica: tickforge_replication::Replica,
-    shared_events: Vec<Event>,
+    shared_events: Vec<Received>,
     seq: u32,
     bad_snapshots: u32,
 }
@@ -332,9 +403,9 @@ fn a_match_under_loss_converges_and_loses_no_event() {
     let t0 = Instant::now();
     let scopes = Scopes::new(Instant::now);
     let players = 4u8;
-    let mut m = Match::new(
+    let mut m = shooter_match(
         MatchId(1),
-        WorldConfig {
+        &WorldConfig {
             players,
             // Short rounds: round events, deaths and respawns within the run.
             rules: RulesConfig {
@@ -351,8 +422,11 @@ fn a_match_under_loss_converges_and_loses_no_event() {
     let replica_config = tickforge_replication::ReplicaConfig::matching(m.replicator.config());
     let mut clients: Vec<LossyClient> = (0..players)
         .map(|i| {
-            let slot = m.seat(t0, ClientIndex(u16::from(i)), Some(PlayerSlot(i)));
-            assert_eq!(slot, Some(PlayerSlot(i)));
+            let seat = Seat(u16::from(i));
+            assert_eq!(
+                m.seat(t0, ClientIndex(u16::from(i)), Some(seat)),
+                Some(seat)
+            );
             LossyClient {
                 addr: format!("127.0.0.1:{}", 50_000 + u16::from(i))
                     .parse()
@@ -398,7 +472,7 @@ fn a_match_under_loss_converges_and_loses_no_event() {
         for d in sim.take_due(now) {
             if d.to == server {
                 let i = clients.iter().position(|c| c.addr == d.from).unwrap();
-                m.receive(now, PlayerSlot(i as u8), &d.bytes)
+                m.receive(now, Seat(i as u16), &d.bytes)
                     .expect("an honest client's packet");
                 continue;
             }
@@ -408,8 +482,8 @@ fn a_match_under_loss_converges_and_loses_no_event() {
                 c.bad_snapshots += u32::from(c.replica.read(body).is_err());
             }
             while c.link.poll_reliable(&mut event) {
-                match Event::decode(&event).unwrap() {
-                    Event::Welcome { .. } | Event::ShotResult { .. } => {}
+                match received(&event) {
+                    Received::Welcome { .. } | Received::Game(ShooterEvent::ShotResult { .. }) => {}
                     e => c.shared_events.push(e),
                 }
             }
@@ -446,7 +520,7 @@ fn a_match_under_loss_converges_and_loses_no_event() {
         }
         m.run_tick(now, &scopes);
         let states = (0..players)
-            .map(|s| entity_state(m.world(), PlayerSlot(s)).quantized())
+            .map(|s| entity_state(m.game().world(), PlayerSlot(s)).quantized())
             .collect();
         sent.insert(t, states);
         for (client, payload) in m.outbox().iter() {
@@ -494,7 +568,7 @@ fn a_match_under_loss_converges_and_loses_no_event() {
     let rounds = clients[0]
         .shared_events
         .iter()
-        .filter(|e| matches!(e, Event::Round { phase: 1, .. }))
+        .filter(|e| matches!(e, Received::Game(ShooterEvent::Round { phase: 1, .. })))
         .count();
     assert!(
         rounds >= 3,
@@ -503,8 +577,9 @@ fn a_match_under_loss_converges_and_loses_no_event() {
     );
 }
 
-/// A two-seat match of one round, over in under half a second (about 50 ticks).
-fn short_match(t0: Instant) -> Match {
+/// A two-seat match of one round, over in under half a second (about 50 ticks), its
+/// actions recorded when `record`.
+fn short_match(t0: Instant, record: bool) -> ShooterMatch {
     let rules = tickforge_game::rules::RulesConfig {
         buy: Duration::from_millis(50),
         round: Duration::from_millis(300),
@@ -517,7 +592,9 @@ fn short_match(t0: Instant) -> Match {
         rules,
         ..Default::default()
     };
-    Match::new(MatchId(1), world, t0)
+    let (config, mut setup) = tickforge_shooter::ShooterConfig::from_world(&world);
+    setup.record = record;
+    Match::new(MatchId(1), Arc::new(config), setup, t0)
 }
 
 #[test]
@@ -525,12 +602,11 @@ fn a_recording_replays_identically_when_a_player_leaves_mid_match() {
     let t0 = Instant::now();
     let scopes = Scopes::new(Instant::now);
     let (_transport, _client, index, _) = connected_pair(t0);
-    let mut m = short_match(t0);
-    m.record_actions();
+    let mut m = short_match(t0, true);
     let slot = m.seat(t0, index, None).unwrap();
     let mut seq = 0;
     let actions = loop {
-        let tick = m.world().tick().0;
+        let tick = m.game().world().tick().0;
         // Running in combat from tick 10, then gone at tick 20: the world stops the
         // player, and the recording must say so.
         if (10..20).contains(&tick) {
@@ -545,8 +621,12 @@ fn a_recording_replays_identically_when_a_player_leaves_mid_match() {
             m.unseat(slot);
         }
         m.run_tick(t0, &scopes);
-        if let Some((_, actions)) = m.finish_if_over() {
-            break actions.unwrap();
+        if let Some(end) = m.finish_if_over() {
+            // The result names the one round played.
+            let result = tickforge_game::rules::MatchResult::decode_body(&end.result)
+                .expect("the shooter's result body");
+            assert_eq!(result.rounds_played, 1, "{}", end.result);
+            break end.recording.expect("the match was recorded");
         }
         assert!(tick < 1000, "the match never ended");
     };
@@ -558,7 +638,7 @@ fn a_recording_replays_identically_when_a_player_leaves_mid_match() {
 fn a_match_that_starts_over_announces_its_epoch_before_any_snapshot_of_it() {
     let t0 = Instant::now();
     let scopes = Scopes::new(Instant::now);
-    let mut m = short_match(t0);
+    let mut m = short_match(t0, false);
     let slot = m.seat(t0, ClientIndex(0), None).unwrap();
     let mut link = Endpoint::new(msg::link_config(), t0);
     let mut event = Vec::new();
@@ -567,11 +647,11 @@ fn a_match_that_starts_over_announces_its_epoch_before_any_snapshot_of_it() {
     // The client's side: reads the tick's packet, keeps its events, acknowledges it when
     // `reply`. The snapshot's tick, if the packet had one.
     fn exchange(
-        m: &mut Match,
-        slot: PlayerSlot,
+        m: &mut ShooterMatch,
+        slot: Seat,
         link: &mut Endpoint,
         now: Instant,
-        events: &mut Vec<Event>,
+        events: &mut Vec<Received>,
         reply: bool,
     ) -> Option<u32> {
         let snapshot = link
@@ -582,7 +662,7 @@ fn a_match_that_starts_over_announces_its_epoch_before_any_snapshot_of_it() {
             });
         let mut event = Vec::new();
         while link.poll_reliable(&mut event) {
-            events.push(Event::decode(&event).unwrap());
+            events.push(received(&event));
         }
         if reply {
             let mut ack = Vec::new();
@@ -603,7 +683,7 @@ fn a_match_that_starts_over_announces_its_epoch_before_any_snapshot_of_it() {
         }
         assert!(t < 1000, "the match never ended");
     }
-    assert!(matches!(events[0], Event::Welcome { epoch: 0, .. }));
+    assert!(matches!(events[0], Received::Welcome { epoch: 0, .. }));
     assert_eq!(m.epoch(), 1);
     events.clear();
     // Until the client has acknowledged the epoch, the new run's ticks send it no
@@ -616,11 +696,11 @@ fn a_match_that_starts_over_announces_its_epoch_before_any_snapshot_of_it() {
         );
         t += 1;
     }
-    assert_eq!(events.first(), Some(&Event::Epoch { epoch: 1 }));
+    assert_eq!(events.first(), Some(&Received::Epoch { epoch: 1 }));
     assert_eq!(
         events
             .iter()
-            .filter(|e| matches!(e, Event::Epoch { .. }))
+            .filter(|e| matches!(e, Received::Epoch { .. }))
             .count(),
         1
     );
@@ -632,10 +712,7 @@ fn a_match_that_starts_over_announces_its_epoch_before_any_snapshot_of_it() {
         Some(2)
     );
     // A client seated in the new run is welcomed into it.
-    assert_eq!(
-        m.seat(now(t), ClientIndex(1), None),
-        Some(PlayerSlot(1 - slot.0))
-    );
+    assert_eq!(m.seat(now(t), ClientIndex(1), None), Some(Seat(1 - slot.0)));
     let mut late = Endpoint::new(msg::link_config(), now(t));
     m.run_tick(now(t), &scopes);
     let payload = m.outbox().iter().nth(1).unwrap().1.to_vec();

@@ -642,7 +642,7 @@ impl Worker {
     /// ends, if sooner). `None`: no match.
     fn next_wake(&self) -> Option<Instant> {
         let mut poll = None;
-        let mut next = |m: &Box<dyn HostedMatch>, h: &Hosted| {
+        let mut next = |m: &dyn HostedMatch, h: &Hosted| {
             let deadline = m.next_deadline();
             match h.awaiting_result {
                 None => deadline,
@@ -655,7 +655,7 @@ impl Worker {
         self.matches
             .iter()
             .zip(&self.hosted)
-            .map(|(m, h)| next(m, h))
+            .map(|(m, h)| next(m.as_ref(), h))
             .min()
     }
 
@@ -762,6 +762,7 @@ mod tests {
 
     /// A worker whose matches were all due a second ago: no sleeping to make them due.
     fn worker_started_in_the_past(matches: u32) -> Worker {
+        crate::testing::register_shooter();
         let config = ServerConfig {
             bind: "127.0.0.1:0".parse().unwrap(),
             matches,
@@ -821,6 +822,7 @@ mod tests {
 
     #[test]
     fn startup_matches_spread_over_groups_of_at_most_four() {
+        crate::testing::register_shooter();
         for (matches, groups) in [(1, 1), (3, 3), (10, 4), (20, 5), (40, 10)] {
             let config = ServerConfig {
                 bind: "127.0.0.1:0".parse().unwrap(),

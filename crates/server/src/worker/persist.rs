@@ -827,6 +827,7 @@ mod tests {
     }
 
     fn worker_config(results: &std::path::Path) -> crate::config::ServerConfig {
+        crate::testing::register_shooter();
         crate::config::ServerConfig {
             bind: "127.0.0.1:0".parse().unwrap(),
             matches: 1,
@@ -894,10 +895,9 @@ mod tests {
     /// Matches of about 0.2 s with nobody in them, ended by the round timer, for 0.8 s.
     fn short_matches(config: &mut crate::config::ServerConfig) {
         config.duration = Some(Duration::from_millis(800));
-        config.rules.buy = Duration::from_millis(50);
-        config.rules.round = Duration::from_millis(100);
-        config.rules.round_end = Duration::from_millis(20);
-        config.rules.rounds = std::num::NonZeroU8::MIN;
+        let game =
+            serde_json::json!({"buy_s": 0.05, "round_s": 0.1, "round_end_s": 0.02, "rounds": 1});
+        config.game.table = game.as_object().unwrap().clone();
     }
 
     #[test]
@@ -919,7 +919,7 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text.lines().count() as u64, report.matches_finished);
         for line in text.lines() {
-            let (origin, result) = MatchResult::decode_line(line).unwrap();
+            let (origin, result) = tickforge_game::rules::MatchResult::decode_line(line).unwrap();
             let origin = origin.unwrap();
             assert_eq!((origin.match_id, origin.run_id), (1, run.0));
             assert!(origin.ended_at_unix_s > 1_700_000_000);
@@ -962,12 +962,20 @@ mod tests {
     fn action_files_of_two_runs_in_one_dir_never_overwrite_each_other() {
         let dir = scratch("two-runs");
         let _ = std::fs::remove_dir_all(&dir);
-        let result = MatchResult {
+        let result = tickforge_game::rules::MatchResult {
             tick_hz: std::num::NonZeroU32::new(128).unwrap(),
             duration_ticks: 1,
             rounds_played: 1,
             score: Default::default(),
             players: Vec::new(),
+        };
+        let end = |recording: Vec<u8>| {
+            let mut body = String::new();
+            result.encode_body(&mut body);
+            MatchEnd {
+                result: body,
+                recording: Some(recording),
+            }
         };
         let record = |run: RunId, bytes: Vec<u8>| {
             let mut config = worker_config(&scratch("two-runs.log"));
@@ -976,7 +984,7 @@ mod tests {
             w.run_id = run;
             let p = w.persister.as_mut().unwrap();
             p.start();
-            w.persist(0, &result, Some(bytes)).unwrap();
+            w.persist(0, end(bytes)).unwrap();
             let p = w.persister.as_mut().unwrap();
             p.hand_over();
             p.finish();
@@ -999,16 +1007,24 @@ mod tests {
         let mut config = worker_config(&scratch("shrunk.log"));
         config.record_dir = Some(scratch("shrunk-actions"));
         let mut w = Worker::new(config).unwrap();
-        let result = MatchResult {
+        let result = tickforge_game::rules::MatchResult {
             tick_hz: std::num::NonZeroU32::new(128).unwrap(),
             duration_ticks: 1,
             rounds_played: 1,
             score: Default::default(),
             players: Vec::new(),
         };
+        let end = |recording: Vec<u8>| {
+            let mut body = String::new();
+            result.encode_body(&mut body);
+            MatchEnd {
+                result: body,
+                recording: Some(recording),
+            }
+        };
         let mut recording = Vec::with_capacity(1 << 20);
         recording.extend_from_slice(&[5; 100]);
-        w.persist(0, &result, Some(recording)).unwrap();
+        w.persist(0, end(recording)).unwrap();
         let p = w.persister.as_ref().unwrap();
         let (_, bytes) = p.backlog[0].actions.as_ref().unwrap();
         assert_eq!(bytes, &vec![5; 100]);

@@ -411,7 +411,7 @@ pub(super) mod tests {
 
     /// A whole result line, as the server writes them.
     pub(crate) fn line(match_id: u32) -> String {
-        let result = MatchResult {
+        let result = tickforge_game::rules::MatchResult {
             tick_hz: std::num::NonZeroU32::new(128).unwrap(),
             duration_ticks: 100,
             rounds_played: 1,
@@ -471,7 +471,7 @@ pub(super) mod tests {
             let after = std::fs::read_to_string(&path).unwrap();
             assert_eq!(after, format!("{kept}{}", line(4)), "{name}");
             for l in after.lines() {
-                MatchResult::decode(l).unwrap();
+                result_line::decode(l).unwrap();
             }
         }
     }
@@ -669,9 +669,9 @@ pub(super) mod tests {
         assert!(text.ends_with('\n'), "{text}");
         text.lines()
             .map(|l| {
-                let (origin, _) = MatchResult::decode_line(l)
-                    .unwrap_or_else(|e| panic!("a broken line {l:?}: {e:?}"));
-                origin.unwrap().match_id
+                let framed =
+                    result_line::decode(l).unwrap_or_else(|e| panic!("a broken line {l:?}: {e:?}"));
+                framed.origin.unwrap().match_id
             })
             .collect()
     }

@@ -145,7 +145,9 @@ pub(super) fn unroute(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::shooter_match;
     use tickforge_game::WorldConfig;
+    use tickforge_proto::user_data::ANY;
     use tickforge_proto::MatchId;
 
     fn two_matches(now: Instant) -> Vec<Box<dyn HostedMatch>> {
@@ -154,16 +156,16 @@ mod tests {
             ..WorldConfig::default()
         };
         vec![
-            Match::new(MatchId(1), world, now),
-            Match::new(MatchId(2), world, now),
+            Box::new(shooter_match(MatchId(1), &world, now)),
+            Box::new(shooter_match(MatchId(2), &world, now)),
         ]
     }
 
-    fn ours(match_id: u32, slot: u8) -> Option<UserData> {
+    fn ours(match_id: u32, seat: u16) -> Option<UserData> {
         Some(UserData {
             match_id: MatchId(match_id),
             team: ANY,
-            slot,
+            seat,
         })
     }
 
@@ -182,7 +184,7 @@ mod tests {
         );
         // The match is full: refused, not moved to another match.
         assert_eq!(
-            place(now, &mut m, &ours(2, ANY), ClientIndex(2)),
+            place(now, &mut m, &ours(2, ANY_SEAT), ClientIndex(2)),
             Err(Refusal::MatchFull)
         );
     }
@@ -192,10 +194,10 @@ mod tests {
         let now = Instant::now();
         let mut m = two_matches(now);
         assert_eq!(
-            place(now, &mut m, &ours(9, ANY), ClientIndex(0)),
+            place(now, &mut m, &ours(9, ANY_SEAT), ClientIndex(0)),
             Err(Refusal::NoSuchMatch)
         );
-        assert_eq!(m.iter().map(Match::connected).sum::<usize>(), 0);
+        assert_eq!(m.iter().map(|m| m.connected()).sum::<usize>(), 0);
     }
 
     #[test]

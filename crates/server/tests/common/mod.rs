@@ -13,6 +13,12 @@ use tickforge_proto::reliable::Endpoint;
 use tickforge_proto::user_data::{UserData, ANY, ANY_SEAT};
 use tickforge_proto::MatchId;
 
+/// Makes the reference shooter the game of this test process (its default: the first
+/// registered); a Worker or Host needs a registered game. Registering again is harmless.
+pub fn register_games() {
+    tickforge_server::games::register::<tickforge_shooter::Shooter>();
+}
+
 /// A connect token for match `m` on `server`, any team and slot, client id `m`.
 pub fn token_for(server: SocketAddr, key: &PrivateKey, protocol_id: u64, m: u32) -> ConnectToken {
     let params = TokenParams {

@@ -185,7 +185,7 @@ fn bad_config_stops_startup_with_key_and_form() {
         "{err}"
     );
 
-    std::fs::write(&path, "map = \"dust2\"\n").unwrap();
+    std::fs::write(&path, "[game]\nmap = \"dust2\"\n").unwrap();
     let out = tickforge()
         .args(["serve", "--bind", "127.0.0.1:0", "--config"])
         .arg(&path)
@@ -195,7 +195,7 @@ fn bad_config_stops_startup_with_key_and_form() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("`map`: expected a built-in map: \"arena\" or \"flat2km\""),
+        err.contains("game `shooter`: map: expected a built-in map: \"arena\" or \"flat2km\""),
         "{err}"
     );
 
@@ -1150,7 +1150,8 @@ fn a_garbled_key_file_is_called_the_key_file_and_an_open_one_gets_a_warning() {
     );
     assert!(
         err.contains(
-            "config key `round_s`: expected seconds, more than 0 and at most 86400, got 0"
+            "config table [game]: game `shooter`: round_s: expected seconds, more than 0 and at \
+             most 86400, got 0"
         ),
         "{err}"
     );
@@ -1163,7 +1164,7 @@ fn a_garbled_key_file_is_called_the_key_file_and_an_open_one_gets_a_warning() {
     ]);
     assert!(!err.contains("warning"), "{err}");
     assert!(
-        err.contains("config key `rounds`: expected an integer from 1 to 255"),
+        err.contains("game `shooter`: rounds: expected an integer from 1 to 255"),
         "{err}"
     );
 }
@@ -1221,7 +1222,7 @@ fn a_bad_admin_token_file_is_called_the_token_file_and_an_open_one_gets_a_warnin
         !err.contains("0123456789abcdef0123"),
         "never the token: {err}"
     );
-    assert!(err.contains("config key `round_s`"), "{err}");
+    assert!(err.contains("game `shooter`: round_s: expected"), "{err}");
     std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
     let err = serve_refused(&[
         "--admin-token-file".as_ref(),
@@ -1230,7 +1231,7 @@ fn a_bad_admin_token_file_is_called_the_token_file_and_an_open_one_gets_a_warnin
         "0".as_ref(),
     ]);
     assert!(!err.contains("warning"), "{err}");
-    assert!(err.contains("config key `rounds`"), "{err}");
+    assert!(err.contains("game `shooter`: rounds: expected"), "{err}");
 }
 
 #[test]

@@ -1,10 +1,14 @@
 //! What every tickforge game and the runtime agree on about time, with no I/O and no
 //! networking: the tick a match is at ([`Tick`]), the moment a client was showing when it
-//! made a command ([`ViewTime`]).
+//! made a command ([`ViewTime`]), and lag compensation as a service
+//! ([`lagcomp::LagHistory`]): a ring of the per-entity samples a game records each tick and
+//! a rewind to a client's view time for its shot tests.
 //!
 //! The game crates (the reference shooter's `tickforge-game`, a studio's own) and the
 //! runtime's API (`tickforge-api`) depend on this crate; it depends on nothing in the
 //! workspace.
+
+pub mod lagcomp;
 
 /// A simulation step number; tick 0 is the match's first.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -142,12 +142,12 @@ pub(crate) struct Resolved {
 
 /// Where a player's feet were and which way it faced at a rewind time.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Root {
+pub(crate) struct Root<'a> {
     pub(crate) origin: Vec3,
     yaw_rad: f32,
     /// The player's samples at the ticks around the time; `to` is `Some` when the time lies
     /// between two ticks at both of which the player was alive.
-    samples: Bracket<Recorded>,
+    samples: Bracket<&'a Recorded>,
 }
 
 /// A living player as recorded on a tick: its sample and its gait then.
@@ -428,15 +428,15 @@ impl History {
 
     /// Where `slot` stood at `at`, if alive then. Between two ticks it lerps when the player
     /// was alive at both, and stands where it was at the first otherwise.
-    pub(crate) fn root_at(&self, slot: usize, at: Resolved) -> Option<Root> {
+    pub(crate) fn root_at(&self, slot: usize, at: Resolved) -> Option<Root<'_>> {
         if slot >= self.players {
             return None;
         }
         // `slot` < players ≤ 255. Absent at the first tick: dead then.
-        let samples = self.ring.at(&at.rewind, slot as u16)?;
-        let s0 = &samples.from;
+        let samples = self.ring.at_ref(&at.rewind, slot as u16)?;
+        let s0 = samples.from;
         let yaw0 = angle16_to_rad(s0.state.yaw);
-        if let Some(s1) = &samples.to {
+        if let Some(s1) = samples.to {
             // The short way round.
             let turn = f32::from(s1.state.yaw.wrapping_sub(s0.state.yaw) as i16);
             return Some(Root {
@@ -463,8 +463,8 @@ impl History {
         poses: &mut u32,
     ) -> Hitboxes {
         let tick = at.rewind.tick;
-        let mut local = self.local_at(slot, tick, &root.samples.from, scopes, poses);
-        if let Some(to) = &root.samples.to {
+        let mut local = self.local_at(slot, tick, root.samples.from, scopes, poses);
+        if let Some(to) = root.samples.to {
             let next = self.local_at(slot, tick.next(), to, scopes, poses);
             local = local.lerp(&next, root.samples.t);
         }

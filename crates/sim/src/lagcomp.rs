@@ -131,6 +131,17 @@ pub struct Bracket<S> {
     pub t: f32,
 }
 
+impl<S: Copy> Bracket<&S> {
+    /// The same bracket with the samples copied out of the history.
+    pub fn copied(self) -> Bracket<S> {
+        Bracket {
+            from: *self.from,
+            to: self.to.copied(),
+            t: self.t,
+        }
+    }
+}
+
 impl<S: Lerp> Bracket<S> {
     /// `from` blended toward `to` by `t`, or `from` when there is no `to`.
     pub fn lerped(&self) -> S {
@@ -440,6 +451,12 @@ impl<S: Copy, M: Copy + Default> LagHistory<S, M> {
     /// 0..=1, or the entity was absent at [`Rewind::tick`] (or is out of range). An entity
     /// absent at the later tick has `to: None`: it stays where it was.
     pub fn at(&self, rewind: &Rewind, entity: u16) -> Option<Bracket<S>> {
+        self.at_ref(rewind, entity).map(Bracket::copied)
+    }
+
+    /// [`LagHistory::at`] without copying: the samples borrowed from the history, for
+    /// samples too big to copy cheaply.
+    pub fn at_ref(&self, rewind: &Rewind, entity: u16) -> Option<Bracket<&S>> {
         let back = self.back_of(rewind.tick)?;
         if !(0.0..=1.0).contains(&rewind.frac) {
             return None;
@@ -448,7 +465,7 @@ impl<S: Copy, M: Copy + Default> LagHistory<S, M> {
         if entity >= self.entities {
             return None;
         }
-        let from = self.samples[self.frame_of(back) * self.entities + entity]?;
+        let from = self.samples[self.frame_of(back) * self.entities + entity].as_ref()?;
         // Past the newest tick there is nothing to blend toward.
         if back == 0 || rewind.frac == 0.0 {
             return Some(Bracket {
@@ -459,7 +476,7 @@ impl<S: Copy, M: Copy + Default> LagHistory<S, M> {
         }
         Some(Bracket {
             from,
-            to: self.samples[self.frame_of(back - 1) * self.entities + entity],
+            to: self.samples[self.frame_of(back - 1) * self.entities + entity].as_ref(),
             t: rewind.frac,
         })
     }
@@ -570,6 +587,12 @@ mod tests {
         );
         let b = h.at(&r, 2).unwrap();
         assert_eq!((b.from, b.to, b.t), (1902.0, Some(1912.0), 0.25));
+        let borrowed = h.at_ref(&r, 2).unwrap();
+        assert_eq!(
+            (*borrowed.from, borrowed.to.copied()),
+            (1902.0, Some(1912.0))
+        );
+        assert_eq!(borrowed.copied(), b);
         assert_eq!(h.lerped_at(&r, 2), Some(1904.5));
         assert_eq!(h.meta(Tick(190)), Some(&380));
         // Exactly on a tick: nothing to blend.

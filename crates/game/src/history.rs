@@ -34,7 +34,9 @@ use std::f32::consts::TAU;
 use std::num::{NonZeroU32, NonZeroU8};
 use std::time::Duration;
 
-use tickforge_sim::lagcomp::{Bracket, LagConfig, LagError, LagHistory, LagStats, Rewind};
+use tickforge_sim::lagcomp::{
+    Bracket, LagConfig, LagError, LagHistory, LagStats, Rewind, RewindView,
+};
 use tickforge_telemetry::{Category, Scopes};
 
 use crate::map::Aabb;
@@ -134,10 +136,11 @@ pub struct RewindTime {
     pub frac: f32,
 }
 
-/// A rewind time checked against what the history holds.
+/// A rewind time checked against what the history holds: the rows of its ticks.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Resolved {
-    rewind: Rewind,
+pub(crate) struct Resolved<'a> {
+    tick: Tick,
+    view: RewindView<'a, Recorded, FrameKey>,
 }
 
 /// Where a player's feet were and which way it faced at a rewind time.
@@ -409,7 +412,7 @@ impl History {
     }
 
     /// Checks `time` against the ticks held.
-    pub(crate) fn resolve(&self, time: RewindTime) -> Option<Resolved> {
+    pub(crate) fn resolve(&self, time: RewindTime) -> Option<Resolved<'_>> {
         let newest = self.ring.newest()?;
         let back = newest.0.wrapping_sub(time.tick.0);
         if back >= self.ring.held_ticks() || !(0.0..=1.0).contains(&time.frac) {
@@ -417,23 +420,25 @@ impl History {
         }
         // Past the newest tick there is nothing to lerp toward.
         let frac = if back == 0 { 0.0 } else { time.frac };
+        let view = self.ring.view(&Rewind {
+            tick: time.tick,
+            frac,
+            ..Rewind::default()
+        })?;
         Some(Resolved {
-            rewind: Rewind {
-                tick: time.tick,
-                frac,
-                ..Rewind::default()
-            },
+            tick: time.tick,
+            view,
         })
     }
 
     /// Where `slot` stood at `at`, if alive then. Between two ticks it lerps when the player
     /// was alive at both, and stands where it was at the first otherwise.
-    pub(crate) fn root_at(&self, slot: usize, at: Resolved) -> Option<Root<'_>> {
+    pub(crate) fn root_at<'a>(&self, slot: usize, at: Resolved<'a>) -> Option<Root<'a>> {
         if slot >= self.players {
             return None;
         }
         // `slot` < players ≤ 255. Absent at the first tick: dead then.
-        let samples = self.ring.at_ref(&at.rewind, slot as u16)?;
+        let samples = at.view.at(slot as u16)?;
         let s0 = samples.from;
         let yaw0 = angle16_to_rad(s0.state.yaw);
         if let Some(s1) = samples.to {
@@ -457,31 +462,35 @@ impl History {
     pub(crate) fn hitboxes_of(
         &self,
         slot: usize,
-        at: Resolved,
-        root: &Root,
+        at: Resolved<'_>,
+        root: &Root<'_>,
         scopes: Option<&Scopes>,
         poses: &mut u32,
     ) -> Hitboxes {
-        let tick = at.rewind.tick;
-        let mut local = self.local_at(slot, tick, root.samples.from, scopes, poses);
+        let tick = at.tick;
+        let (key, next_key) = at.view.metas();
+        let mut local = self.local_at(slot, tick, root.samples.from, *key, scopes, poses);
         if let Some(to) = root.samples.to {
-            let next = self.local_at(slot, tick.next(), to, scopes, poses);
+            // `to` is there only when the view has a later tick, and so its key.
+            let next_key = next_key.copied().flatten();
+            let next = self.local_at(slot, tick.next(), to, next_key, scopes, poses);
             local = local.lerp(&next, root.samples.t);
         }
         local.placed(root.origin, root.yaw_rad)
     }
 
-    /// `slot`'s pose at `tick`, a held tick at which it was alive and `recorded`, in the
-    /// body frame.
+    /// `slot`'s pose at `tick`, a held tick at which it was alive and `recorded` and whose
+    /// key was `key`, in the body frame.
     fn local_at(
         &self,
         slot: usize,
         tick: Tick,
         recorded: &Recorded,
+        key: FrameKey,
         scopes: Option<&Scopes>,
         poses: &mut u32,
     ) -> LocalHitboxes {
-        let Some(&Some(seq)) = self.ring.meta(tick) else {
+        let Some(seq) = key else {
             return self.idle;
         };
         let capacity = self.capacity as u64;

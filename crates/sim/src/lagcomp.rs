@@ -14,7 +14,9 @@
 //! ticks that bracket it and how far between them, clamped to the oldest tick held when
 //! older (at most the max rewind, [`Clamp`] says why) and to the newest when newer. Per
 //! entity, [`LagHistory::at`] gives the samples at both bracketing ticks, and
-//! [`LagHistory::lerped_at`] blends them for sample types that are [`Lerp`].
+//! [`LagHistory::lerped_at`] blends them for sample types that are [`Lerp`]; a shot that
+//! looks many entities up checks the rewind once with [`LagHistory::view`] and borrows the
+//! samples from the [`RewindView`].
 //!
 //! Memory: one ring of `max_rewind_ticks + 1` ticks × `max_entities` samples, allocated by
 //! [`LagHistory::new`]; recording, rewinding and lookups never allocate. The counters of
@@ -251,9 +253,52 @@ pub struct LagHistory<S, M = ()> {
     newest: Option<Tick>,
     /// Ticks held, 0..=capacity, ending at `newest`.
     held: u32,
-    /// Sequence number of the next tick recorded.
-    next_frame: u64,
+    /// Ring index of the newest tick; the next tick goes one after (wrapping).
+    head: usize,
     counters: Counters,
+}
+
+/// A [`Rewind`] checked against the ticks a [`LagHistory`] holds ([`LagHistory::view`]):
+/// the rows of both bracketing ticks, found once, for the entity lookups of one shot.
+#[derive(Clone, Copy, Debug)]
+pub struct RewindView<'a, S, M = ()> {
+    from: &'a [Option<S>],
+    from_meta: &'a M,
+    /// The later tick's row and value, when the time lies after the earlier one.
+    to: Option<(&'a [Option<S>], &'a M)>,
+    t: f32,
+}
+
+impl<'a, S, M> RewindView<'a, S, M> {
+    /// `entity` at the view's time, as [`LagHistory::at`] gives it, borrowed: `None` when
+    /// absent at the earlier tick or out of range.
+    pub fn at(&self, entity: u16) -> Option<Bracket<&'a S>> {
+        let entity = usize::from(entity);
+        let from = self.from.get(entity)?.as_ref()?;
+        Some(match self.to {
+            Some((row, _)) => Bracket {
+                from,
+                to: row[entity].as_ref(),
+                t: self.t,
+            },
+            None => Bracket {
+                from,
+                to: None,
+                t: 0.0,
+            },
+        })
+    }
+
+    /// The game's values recorded with the earlier tick and, when the time lies after it,
+    /// the later one.
+    pub fn metas(&self) -> (&'a M, Option<&'a M>) {
+        (self.from_meta, self.to.map(|(_, m)| m))
+    }
+
+    /// How far from the earlier tick toward the later one: 0 when there is no later one.
+    pub fn t(&self) -> f32 {
+        self.t
+    }
 }
 
 /// The tick being recorded, from [`LagHistory::begin_tick`]: every entity is absent until
@@ -306,7 +351,7 @@ impl<S: Copy, M: Copy + Default> LagHistory<S, M> {
             samples: vec![None; capacity * entities],
             newest: None,
             held: 0,
-            next_frame: 0,
+            head: capacity - 1,
             counters: Counters::default(),
         })
     }
@@ -319,8 +364,12 @@ impl<S: Copy, M: Copy + Default> LagHistory<S, M> {
         if self.newest.is_some_and(|n| tick != n.next()) {
             self.clear();
         }
-        let frame = (self.next_frame % self.capacity as u64) as usize;
-        self.next_frame += 1;
+        let frame = if self.head + 1 == self.capacity {
+            0
+        } else {
+            self.head + 1
+        };
+        self.head = frame;
         self.newest = Some(tick);
         self.held = (self.held + 1).min(self.capacity as u32);
         self.metas[frame] = meta;
@@ -425,8 +474,16 @@ impl<S: Copy, M: Copy + Default> LagHistory<S, M> {
         (back < self.held).then_some(back)
     }
 
+    /// The ring index of the held tick `back` ticks behind the newest (no division: this is
+    /// on every lookup).
     fn frame_of(&self, back: u32) -> usize {
-        ((self.next_frame - 1 - u64::from(back)) % self.capacity as u64) as usize
+        let back = back as usize;
+        debug_assert!(back < self.capacity);
+        if back <= self.head {
+            self.head - back
+        } else {
+            self.head + self.capacity - back
+        }
     }
 
     /// `entity`'s sample at `tick`: `None` when the tick is not held, the entity was absent
@@ -457,28 +514,33 @@ impl<S: Copy, M: Copy + Default> LagHistory<S, M> {
     /// [`LagHistory::at`] without copying: the samples borrowed from the history, for
     /// samples too big to copy cheaply.
     pub fn at_ref(&self, rewind: &Rewind, entity: u16) -> Option<Bracket<&S>> {
+        self.view(rewind)?.at(entity)
+    }
+
+    /// `rewind` checked against the ticks held once, for looking up many entities at it:
+    /// `None` when [`Rewind::tick`] is not held or `frac` is not within 0..=1. The view
+    /// borrows the history, so no tick can be recorded while it is in use.
+    pub fn view(&self, rewind: &Rewind) -> Option<RewindView<'_, S, M>> {
         let back = self.back_of(rewind.tick)?;
         if !(0.0..=1.0).contains(&rewind.frac) {
             return None;
         }
-        let entity = usize::from(entity);
-        if entity >= self.entities {
-            return None;
-        }
-        let from = self.samples[self.frame_of(back) * self.entities + entity].as_ref()?;
+        let frame = self.frame_of(back);
         // Past the newest tick there is nothing to blend toward.
-        if back == 0 || rewind.frac == 0.0 {
-            return Some(Bracket {
-                from,
-                to: None,
-                t: 0.0,
-            });
-        }
-        Some(Bracket {
-            from,
-            to: self.samples[self.frame_of(back - 1) * self.entities + entity].as_ref(),
-            t: rewind.frac,
+        let to = (back > 0 && rewind.frac != 0.0).then(|| {
+            let next = self.frame_of(back - 1);
+            (self.row(next), &self.metas[next])
+        });
+        Some(RewindView {
+            t: if to.is_some() { rewind.frac } else { 0.0 },
+            from: self.row(frame),
+            from_meta: &self.metas[frame],
+            to,
         })
+    }
+
+    fn row(&self, frame: usize) -> &[Option<S>] {
+        &self.samples[frame * self.entities..(frame + 1) * self.entities]
     }
 
     /// `entity`'s sample blended to `rewind` ([`Bracket::lerped`] of [`LagHistory::at`]).
@@ -593,6 +655,13 @@ mod tests {
             (1902.0, Some(1912.0))
         );
         assert_eq!(borrowed.copied(), b);
+        let view = h.view(&r).unwrap();
+        assert_eq!(view.metas(), (&380, Some(&382)));
+        assert_eq!(
+            (view.t(), view.at(0).unwrap().copied().to),
+            (0.25, Some(1910.0))
+        );
+        assert!(view.at(3).is_none());
         assert_eq!(h.lerped_at(&r, 2), Some(1904.5));
         assert_eq!(h.meta(Tick(190)), Some(&380));
         // Exactly on a tick: nothing to blend.

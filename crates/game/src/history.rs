@@ -24,11 +24,19 @@
 //!
 //! Ticks are recorded in order, one after another. A gap or a step back forgets everything
 //! recorded before: no rewind lerps across a hole.
+//!
+//! The per-tick storage, the rewind time and its clamp are the runtime's lag-compensation
+//! service ([`tickforge_sim::lagcomp::LagHistory`]): each tick it holds every living
+//! player's sample (a dead player is absent) and, per tick, the key that tick's pose lerps
+//! from. The posing, the keys and the gait are the shooter's, here.
 
 use std::f32::consts::TAU;
 use std::num::{NonZeroU32, NonZeroU8};
 use std::time::Duration;
 
+use tickforge_sim::lagcomp::{
+    Bracket, LagConfig, LagError, LagHistory, LagStats, Rewind, RewindView,
+};
 use tickforge_telemetry::{Category, Scopes};
 
 use crate::map::Aabb;
@@ -41,7 +49,7 @@ use crate::{angle16_to_rad, PlayerSlot, Tick};
 
 /// The longest rewind a history may be configured for: a shooter seeing the world a second
 /// late is not playing the same game, and a longer rewind lets lag shoot around corners.
-pub const MAX_REWIND_CAP: Duration = Duration::from_secs(1);
+pub use tickforge_sim::lagcomp::MAX_REWIND_CAP;
 
 // 128 Hz: VALORANT's tick; 7.8125 ms.
 const DEFAULT_TICK_HZ: NonZeroU32 = match NonZeroU32::new(128) {
@@ -128,36 +136,34 @@ pub struct RewindTime {
     pub frac: f32,
 }
 
-/// A rewind time checked against what the history holds: `back` ticks behind the newest.
+/// A rewind time checked against what the history holds: the rows of its ticks.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Resolved {
-    back: u32,
-    frac: f32,
+pub(crate) struct Resolved<'a> {
+    tick: Tick,
+    view: RewindView<'a, Recorded, FrameKey>,
 }
 
 /// Where a player's feet were and which way it faced at a rewind time.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Root {
+pub(crate) struct Root<'a> {
     pub(crate) origin: Vec3,
     yaw_rad: f32,
-    /// The time lies between two ticks at both of which the player was alive.
-    between: bool,
+    /// The player's samples at the ticks around the time; `to` is `Some` when the time lies
+    /// between two ticks at both of which the player was alive.
+    samples: Bracket<&'a Recorded>,
 }
 
+/// A living player as recorded on a tick: its sample and its gait then.
 #[derive(Clone, Copy, Debug, Default)]
 struct Recorded {
     state: PlayerState,
     stance: Stance,
-    alive: bool,
     gait: Gait,
 }
 
-#[derive(Clone, Copy, Debug, Default)]
-struct FrameMeta {
-    tick: Tick,
-    /// The sequence number of the newest key at or before this tick; `None` when idle.
-    key: Option<u64>,
-}
+/// What the ring keeps per tick besides the players: the sequence number of the newest key
+/// at or before the tick; `None` when idle.
+type FrameKey = Option<u64>;
 
 #[derive(Clone, Copy, Debug, Default)]
 struct KeyMeta {
@@ -171,16 +177,13 @@ struct KeyMeta {
 pub struct History {
     config: HistoryConfig,
     players: usize,
-    max_rewind_ticks: u32,
     /// Ticks held when full: the max rewind and the newest tick.
     capacity: usize,
     dt_s: f32,
     /// How far a gait blends toward the velocity in one tick.
     gait_blend: f32,
-    /// Per tick, `capacity` of them, indexed by sequence number modulo `capacity`.
-    frames: Vec<FrameMeta>,
-    /// Per tick and player: `frame * players + slot`.
-    samples: Vec<Recorded>,
+    /// Per tick: each living player's [`Recorded`] and the tick's [`FrameKey`].
+    ring: LagHistory<Recorded, FrameKey>,
     /// Per posed tick ("key"), `capacity` of them: at most one key a tick, so the keys of
     /// every held tick fit.
     keys: Vec<KeyMeta>,
@@ -190,11 +193,6 @@ pub struct History {
     key_stance: Vec<Option<Stance>>,
     /// Per player: the gait after the newest tick.
     gaits: Vec<Gait>,
-    newest: Option<Tick>,
-    /// Ticks held, 0..=capacity, ending at `newest`.
-    held: u32,
-    /// Sequence number of the next tick recorded.
-    next_frame: u64,
     /// Sequence number of the next key.
     next_key: u64,
     run: u32,
@@ -207,36 +205,30 @@ pub struct History {
 impl History {
     /// An empty history for `config`, allocating all it will ever use.
     pub fn new(config: HistoryConfig) -> Result<History, HistoryError> {
-        if config.max_rewind > MAX_REWIND_CAP {
-            return Err(HistoryError::RewindOverCap {
-                max_rewind: config.max_rewind,
-                cap: MAX_REWIND_CAP,
-            });
-        }
-        const NANOS_PER_SEC: u128 = 1_000_000_000;
-        let ticks = (config.max_rewind.as_nanos() * u128::from(config.tick_hz.get()))
-            .div_ceil(NANOS_PER_SEC);
-        // Under the 1 s cap this is at most tick_hz.
-        let max_rewind_ticks = u32::try_from(ticks).unwrap_or(u32::MAX - 1);
-        let capacity = max_rewind_ticks as usize + 1;
+        let ring = LagHistory::new(LagConfig {
+            max_entities: u16::from(config.players),
+            tick_hz: config.tick_hz,
+            max_rewind: config.max_rewind,
+        })
+        .map_err(|e| match e {
+            LagError::RewindOverCap { max_rewind, cap } => {
+                HistoryError::RewindOverCap { max_rewind, cap }
+            }
+        })?;
+        let capacity = ring.capacity() as usize;
         let players = usize::from(config.players);
         let idle = Pose::IDLE.hitboxes(&config.pose);
         let dt_s = 1.0 / config.tick_hz.get() as f32;
         Ok(History {
             players,
-            max_rewind_ticks,
             capacity,
             dt_s,
             gait_blend: gait_blend_factor(&config.pose, dt_s),
-            frames: vec![FrameMeta::default(); capacity],
-            samples: vec![Recorded::default(); capacity * players],
+            ring,
             keys: vec![KeyMeta::default(); capacity],
             key_hitboxes: vec![idle; capacity * players],
             key_stance: vec![None; capacity * players],
             gaits: vec![Gait::default(); players],
-            newest: None,
-            held: 0,
-            next_frame: 0,
             next_key: 0,
             run: 0,
             animated: false,
@@ -260,24 +252,29 @@ impl History {
     /// The max rewind in ticks: [`HistoryConfig::max_rewind`] at the tick rate, rounded up
     /// (200 ms at 128 Hz is 26 ticks).
     pub fn max_rewind_ticks(&self) -> u32 {
-        self.max_rewind_ticks
+        self.ring.max_rewind_ticks()
     }
 
     /// The newest tick recorded, if any.
     pub fn newest(&self) -> Option<Tick> {
-        self.newest
+        self.ring.newest()
     }
 
     /// The oldest tick still held, if any: at most [`History::max_rewind_ticks`] before the
     /// newest.
     pub fn oldest(&self) -> Option<Tick> {
-        self.newest
-            .map(|n| Tick(n.0.wrapping_sub(self.held.saturating_sub(1))))
+        self.ring.oldest()
     }
 
     /// Ticks held, up to [`History::max_rewind_ticks`] + 1.
     pub fn held_ticks(&self) -> u32 {
-        self.held
+        self.ring.held_ticks()
+    }
+
+    /// What [`History::rewind_time`] has done since the history was made: rewinds, and how
+    /// many were clamped to the oldest tick held or to the newest.
+    pub fn rewind_stats(&self) -> LagStats {
+        self.ring.stats()
     }
 
     /// Poses computed by [`History::record`] since the history was made.
@@ -294,8 +291,7 @@ impl History {
     /// Forgets every tick recorded: call when players are moved without moving (a round
     /// starts and they stand at their spawns), so that no rewind lerps across the jump.
     pub fn clear(&mut self) {
-        self.newest = None;
-        self.held = 0;
+        self.ring.clear();
         self.animated = false;
         self.gaits.fill(Gait::default());
     }
@@ -313,7 +309,11 @@ impl History {
         scopes: &Scopes,
     ) {
         let _animation = scopes.scope(Category::Animation);
-        if self.newest.is_some_and(|n| tick.0 != n.0.wrapping_add(1)) {
+        if self
+            .ring
+            .newest()
+            .is_some_and(|n| tick.0 != n.0.wrapping_add(1))
+        {
             self.clear();
         }
         let animated = posing == Posing::Animated;
@@ -333,16 +333,12 @@ impl History {
             };
             self.next_key += 1;
         }
-        let frame = (self.next_frame % capacity) as usize;
-        self.next_frame += 1;
-        self.frames[frame] = FrameMeta {
-            tick,
-            // An animated run starts with a key, so `next_key - 1` is this run's newest.
-            key: animated.then(|| self.next_key - 1),
-        };
+        // An animated run starts with a key, so `next_key - 1` is this run's newest.
+        let mut frame = self
+            .ring
+            .begin_tick(tick, animated.then(|| self.next_key - 1));
 
         let key_row = ((self.next_key.wrapping_sub(1)) % capacity) as usize * self.players;
-        let row = frame * self.players;
         let params = &self.config.pose;
         let mut samples = samples.into_iter();
         let mut given = 0;
@@ -359,12 +355,17 @@ impl History {
                 gait = gait.advance_by(sample.state.velocity, params, self.gait_blend, self.dt_s);
                 self.gaits[slot] = gait;
             }
-            self.samples[row + slot] = Recorded {
-                state: sample.state,
-                stance: sample.stance,
-                alive: sample.alive,
-                gait,
-            };
+            if sample.alive {
+                // `slot` < players ≤ 255.
+                frame.record(
+                    slot as u16,
+                    Recorded {
+                        state: sample.state,
+                        stance: sample.stance,
+                        gait,
+                    },
+                );
+            }
             if key {
                 if sample.alive {
                     self.key_hitboxes[key_row + slot] =
@@ -378,8 +379,6 @@ impl History {
             given == self.players && samples.next().is_none(),
             "record wants one sample per player"
         );
-        self.newest = Some(tick);
-        self.held = (self.held + 1).min(self.capacity as u32);
         self.animated = animated;
     }
 
@@ -387,20 +386,12 @@ impl History {
     /// `interp_delay_ticks` behind is tested at: `command_tick - interp_delay_ticks`, clamped
     /// to the newest tick and to the oldest held (at most the max rewind before the newest).
     /// A delay that is negative or NaN counts as 0. `None` before anything is recorded.
+    /// Counted in [`History::rewind_stats`].
     pub fn rewind_time(&self, command_tick: Tick, interp_delay_ticks: f32) -> Option<RewindTime> {
-        let newest = self.newest?;
-        let delay = if interp_delay_ticks > 0.0 {
-            f64::from(interp_delay_ticks)
-        } else {
-            0.0
-        };
-        // Ticks may wrap; a command tick is near the newest, before or after it.
-        let ahead = f64::from(command_tick.0.wrapping_sub(newest.0) as i32);
-        let back = (delay - ahead).clamp(0.0, f64::from(self.held - 1));
-        let whole = back.ceil();
+        let rewind = self.ring.rewind_behind(command_tick, interp_delay_ticks)?;
         Some(RewindTime {
-            tick: Tick(newest.0.wrapping_sub(whole as u32)),
-            frac: (whole - back) as f32,
+            tick: rewind.tick,
+            frac: rewind.frac,
         })
     }
 
@@ -421,44 +412,48 @@ impl History {
     }
 
     /// Checks `time` against the ticks held.
-    pub(crate) fn resolve(&self, time: RewindTime) -> Option<Resolved> {
-        let newest = self.newest?;
+    pub(crate) fn resolve(&self, time: RewindTime) -> Option<Resolved<'_>> {
+        let newest = self.ring.newest()?;
         let back = newest.0.wrapping_sub(time.tick.0);
-        if back >= self.held || !(0.0..=1.0).contains(&time.frac) {
+        if back >= self.ring.held_ticks() || !(0.0..=1.0).contains(&time.frac) {
             return None;
         }
         // Past the newest tick there is nothing to lerp toward.
         let frac = if back == 0 { 0.0 } else { time.frac };
-        Some(Resolved { back, frac })
+        let view = self.ring.view(&Rewind {
+            tick: time.tick,
+            frac,
+            ..Rewind::default()
+        })?;
+        Some(Resolved {
+            tick: time.tick,
+            view,
+        })
     }
 
     /// Where `slot` stood at `at`, if alive then. Between two ticks it lerps when the player
     /// was alive at both, and stands where it was at the first otherwise.
-    pub(crate) fn root_at(&self, slot: usize, at: Resolved) -> Option<Root> {
+    pub(crate) fn root_at<'a>(&self, slot: usize, at: Resolved<'a>) -> Option<Root<'a>> {
         if slot >= self.players {
             return None;
         }
-        let s0 = self.recorded(at.back, slot);
-        if !s0.alive {
-            return None;
-        }
+        // `slot` < players ≤ 255. Absent at the first tick: dead then.
+        let samples = at.view.at(slot as u16)?;
+        let s0 = samples.from;
         let yaw0 = angle16_to_rad(s0.state.yaw);
-        if at.frac > 0.0 {
-            let s1 = self.recorded(at.back - 1, slot);
-            if s1.alive {
-                // The short way round.
-                let turn = f32::from(s1.state.yaw.wrapping_sub(s0.state.yaw) as i16);
-                return Some(Root {
-                    origin: lerp(s0.state.origin, s1.state.origin, at.frac),
-                    yaw_rad: yaw0 + turn * at.frac * (TAU / 65536.0),
-                    between: true,
-                });
-            }
+        if let Some(s1) = samples.to {
+            // The short way round.
+            let turn = f32::from(s1.state.yaw.wrapping_sub(s0.state.yaw) as i16);
+            return Some(Root {
+                origin: lerp(s0.state.origin, s1.state.origin, samples.t),
+                yaw_rad: yaw0 + turn * samples.t * (TAU / 65536.0),
+                samples,
+            });
         }
         Some(Root {
             origin: s0.state.origin,
             yaw_rad: yaw0,
-            between: false,
+            samples,
         })
     }
 
@@ -467,29 +462,35 @@ impl History {
     pub(crate) fn hitboxes_of(
         &self,
         slot: usize,
-        at: Resolved,
-        root: &Root,
+        at: Resolved<'_>,
+        root: &Root<'_>,
         scopes: Option<&Scopes>,
         poses: &mut u32,
     ) -> Hitboxes {
-        let mut local = self.local_at(slot, at.back, scopes, poses);
-        if root.between {
-            let next = self.local_at(slot, at.back - 1, scopes, poses);
-            local = local.lerp(&next, at.frac);
+        let tick = at.tick;
+        let (key, next_key) = at.view.metas();
+        let mut local = self.local_at(slot, tick, root.samples.from, *key, scopes, poses);
+        if let Some(to) = root.samples.to {
+            // `to` is there only when the view has a later tick, and so its key.
+            let next_key = next_key.copied().flatten();
+            let next = self.local_at(slot, tick.next(), to, next_key, scopes, poses);
+            local = local.lerp(&next, root.samples.t);
         }
         local.placed(root.origin, root.yaw_rad)
     }
 
-    /// `slot`'s pose at the tick `back` ticks behind the newest, in the body frame.
+    /// `slot`'s pose at `tick`, a held tick at which it was alive and `recorded` and whose
+    /// key was `key`, in the body frame.
     fn local_at(
         &self,
         slot: usize,
-        back: u32,
+        tick: Tick,
+        recorded: &Recorded,
+        key: FrameKey,
         scopes: Option<&Scopes>,
         poses: &mut u32,
     ) -> LocalHitboxes {
-        let frame = self.frames[self.frame_index(back)];
-        let Some(seq) = frame.key else {
+        let Some(seq) = key else {
             return self.idle;
         };
         let capacity = self.capacity as u64;
@@ -499,11 +500,10 @@ impl History {
         );
         let lower_row = (seq % capacity) as usize * self.players;
         let lower = self.keys[(seq % capacity) as usize];
-        let recorded = self.recorded(back, slot);
         // A stance changes at once: poses of another stance say nothing about this one.
         let stance = Some(recorded.stance);
         let lower_fits = self.key_stance[lower_row + slot] == stance;
-        if lower_fits && lower.tick == frame.tick {
+        if lower_fits && lower.tick == tick {
             return self.key_hitboxes[lower_row + slot];
         }
         if lower_fits && seq + 1 < self.next_key {
@@ -511,7 +511,7 @@ impl History {
             let upper = self.keys[((seq + 1) % capacity) as usize];
             if upper.run == lower.run && self.key_stance[upper_row + slot] == stance {
                 let span = upper.tick.0.wrapping_sub(lower.tick.0);
-                let into = frame.tick.0.wrapping_sub(lower.tick.0);
+                let into = tick.0.wrapping_sub(lower.tick.0);
                 let t = into as f32 / span as f32;
                 return self.key_hitboxes[lower_row + slot]
                     .lerp(&self.key_hitboxes[upper_row + slot], t);
@@ -523,15 +523,6 @@ impl History {
         *poses += 1;
         let params = &self.config.pose;
         pose_of(&recorded.state, recorded.stance, &recorded.gait, params).hitboxes(params)
-    }
-
-    fn frame_index(&self, back: u32) -> usize {
-        debug_assert!(back < self.held);
-        ((self.next_frame - 1 - u64::from(back)) % self.capacity as u64) as usize
-    }
-
-    fn recorded(&self, back: u32, slot: usize) -> &Recorded {
-        &self.samples[self.frame_index(back) * self.players + slot]
     }
 }
 

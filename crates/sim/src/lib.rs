@@ -1,12 +1,15 @@
 //! What every tickforge game and the runtime agree on about time, with no I/O and no
 //! networking: the tick a match is at ([`Tick`]), the moment a client was showing when it
-//! made a command ([`ViewTime`]), and the frame of the line a finished match leaves in a
-//! results file ([`result_line`]).
+//! made a command ([`ViewTime`]); lag compensation as a service
+//! ([`lagcomp::LagHistory`]): a ring of the per-entity samples a game records each tick and
+//! a rewind to a client's view time for its shot tests; and the frame of the line a
+//! finished match leaves in a results file ([`result_line`]).
 //!
 //! The game crates (the reference shooter's `tickforge-game`, a studio's own) and the
 //! runtime's API (`tickforge-api`) depend on this crate; it depends on nothing in the
 //! workspace.
 
+pub mod lagcomp;
 pub mod result_line;
 
 /// A simulation step number; tick 0 is the match's first.

@@ -7,7 +7,6 @@ mod flood;
 mod games;
 mod replay_cmd;
 mod report_cmd;
-mod serve;
 mod summary;
 mod token_cmd;
 
@@ -27,7 +26,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Host matches of a game (the reference shooter by default) on a UDP port.
-    Serve(serve::ServeArgs),
+    Serve(tickforge_server::serve::ServeArgs),
     /// Connect bots to a running server and measure it from the client side.
     Bots(bots_cmd::BotsArgs),
     /// Run a scenario: a server and its bots as separate processes on 127.0.0.1.
@@ -54,7 +53,7 @@ fn main() {
         end_quietly_on_a_closed_pipe();
     }
     let result = match cli.command {
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => tickforge_server::serve::run(args),
         Command::Bots(args) => bots_cmd::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Token(args) => token_cmd::run(args),

@@ -2,52 +2,9 @@
 
 use std::fmt::Write;
 
-use tickforge_telemetry::report::{BotsReport, Clients, Hitreg, Percentiles, Report, ServerReport};
-use tickforge_telemetry::{Category, REFERENCE_PLAYERS};
-
-fn ms(v: Option<f64>) -> String {
-    v.map_or("n/a".into(), |v| format!("{v:.3} ms"))
-}
-
-fn pct(v: Option<f64>) -> String {
-    v.map_or("n/a".into(), |v| format!("{:.0}%", v * 100.0))
-}
-
-fn frame_line(out: &mut String, name: &str, p: &Option<Percentiles>) {
-    match p {
-        Some(p) => writeln!(
-            out,
-            "  {name:<13} p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms  mean {:.3} ms",
-            p.p50, p.p99, p.max, p.mean
-        ),
-        None => writeln!(out, "  {name:<13} n/a (no ticks in the window)"),
-    }
-    .expect("writing to a String");
-}
-
-fn ticks_line(out: &mut String, r: &ServerReport) {
-    let t = &r.ticks;
-    let _ = writeln!(
-        out,
-        "  ticks         {}/{} on time, {} late, {} skipped, {} hitches",
-        t.on_time, t.expected, t.late, t.skipped, t.hitches
-    );
-    let late = |p: &Option<Percentiles>| match p {
-        Some(p) => format!(
-            "p50 {} p99 {} max {}",
-            ms(Some(p.p50)),
-            ms(Some(p.p99)),
-            ms(Some(p.max))
-        ),
-        None => "n/a".into(),
-    };
-    let _ = writeln!(
-        out,
-        "  lateness      wake-up {}; tick start {}",
-        late(&r.wake_late_ms),
-        late(&r.tick_start_late_ms)
-    );
-}
+use tickforge_telemetry::report::{BotsReport, Clients, Hitreg, Report, ServerReport};
+use tickforge_telemetry::summary::{categories_line, frame_line, ms, pct, ticks_line};
+use tickforge_telemetry::REFERENCE_PLAYERS;
 
 fn clients_line(out: &mut String, c: &Clients) {
     let _ = writeln!(
@@ -87,49 +44,6 @@ fn hitreg_line(out: &mut String, h: &Hitreg) {
         h.server_hit_unseen,
         h.other_victim,
     );
-}
-
-fn categories_line(out: &mut String, r: &ServerReport) {
-    let mut parts: Vec<String> = Category::ALL
-        .iter()
-        .filter_map(|&c| r.categories_ms.get(c).map(|v| (c, v)))
-        .map(|(c, v)| format!("{} {:.1} µs", c.name(), v * 1000.0))
-        .collect();
-    if parts.is_empty() {
-        parts.push("n/a".into());
-    }
-    let _ = writeln!(out, "  categories    {}", parts.join(", "));
-    let p = &r.phases_ms;
-    let us = |v: Option<f64>| v.map_or("n/a".into(), |v| format!("{:.1} µs", v * 1000.0));
-    let _ = writeln!(
-        out,
-        "  phases        receive {}, simulate {}, replicate {}, send {}",
-        us(p.receive),
-        us(p.simulate),
-        us(p.replicate),
-        us(p.send)
-    );
-}
-
-/// What `serve` prints when it stops.
-pub fn server(r: &ServerReport) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "tickforge serve: {} match(es) × {} on {} at {} Hz, {:.1} s measured",
-        r.matches, r.players_per_match, r.map, r.tick_hz, r.duration_s
-    );
-    frame_line(&mut out, "match frame", &r.match_frame_ms);
-    categories_line(&mut out, r);
-    ticks_line(&mut out, r);
-    let _ = writeln!(
-        out,
-        "  games/core    {} projected; cpu {}",
-        r.projected_games_per_core
-            .map_or("n/a".into(), |g| format!("{g:.0}")),
-        pct(r.cpu_util)
-    );
-    out
 }
 
 /// What `bots` prints when it ends.

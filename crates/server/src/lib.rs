@@ -17,6 +17,7 @@ pub mod games;
 pub mod host;
 pub mod io_floor;
 mod run_id;
+pub mod serve;
 mod worker;
 
 #[cfg(test)]
@@ -32,3 +33,51 @@ pub use worker::{
     Shutdown, Worker, WorkerError, WorkerFigures, WorkerSetup, WorkerStatus,
     ADMISSION_BUDGET_SHARE,
 };
+
+/// A studio's own server binary, whole: registers game `G`, reads the command line (the
+/// flags of `tickforge serve`, and a TOML file with `--config`), and serves until stopped,
+/// with the admin API, `/metrics` and the drain on SIGTERM. Exits 0 when the server stopped
+/// cleanly, 1 when a result could not be written, 2 on a configuration error.
+///
+/// ```no_run
+/// # struct MyGame;
+/// # /*
+/// fn main() {
+///     tickforge_server::run::<MyGame>();
+/// }
+/// # */
+/// ```
+pub fn run<G: tickforge_api::Game>() -> ! {
+    use clap::{Args, FromArgMatches};
+    games::register::<G>();
+    let name = std::env::args()
+        .next()
+        .and_then(|a| {
+            let file = std::path::Path::new(&a).file_name()?.to_str()?.to_string();
+            Some(file)
+        })
+        .unwrap_or_else(|| G::NAME.to_string());
+    // Once per process: clap keeps a command's name for the program's life.
+    let command_name: &'static str = Box::leak(name.clone().into_boxed_str());
+    let mut command = serve::ServeArgs::augment_args(
+        clap::Command::new(command_name).version(env!("CARGO_PKG_VERSION")),
+    )
+    .about(format!("Host matches of {}: {}", G::NAME, G::ABOUT))
+    .long_about(None);
+    // The reference shooter's flags mean nothing to another game: `--game-set` and the
+    // `[game]` table carry its keys instead.
+    if G::NAME != "shooter" {
+        for id in serve::SHOOTER_FLAGS {
+            command = command.mut_arg(id, |a| a.hide(true));
+        }
+    }
+    let args =
+        serve::ServeArgs::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit());
+    match serve::run(args) {
+        Ok(()) => std::process::exit(0),
+        Err(e) => {
+            eprintln!("{name}: {e:#}");
+            std::process::exit(2)
+        }
+    }
+}

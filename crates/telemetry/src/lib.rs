@@ -17,6 +17,7 @@ pub mod prometheus;
 pub mod report;
 mod scopes;
 mod stats;
+pub mod summary;
 
 pub use scopes::{Clock, FrameRecord, PhaseGuard, ScopeGuard, Scopes};
 pub use stats::{DurationHistogram, FrameStats};

@@ -1,15 +1,28 @@
-//! `tickforge serve`: host matches until stopped.
+//! `serve`: host matches until stopped. The `tickforge` binary's `serve` command, and the
+//! whole of a studio's own server binary ([`crate::run`]).
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::{config, ConfigFile, Host, Shutdown, WorkerStatus};
 use anyhow::{Context, Result};
 use clap::Args;
-use tickforge_server::{config, ConfigFile, Host, Shutdown, WorkerStatus};
+use tickforge_telemetry::summary;
 
-use crate::summary;
+/// The ids of the flags that set the reference shooter's `[game]` keys.
+pub const SHOOTER_FLAGS: [&str; 9] = [
+    "map",
+    "buy_s",
+    "round_s",
+    "round_end_s",
+    "rounds",
+    "max_health_hp",
+    "pose_every",
+    "fow_every",
+    "max_rewind_ms",
+];
 
 /// Flags of `serve`. Each has the same key in the TOML config file (with `_` for `-`);
 /// a flag given on the command line wins over the file.
@@ -111,7 +124,7 @@ pub struct ServeArgs {
     pub unjoined_match_ttl_s: Option<f64>,
     /// Protocol id, decimal or hex with 0x (0x7469636b666f7267); clients with another are
     /// ignored [default: 8388345093885489767].
-    #[arg(long, value_name = "ID", value_parser = tickforge_server::config::parse_protocol_id)]
+    #[arg(long, value_name = "ID", value_parser = crate::config::parse_protocol_id)]
     pub protocol_id: Option<u64>,
     /// Address clients reach this server at, as connect tokens name it [default: the bound
     /// address].
@@ -266,13 +279,16 @@ impl ServeArgs {
 
 /// The game and its map, if its settings name one: `shooter on arena`.
 fn game_label(game: &config::GameChoice) -> String {
-    let name = tickforge_server::games::find(game.name.as_deref()).map_or("?", |g| g.name());
+    let name = crate::games::find(game.name.as_deref()).map_or("?", |g| g.name());
     match game.table.get("map").and_then(|m| m.as_str()) {
         Some(map) => format!("{name} on {map}"),
         None => name.to_string(),
     }
 }
 
+/// Runs `serve` with `args` until the server stops: checks the configuration, starts the
+/// workers and the admin API, drains on SIGTERM or SIGINT, and prints the report. The games
+/// it may host must have been registered ([`crate::games::register`]).
 pub fn run(args: ServeArgs) -> Result<()> {
     let file = match &args.config {
         Some(path) => ConfigFile::load(path)?,

@@ -1,5 +1,14 @@
 //! `tickforge bench`: a server and its bots as separate processes on 127.0.0.1, pinned to
 //! different cores where the host has them, merged into one report.
+//!
+//! `--game` picks what the matches play. The shooter (the default) runs every scenario.
+//! Capture the flag (`ctf`) runs `smoke` and `many-matches` (with `--sweep` too), 10
+//! players a match unless `--players` says otherwise: its server gets `--game ctf` and
+//! settings that keep a match going for the whole run (see [`CTF_SETTINGS`]), its bots
+//! `--game ctf`, and neither gets the shooter's flags (map, round, health, posing, fog of
+//! war, lag compensation). `crowd` and `saturation` are the shooter's (a crowd on a 2 km
+//! map) and are refused for ctf, as are the shooter-only flags `--pose-every`,
+//! `--fow-every` and `--max-rewind-ms`.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -16,6 +25,51 @@ use tickforge_telemetry::report::{BotsReport, GamesPerCore, Host, Report, Server
 
 use crate::summary;
 
+/// The `[game]` settings a ctf bench's server gets, as `--game-set KEY=VALUE`: the longest
+/// time limit and the most captures the game takes, so a match lasts the run (up to an
+/// hour of warm-up and measuring) instead of ending, and starting over, every few minutes.
+pub const CTF_SETTINGS: [&str; 2] = ["time_limit_s=3600", "captures=255"];
+
+/// The games `bench` knows how to drive: what differs on the server's and the bots'
+/// command lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BenchGame {
+    /// The reference shooter: maps, rounds, posing, fog of war, lag compensation.
+    Shooter,
+    /// Capture the flag (`tickforge-ctf`).
+    Ctf,
+}
+
+impl BenchGame {
+    /// The game `--game` names; refuses the scenarios and flags bench cannot run it with.
+    fn of(args: &BenchArgs) -> Result<BenchGame> {
+        let game = match args.game.as_str() {
+            "shooter" => BenchGame::Shooter,
+            "ctf" => BenchGame::Ctf,
+            other => bail!("--game {other}: bench drives the shooter and ctf only"),
+        };
+        if game == BenchGame::Ctf {
+            if matches!(args.scenario, Scenario::Crowd | Scenario::Saturation) {
+                bail!(
+                    "--scenario {}: the shooter's (a crowd on its 2 km map); --game ctf runs \
+                     smoke and many-matches (with --sweep for the games-per-core curve)",
+                    args.scenario.name()
+                );
+            }
+            for (flag, given) in [
+                ("--pose-every", args.pose_every.is_some()),
+                ("--fow-every", args.fow_every.is_some()),
+                ("--max-rewind-ms", args.max_rewind_ms.is_some()),
+            ] {
+                if given {
+                    bail!("{flag}: a setting of the shooter; --game ctf has none");
+                }
+            }
+        }
+        Ok(game)
+    }
+}
+
 /// The bench scenarios (DESIGN.md, "Scenarios").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Scenario {
@@ -25,11 +79,11 @@ pub enum Scenario {
     ManyMatches,
     /// The Iris stress test: 1 match × 100 bots on flat2km, spawned on an 800 m circle, run
     /// to the centre (about 100 s) and fight there; 110 s measured after 2 s of warm-up
-    /// (shorten with --duration-s).
+    /// (shorten with --duration-s). The shooter only.
     Crowd,
     /// The Quake paper's saturation curve: one match on flat2km with 1, 2, 4 … 128 bots
     /// (set the steps with --sweep-steps), 5 s measured each; response rate and response
-    /// time at the clients against players.
+    /// time at the clients against players. The shooter only.
     Saturation,
 }
 
@@ -99,6 +153,10 @@ pub struct BenchArgs {
     /// What to run.
     #[arg(long, value_enum, default_value_t = Scenario::Smoke)]
     pub scenario: Scenario,
+    /// The game the matches play. ctf runs smoke and many-matches (--sweep too) and takes
+    /// none of the shooter's flags (--pose-every, --fow-every, --max-rewind-ms).
+    #[arg(long, value_name = "NAME", default_value = "shooter", value_parser = crate::games::parser())]
+    pub game: String,
     /// Matches [default: the scenario's].
     #[arg(long, value_name = "N")]
     pub matches: Option<u32>,
@@ -171,19 +229,39 @@ pub struct BenchArgs {
 
 mod sweep;
 
+/// The bytes of one input datagram's payload and one snapshot's of `game` with `players`
+/// players: an input is the kind, sequence, view tick and fraction, and the game's input;
+/// a snapshot is the full state of every entity shown (delta replication sends less, so
+/// the floor errs high on the AEAD's share).
+fn tick_datagram_bytes(game: BenchGame, players: usize) -> (usize, usize) {
+    use tickforge_api::Game as _;
+    let (input, body) = match game {
+        BenchGame::Shooter => (
+            tickforge_shooter::cmd::CMD_BYTES,
+            tickforge_shooter::HEADER_BYTES + players * tickforge_shooter::ENTITY_BYTES,
+        ),
+        // Every player sees both flags too.
+        BenchGame::Ctf => (
+            tickforge_ctf::INPUT_BYTES,
+            tickforge_ctf::Ctf::full_state_bytes(players + 2),
+        ),
+    };
+    (
+        1 + 4 + 4 + 1 + input,
+        tickforge_proto::msg::SNAPSHOT_HEADER_BYTES + body,
+    )
+}
+
 /// Measures the I/O floor of one match tick on the server's core, before the run.
 fn measure_io_floor(
+    game: BenchGame,
     players: usize,
     tick_hz: u32,
     core: Option<usize>,
 ) -> Result<tickforge_server::io_floor::IoFloor> {
-    // The datagrams of a tick: an input from every player in (kind, seq, view tick and
-    // fraction, command), a snapshot to every player out, sized as the full state of every
-    // player (delta replication sends less, so the floor errs high on the AEAD's share).
-    let input_bytes = 1 + 4 + 4 + 1 + tickforge_shooter::cmd::CMD_BYTES;
-    let snapshot_bytes = tickforge_proto::msg::SNAPSHOT_HEADER_BYTES
-        + tickforge_shooter::HEADER_BYTES
-        + players * tickforge_shooter::ENTITY_BYTES;
+    // The datagrams of a tick: an input from every player in, a snapshot to every player
+    // out.
+    let (input_bytes, snapshot_bytes) = tick_datagram_bytes(game, players);
     // Paced at the tick, as a worker is: 256 ticks, two seconds at 128 Hz.
     let period = Duration::from_nanos(1_000_000_000 / u64::from(tick_hz));
     std::thread::spawn(move || {
@@ -210,6 +288,7 @@ fn max_rewind_ms(args: &BenchArgs) -> u32 {
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
+    let game = BenchGame::of(&args)?;
     let (d_matches, d_players, d_warmup, d_duration) = args.scenario.defaults();
     let matches = args.matches.unwrap_or(d_matches);
     let players = args.players.unwrap_or(d_players);
@@ -228,6 +307,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         _ => (None, None),
     };
     let plan = Plan {
+        game,
         matches,
         players,
         warmup_s,
@@ -260,6 +340,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
 
 /// What a bench run does, resolved from the scenario and the flags.
 struct Plan {
+    game: BenchGame,
     matches: u32,
     players: u32,
     warmup_s: f64,
@@ -270,6 +351,7 @@ struct Plan {
 
 fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
     let &Plan {
+        game,
         matches,
         players,
         warmup_s,
@@ -277,7 +359,7 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
         server_core,
         bots_core,
     } = plan;
-    let floor = measure_io_floor(players as usize, args.tick_hz, server_core)?;
+    let floor = measure_io_floor(game, players as usize, args.tick_hz, server_core)?;
     let exe = std::env::current_exe().context("finding the tickforge binary")?;
     let server_report = dir.join("server.json");
     let bots_report = dir.join("bots.json");
@@ -314,22 +396,10 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
         .arg(&server_report)
         .arg("--key-file")
         .arg(&key)
-        // A short buy phase, over within the warm-up: the window measures combat, where
-        // players move and fire, not players held at their spawns.
-        .args(["--buy-s", "0.5"])
-        .args(["--map", args.scenario.map().name()])
-        .args(args.scenario.round_s().map(|s| format!("--round-s={s}")))
-        .args(
-            args.scenario
-                .max_health_hp()
-                .map(|hp| format!("--max-health-hp={hp}")),
-        )
-        .args(args.pose_every.map(|n| format!("--pose-every={n}")))
-        .args(args.fow_every.map(|n| format!("--fow-every={n}")))
+        .args(serve_game_args(args, game))
         .args(args.phase_groups.map(|n| format!("--phase-groups={n}")))
         .arg(format!("--rt-priority={}", args.rt_priority))
         .args(args.spin_us.map(|us| format!("--spin-us={us}")))
-        .arg(format!("--max-rewind-ms={}", max_rewind_ms(args)))
         .arg("--results-file")
         .arg(dir.join("results.log"))
         // The bench stops the server with SIGTERM once its bots are done: no drain.
@@ -388,12 +458,10 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
             "--duration-s",
             &duration_s.to_string(),
         ])
-        .args(["--map", args.scenario.map().name()])
-        .args(["--behaviour", args.scenario.mix().name()])
+        .args(bots_game_args(args, game))
         .args(["--rtt-ms", &args.rtt_ms.to_string()])
         .args(["--jitter-ms", &args.jitter_ms.to_string()])
         .args(args.interp_ms.map(|ms| format!("--interp-ms={ms}")))
-        .args(args.pose_every.map(|n| format!("--pose-every={n}")))
         .args((args.rt_priority > 0).then(|| format!("--rt-priority={}", args.rt_priority)))
         .arg("--report")
         .arg(&bots_report)
@@ -472,6 +540,51 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
     Ok(report)
 }
 
+/// The game's flags of `serve`: for the shooter the map and rounds of the scenario, its
+/// posing, fog of war and lag compensation; for ctf the game and [`CTF_SETTINGS`] alone
+/// (its `[game]` table refuses the shooter's keys).
+fn serve_game_args(args: &BenchArgs, game: BenchGame) -> Vec<String> {
+    match game {
+        BenchGame::Shooter => {
+            let s = args.scenario;
+            // A short buy phase, over within the warm-up: the window measures combat,
+            // where players move and fire, not players held at their spawns.
+            let mut v = vec![
+                "--buy-s=0.5".to_string(),
+                format!("--map={}", s.map().name()),
+            ];
+            v.extend(s.round_s().map(|s| format!("--round-s={s}")));
+            v.extend(s.max_health_hp().map(|hp| format!("--max-health-hp={hp}")));
+            v.extend(args.pose_every.map(|n| format!("--pose-every={n}")));
+            v.extend(args.fow_every.map(|n| format!("--fow-every={n}")));
+            v.push(format!("--max-rewind-ms={}", max_rewind_ms(args)));
+            v
+        }
+        BenchGame::Ctf => {
+            let mut v = vec!["--game=ctf".to_string()];
+            v.extend(CTF_SETTINGS.iter().map(|kv| format!("--game-set={kv}")));
+            v
+        }
+    }
+}
+
+/// The game's flags of `bots`: for the shooter the map (the aimers trace sight on it),
+/// the scenario's behaviour and the posing interval; for ctf the game alone.
+fn bots_game_args(args: &BenchArgs, game: BenchGame) -> Vec<String> {
+    match game {
+        BenchGame::Shooter => {
+            let s = args.scenario;
+            let mut v = vec![
+                format!("--map={}", s.map().name()),
+                format!("--behaviour={}", s.mix().name()),
+            ];
+            v.extend(args.pose_every.map(|n| format!("--pose-every={n}")));
+            v
+        }
+        BenchGame::Ctf => vec!["--game=ctf".to_string()],
+    }
+}
+
 /// The bench report from the two halves.
 fn merge(scenario: &str, s: ServerReport, b: BotsReport, warmup_s: f64) -> Report {
     Report {
@@ -479,6 +592,7 @@ fn merge(scenario: &str, s: ServerReport, b: BotsReport, warmup_s: f64) -> Repor
         tick_hz: s.tick_hz,
         matches: s.matches,
         players_per_match: s.players_per_match,
+        game: s.game.clone(),
         map: s.map.clone(),
         duration_s: s.duration_s,
         warmup_s,
@@ -591,6 +705,146 @@ fn parse_placement(line: &str) -> Option<(u32, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn bench_args(flags: &[&str]) -> BenchArgs {
+        crate::games::register();
+        Cli::try_parse_from(std::iter::once("bench").chain(flags.iter().copied()))
+            .expect("valid flags")
+            .bench
+    }
+
+    /// The flag names in `args` (`--map=arena` → `--map`).
+    fn names(args: &[String]) -> Vec<&str> {
+        args.iter()
+            .map(|a| a.split_once('=').map_or(a.as_str(), |(k, _)| k))
+            .collect()
+    }
+
+    const SHOOTER_ONLY: [&str; 9] = [
+        "--map",
+        "--buy-s",
+        "--round-s",
+        "--max-health-hp",
+        "--pose-every",
+        "--fow-every",
+        "--max-rewind-ms",
+        "--behaviour",
+        "--game-set",
+    ];
+
+    #[test]
+    fn the_shooter_is_the_default_and_keeps_its_flags() {
+        let args = bench_args(&["--scenario", "crowd", "--pose-every", "2"]);
+        assert_eq!(args.game, "shooter");
+        let game = BenchGame::of(&args).unwrap();
+        assert_eq!(game, BenchGame::Shooter);
+        let serve = serve_game_args(&args, game);
+        assert_eq!(
+            serve,
+            [
+                "--buy-s=0.5",
+                "--map=flat2km",
+                "--round-s=600",
+                "--max-health-hp=10000",
+                "--pose-every=2",
+                "--max-rewind-ms=200"
+            ]
+        );
+        assert!(!names(&serve).contains(&"--game"));
+        let bots = bots_game_args(&args, game);
+        assert_eq!(
+            bots,
+            ["--map=flat2km", "--behaviour=crowd", "--pose-every=2"]
+        );
+    }
+
+    #[test]
+    fn ctf_gets_its_game_and_settings_and_none_of_the_shooters_flags() {
+        for scenario in ["smoke", "many-matches"] {
+            let args = bench_args(&["--game", "ctf", "--scenario", scenario, "--rtt-ms", "50"]);
+            let game = BenchGame::of(&args).unwrap();
+            assert_eq!(game, BenchGame::Ctf);
+            let serve = serve_game_args(&args, game);
+            assert_eq!(
+                serve,
+                [
+                    "--game=ctf",
+                    "--game-set=time_limit_s=3600",
+                    "--game-set=captures=255"
+                ]
+            );
+            assert_eq!(bots_game_args(&args, game), ["--game=ctf"]);
+            for flag in SHOOTER_ONLY {
+                assert!(
+                    !names(&bots_game_args(&args, game)).contains(&flag),
+                    "{flag}"
+                );
+            }
+            assert!(!names(&serve).iter().any(|f| SHOOTER_ONLY[..8].contains(f)));
+        }
+    }
+
+    #[test]
+    fn ctfs_bench_settings_are_ones_the_game_takes() {
+        use tickforge_api::Game as _;
+        let table: tickforge_api::ConfigTable = CTF_SETTINGS
+            .iter()
+            .map(|kv| crate::games::parse_setting(kv).unwrap())
+            .collect();
+        let config = tickforge_ctf::Ctf::configure(&table).expect("accepted");
+        assert_eq!((config.time_limit_s, config.captures), (3600, 255));
+    }
+
+    #[test]
+    fn ctf_refuses_the_shooters_scenarios_and_flags() {
+        for scenario in ["crowd", "saturation"] {
+            let err = BenchGame::of(&bench_args(&["--game", "ctf", "--scenario", scenario]))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(scenario) && err.contains("smoke and many-matches"),
+                "{err}"
+            );
+        }
+        for flag in ["--pose-every", "--fow-every", "--max-rewind-ms"] {
+            let err = BenchGame::of(&bench_args(&["--game", "ctf", flag, "2"]))
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with(flag) && err.contains("shooter"), "{err}");
+        }
+        assert!(BenchGame::of(&bench_args(&["--game", "ctf", "--sweep"])).is_ok());
+    }
+
+    #[test]
+    fn the_io_floor_is_sized_by_the_game() {
+        let (shooter_in, shooter_out) = tick_datagram_bytes(BenchGame::Shooter, 10);
+        assert_eq!(
+            shooter_in,
+            10 + tickforge_shooter::cmd::CMD_BYTES,
+            "as before the games"
+        );
+        assert_eq!(
+            shooter_out,
+            tickforge_proto::msg::SNAPSHOT_HEADER_BYTES
+                + tickforge_shooter::HEADER_BYTES
+                + 10 * tickforge_shooter::ENTITY_BYTES
+        );
+        let (ctf_in, ctf_out) = tick_datagram_bytes(BenchGame::Ctf, 10);
+        assert_eq!(ctf_in, 10 + tickforge_ctf::INPUT_BYTES);
+        // Every player's entity and the two flags.
+        use tickforge_api::Game as _;
+        assert_eq!(
+            ctf_out,
+            tickforge_proto::msg::SNAPSHOT_HEADER_BYTES + tickforge_ctf::Ctf::full_state_bytes(12)
+        );
+    }
 
     #[test]
     fn progress_lines_parse() {

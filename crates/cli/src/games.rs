@@ -5,3 +5,5 @@ pub fn register() {
     tickforge_server::games::register::<tickforge_shooter::Shooter>();
     tickforge_server::games::register::<tickforge_ctf::Ctf>();
 }
+
+pub use tickforge_server::games::parser;

@@ -67,8 +67,15 @@ type Figure = fn(&Report) -> Option<f64>;
 /// One row per figure: before, after, and after ÷ before.
 fn comparison(a: &Report, b: &Report) -> String {
     let mut out = format!(
-        "tickforge compare: {} ({} × {}) against {} ({} × {})\n",
-        b.scenario, b.matches, b.players_per_match, a.scenario, a.matches, a.players_per_match
+        "tickforge compare: {} of {} ({} × {}) against {} of {} ({} × {})\n",
+        b.scenario,
+        crate::summary::game_label(&b.game, &b.map),
+        b.matches,
+        b.players_per_match,
+        a.scenario,
+        crate::summary::game_label(&a.game, &a.map),
+        a.matches,
+        a.players_per_match
     );
     let _ = writeln!(
         out,
@@ -336,7 +343,15 @@ mod tests {
             ..Percentiles::default()
         });
         b.games_per_core.projected = Some(60.0);
+        (a.scenario, a.game, a.map) = ("smoke".into(), "shooter".into(), "arena".into());
+        (b.scenario, b.game) = ("smoke".into(), "ctf".into());
         let text = comparison(&a, &b);
+        assert!(
+            text.starts_with(
+                "tickforge compare: smoke of ctf (0 × 0) against smoke of shooter on arena (0 × 0)"
+            ),
+            "{text}"
+        );
         let row = |name: &str| text.lines().find(|l| l.contains(name)).unwrap().to_string();
         assert!(
             row("match frame p50").trim_end().ends_with("0.500"),

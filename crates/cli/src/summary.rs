@@ -3,8 +3,14 @@
 use std::fmt::Write;
 
 use tickforge_telemetry::report::{BotsReport, Clients, Hitreg, Report, ServerReport};
+pub use tickforge_telemetry::summary::game_label;
 use tickforge_telemetry::summary::{categories_line, frame_line, ms, pct, ticks_line};
 use tickforge_telemetry::REFERENCE_PLAYERS;
+
+/// True for the shooter's reports, whose bots judge shots and whose server rewinds them.
+fn shoots(game: &str) -> bool {
+    game.is_empty() || game == "shooter"
+}
 
 fn clients_line(out: &mut String, c: &Clients) {
     let _ = writeln!(
@@ -107,13 +113,21 @@ pub fn sweep_step(s: &tickforge_telemetry::report::SweepStep) -> String {
     )
 }
 
-/// What `bench` prints when it ends.
+/// What `bench` prints when it ends (and `report` again): the game, and the map when it
+/// has one, in the first line; the hit registration and lag compensation lines for the
+/// shooter only, the one game whose bots shoot.
 pub fn bench(r: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "tickforge bench {}: {} match(es) × {} bots on {} at {} Hz, {:.1} s measured after {:.1} s warm-up",
-        r.scenario, r.matches, r.players_per_match, r.map, r.tick_hz, r.duration_s, r.warmup_s
+        "tickforge bench {}: {} match(es) of {} × {} bots at {} Hz, {:.1} s measured after {:.1} s warm-up",
+        r.scenario,
+        r.matches,
+        game_label(&r.game, &r.map),
+        r.players_per_match,
+        r.tick_hz,
+        r.duration_s,
+        r.warmup_s
     );
     frame_line(&mut out, "match frame", &r.match_frame_ms);
     let _ = writeln!(
@@ -171,7 +185,9 @@ pub fn bench(r: &Report) -> String {
         );
     }
     clients_line(&mut out, &r.clients);
-    hitreg_line(&mut out, &r.hitreg);
+    if shoots(&r.game) {
+        hitreg_line(&mut out, &r.hitreg);
+    }
     let rep = &r.server.replication;
     let _ = writeln!(
         out,
@@ -184,11 +200,13 @@ pub fn bench(r: &Report) -> String {
         r.clients.down_packets_per_s.map_or("n/a".into(), |p| format!("{p:.0}")),
         r.clients.up_packets_per_s.map_or("n/a".into(), |p| format!("{p:.0}")),
     );
-    let _ = writeln!(
-        out,
-        "  lag comp.     max rewind {:.0} ms; {} of {} shots fired rewound past it",
-        r.server.max_rewind_ms, r.server.shots_rewind_clamped, r.server.shots_fired
-    );
+    if shoots(&r.game) {
+        let _ = writeln!(
+            out,
+            "  lag comp.     max rewind {:.0} ms; {} of {} shots fired rewound past it",
+            r.server.max_rewind_ms, r.server.shots_rewind_clamped, r.server.shots_fired
+        );
+    }
     if let Some(sw) = &r.sweep {
         if sw.by == "players" {
             let _ = writeln!(
@@ -221,4 +239,74 @@ pub fn bench(r: &Report) -> String {
     );
     let _ = writeln!(out, "  scheduling    {}", scheduling(&r.server, &r.bots));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(game: &str, map: &str) -> Report {
+        let mut r = Report {
+            scenario: "smoke".into(),
+            matches: 1,
+            players_per_match: 10,
+            tick_hz: 128,
+            game: game.into(),
+            map: map.into(),
+            ..Report::default()
+        };
+        r.server.game = game.into();
+        r.server.map = map.into();
+        r.server.matches = 1;
+        r.server.players_per_match = 10;
+        r.server.tick_hz = 128;
+        r
+    }
+
+    #[test]
+    fn the_game_is_named_with_its_map_only_when_it_has_one() {
+        assert_eq!(game_label("shooter", "arena"), "shooter on arena");
+        assert_eq!(game_label("ctf", ""), "ctf");
+        assert_eq!(game_label("", "flat2km"), "shooter on flat2km");
+    }
+
+    #[test]
+    fn a_ctf_bench_names_its_game_and_leaves_out_the_shooters_lines() {
+        let text = bench(&report("ctf", ""));
+        let first = text.lines().next().unwrap();
+        assert!(
+            first.starts_with("tickforge bench smoke: 1 match(es) of ctf × 10 bots at 128 Hz"),
+            "{first}"
+        );
+        assert!(
+            !text.contains("hitreg") && !text.contains("lag comp."),
+            "{text}"
+        );
+        assert!(text.contains("clients") && text.contains("replication"));
+    }
+
+    #[test]
+    fn a_shooter_bench_names_game_and_map_and_keeps_hitreg() {
+        for game in ["shooter", ""] {
+            let text = bench(&report(game, "arena"));
+            assert!(
+                text.starts_with("tickforge bench smoke: 1 match(es) of shooter on arena × 10"),
+                "{text}"
+            );
+            assert!(
+                text.contains("hitreg") && text.contains("lag comp."),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_servers_summary_names_the_game() {
+        let r = report("ctf", "");
+        assert!(
+            server(&r.server).starts_with("tickforge serve: 1 match(es) of ctf × 10 at 128 Hz"),
+            "{}",
+            server(&r.server)
+        );
+    }
 }

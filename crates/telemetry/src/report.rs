@@ -393,7 +393,11 @@ pub struct Report {
     pub tick_hz: u32,
     pub matches: u32,
     pub players_per_match: u32,
-    /// The map the matches were played on, by name.
+    /// The game every match played (`shooter`, `ctf`); empty in reports written before
+    /// the runtime hosted more than the shooter.
+    #[serde(default)]
+    pub game: String,
+    /// The map the matches were played on, by name; empty when the game has no map.
     #[serde(default)]
     pub map: String,
     pub duration_s: f64,
@@ -517,6 +521,7 @@ mod tests {
             "tick_hz",
             "matches",
             "players_per_match",
+            "game",
             "duration_s",
             "warmup_s",
             "budget_ms",
@@ -579,6 +584,19 @@ mod tests {
         let json = serde_json::to_string(&h).unwrap();
         assert!(json.contains("\"150\":0.9"), "{json}");
         assert_eq!(serde_json::from_str::<Hitreg>(&json).unwrap(), h);
+    }
+
+    #[test]
+    fn reports_from_before_the_game_field_parse_with_no_game() {
+        let mut v = serde_json::to_value(Report {
+            game: "ctf".into(),
+            ..Report::default()
+        })
+        .unwrap();
+        assert_eq!(v["game"], "ctf");
+        v.as_object_mut().unwrap().remove("game");
+        let old: Report = serde_json::from_value(v).unwrap();
+        assert_eq!(old.game, "");
     }
 
     #[test]

@@ -82,10 +82,10 @@ pub fn server(r: &ServerReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "tickforge serve: {} match(es) × {} of {} at {} Hz, {:.1} s measured",
+        "tickforge serve: {} match(es) of {} × {} at {} Hz, {:.1} s measured",
         r.matches,
+        game_label(&r.game, &r.map),
         r.players_per_match,
-        game_label(r),
         r.tick_hz,
         r.duration_s
     );
@@ -102,16 +102,14 @@ pub fn server(r: &ServerReport) -> String {
     out
 }
 
-/// The game and its map, when the game has one: `shooter on arena`.
-pub fn game_label(r: &ServerReport) -> String {
-    let game = if r.game.is_empty() {
-        "shooter"
-    } else {
-        &r.game
-    };
-    if r.map.is_empty() {
+/// The game and its map when it has one: `shooter on arena`, `ctf`. A report without a
+/// game was written before the runtime hosted more than the shooter, so it is the
+/// shooter's.
+pub fn game_label(game: &str, map: &str) -> String {
+    let game = if game.is_empty() { "shooter" } else { game };
+    if map.is_empty() {
         game.to_string()
     } else {
-        format!("{game} on {}", r.map)
+        format!("{game} on {map}")
     }
 }

@@ -796,7 +796,7 @@ mod tests {
         use tickforge_api::Game as _;
         let table: tickforge_api::ConfigTable = CTF_SETTINGS
             .iter()
-            .map(|kv| crate::games::parse_setting(kv).unwrap())
+            .map(|kv| tickforge_server::games::parse_setting(kv).unwrap())
             .collect();
         let config = tickforge_ctf::Ctf::configure(&table).expect("accepted");
         assert_eq!((config.time_limit_s, config.captures), (3600, 255));

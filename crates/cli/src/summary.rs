@@ -304,9 +304,10 @@ mod tests {
     fn the_servers_summary_names_the_game() {
         let r = report("ctf", "");
         assert!(
-            server(&r.server).starts_with("tickforge serve: 1 match(es) of ctf × 10 at 128 Hz"),
+            tickforge_telemetry::summary::server(&r.server)
+                .starts_with("tickforge serve: 1 match(es) of ctf × 10 at 128 Hz"),
             "{}",
-            server(&r.server)
+            tickforge_telemetry::summary::server(&r.server)
         );
     }
 }

@@ -84,13 +84,32 @@ impl<G: Game> MatchMaker for Maker<G> {
         G::NAME
     }
 
+    /// [`Game::MAX_SEATS`], or fewer when the game's entities for that many seats would
+    /// not fit replication's [`MAX_ENTITIES`](tickforge_api::MAX_ENTITIES) network ids.
     fn max_seats(&self) -> u16 {
-        G::MAX_SEATS
+        most_seats(G::MAX_SEATS, |seats| {
+            usize::from(G::max_entities(&self.config, seats)) <= tickforge_api::MAX_ENTITIES
+        })
     }
 
     fn make(&self, id: MatchId, setup: MatchSetup, start: Instant) -> Box<dyn HostedMatch> {
         Box::new(Match::<G>::new(id, self.config.clone(), setup, start))
     }
+}
+
+/// The most seats up to `max` that `fits`, assuming (as any sane game) that more seats never
+/// need fewer entities: a binary search, so a game's `max_entities` is asked 16 times.
+fn most_seats(max: u16, fits: impl Fn(u16) -> bool) -> u16 {
+    let (mut lo, mut hi) = (0u16, max);
+    while lo < hi {
+        let mid = hi - (hi - lo) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    lo
 }
 
 /// Why a game could not be chosen or configured.
@@ -199,6 +218,22 @@ pub fn parse_setting(text: &str) -> Result<(String, serde_json::Value), String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_games_seats_stop_where_its_entities_would_not_fit() {
+        let limit = tickforge_api::MAX_ENTITIES;
+        // Two flags beside the players (ctf): two seats fewer than the ids.
+        let flags = |s: u16| usize::from(s) + 2 <= limit;
+        assert_eq!(usize::from(most_seats(1024, flags)), limit - 2);
+        // Within the game's own bound, the bound.
+        assert_eq!(most_seats(128, flags), 128);
+        // A projectile pool of eight a player.
+        assert_eq!(
+            usize::from(most_seats(1024, |s| usize::from(s) * 9 <= limit)),
+            limit / 9
+        );
+        assert_eq!(most_seats(1024, |_| false), 0);
+    }
 
     #[test]
     fn settings_read_json_or_fall_back_to_a_string() {

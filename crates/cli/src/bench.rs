@@ -7,9 +7,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use tickforge_bots::behaviour::BotMix;
+use tickforge_bots::BotGame;
 use tickforge_game::BuiltinMap;
 use tickforge_telemetry::match_budget_ms;
 use tickforge_telemetry::report::{BotsReport, GamesPerCore, Host, Report, ServerReport};
@@ -96,6 +98,11 @@ impl Scenario {
 /// Flags of `bench`.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
+    /// The game the server hosts and the bots play: shooter or ctf (capture the flag:
+    /// the scenario's map, rounds and health, and the shooter's --pose-every, --fow-every
+    /// and --max-rewind-ms do not apply).
+    #[arg(long, value_name = "NAME", default_value = "shooter", value_parser = game_parser())]
+    pub game: BotGame,
     /// What to run.
     #[arg(long, value_enum, default_value_t = Scenario::Smoke)]
     pub scenario: Scenario,
@@ -209,7 +216,27 @@ fn max_rewind_ms(args: &BenchArgs) -> u32 {
     })
 }
 
+/// `--game`: one of [`BotGame::ALL`] by name.
+fn game_parser() -> impl TypedValueParser<Value = BotGame> {
+    PossibleValuesParser::new(BotGame::ALL.map(BotGame::name))
+        .map(|name| BotGame::from_name(&name).expect("a possible value"))
+}
+
 pub fn run(args: BenchArgs) -> Result<()> {
+    if args.game != BotGame::Shooter {
+        for (flag, set) in [
+            ("--pose-every", args.pose_every.is_some()),
+            ("--fow-every", args.fow_every.is_some()),
+            ("--max-rewind-ms", args.max_rewind_ms.is_some()),
+        ] {
+            if set {
+                bail!(
+                    "{flag}: a setting of the shooter; --game {} has none",
+                    args.game.name()
+                );
+            }
+        }
+    }
     let (d_matches, d_players, d_warmup, d_duration) = args.scenario.defaults();
     let matches = args.matches.unwrap_or(d_matches);
     let players = args.players.unwrap_or(d_players);
@@ -314,26 +341,30 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
         .arg(&server_report)
         .arg("--key-file")
         .arg(&key)
-        // A short buy phase, over within the warm-up: the window measures combat, where
-        // players move and fire, not players held at their spawns.
-        .args(["--buy-s", "0.5"])
-        .args(["--map", args.scenario.map().name()])
-        .args(args.scenario.round_s().map(|s| format!("--round-s={s}")))
-        .args(
-            args.scenario
-                .max_health_hp()
-                .map(|hp| format!("--max-health-hp={hp}")),
-        )
-        .args(args.pose_every.map(|n| format!("--pose-every={n}")))
-        .args(args.fow_every.map(|n| format!("--fow-every={n}")))
+        .args(["--game", args.game.name()])
         .args(args.phase_groups.map(|n| format!("--phase-groups={n}")))
         .arg(format!("--rt-priority={}", args.rt_priority))
         .args(args.spin_us.map(|us| format!("--spin-us={us}")))
-        .arg(format!("--max-rewind-ms={}", max_rewind_ms(args)))
         .arg("--results-file")
         .arg(dir.join("results.log"))
         // The bench stops the server with SIGTERM once its bots are done: no drain.
         .args(["--drain-timeout-s", "0"]);
+    if args.game == BotGame::Shooter {
+        server_cmd
+            // A short buy phase, over within the warm-up: the window measures combat, where
+            // players move and fire, not players held at their spawns.
+            .args(["--buy-s", "0.5"])
+            .args(["--map", args.scenario.map().name()])
+            .args(args.scenario.round_s().map(|s| format!("--round-s={s}")))
+            .args(
+                args.scenario
+                    .max_health_hp()
+                    .map(|hp| format!("--max-health-hp={hp}")),
+            )
+            .args(args.pose_every.map(|n| format!("--pose-every={n}")))
+            .args(args.fow_every.map(|n| format!("--fow-every={n}")))
+            .arg(format!("--max-rewind-ms={}", max_rewind_ms(args)));
+    }
     if let Some(c) = server_core {
         server_cmd.args(["--core", &c.to_string()]);
     }
@@ -373,6 +404,7 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
     let mut bots_cmd = Command::new(&exe);
     bots_cmd
         .arg("bots")
+        .args(["--game", args.game.name()])
         .args(placed.iter().flat_map(|a| ["--server", a.as_str()]))
         .arg("--progress-lines")
         .args([
@@ -479,6 +511,7 @@ fn merge(scenario: &str, s: ServerReport, b: BotsReport, warmup_s: f64) -> Repor
         tick_hz: s.tick_hz,
         matches: s.matches,
         players_per_match: s.players_per_match,
+        game: s.game.clone(),
         map: s.map.clone(),
         duration_s: s.duration_s,
         warmup_s,

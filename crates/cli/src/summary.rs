@@ -198,8 +198,18 @@ pub fn bench(r: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "tickforge bench {}: {} match(es) × {} bots on {} at {} Hz, {:.1} s measured after {:.1} s warm-up",
-        r.scenario, r.matches, r.players_per_match, r.map, r.tick_hz, r.duration_s, r.warmup_s
+        "tickforge bench {}: {} match(es) × {} bots {} at {} Hz, {:.1} s measured after {:.1} s warm-up",
+        r.scenario,
+        r.matches,
+        r.players_per_match,
+        match (r.game.as_str(), r.map.as_str()) {
+            ("", map) | ("shooter", map) => format!("on {map}"),
+            (game, "") => format!("playing {game}"),
+            (game, map) => format!("playing {game} on {map}"),
+        },
+        r.tick_hz,
+        r.duration_s,
+        r.warmup_s
     );
     frame_line(&mut out, "match frame", &r.match_frame_ms);
     let _ = writeln!(

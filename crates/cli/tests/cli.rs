@@ -42,6 +42,35 @@ fn smoke_bench(name: &str, extra: &[&str]) -> (String, Report) {
     (String::from_utf8_lossy(&out.stdout).into_owned(), report)
 }
 
+/// `bench --game ctf`: the server hosts capture the flag and the bots play it; the
+/// shooter's settings are refused by name.
+#[test]
+fn ctf_bench_runs_bots_that_play_it() {
+    let (summary, r) = smoke_bench("ctf.json", &["--game", "ctf", "--players", "4"]);
+    assert!(
+        summary.contains("4 bots playing ctf at 128 Hz"),
+        "{summary}"
+    );
+    assert_eq!((r.game.as_str(), r.map.as_str()), ("ctf", ""));
+    assert_eq!((r.clients.bots, r.clients.connected), (4, 4));
+    assert_eq!(r.clients.reliable_events, 4);
+    assert_eq!((r.clients.bad_snapshots, r.clients.link_errors), (0, 0));
+    let min = r.clients.min_response_rate_hz.unwrap();
+    assert!((115.0..=135.0).contains(&min), "{min}");
+    assert_eq!(r.hitreg.shots, 0);
+
+    let out = tickforge()
+        .args(["bench", "--game", "ctf", "--pose-every", "2"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("--pose-every: a setting of the shooter; --game ctf has none"),
+        "{err}"
+    );
+}
+
 #[test]
 fn smoke_bench_holds_the_tick_and_its_report_adds_up() {
     let (summary, r) = smoke_bench("smoke.json", &[]);

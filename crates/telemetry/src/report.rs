@@ -393,6 +393,10 @@ pub struct Report {
     pub tick_hz: u32,
     pub matches: u32,
     pub players_per_match: u32,
+    /// The game the matches played (`shooter`, `ctf`); empty in reports made before
+    /// games had names.
+    #[serde(default)]
+    pub game: String,
     /// The map the matches were played on, by name.
     #[serde(default)]
     pub map: String,

@@ -3,11 +3,16 @@
 //! response rate and response time measured where a player would feel them.
 //!
 //! What it does: connects K bots to each of M matches over real UDP, drives them from one
-//! thread ([`run`]), and reports what they measured ([`BotsReport`]).
+//! thread ([`run`]), and reports what they measured ([`BotsReport`]). Each bot's connection
+//! is a [`tickforge_client::Session`] (netcode, the reliable link, the replica of the game's
+//! schema, the match epoch); this crate owns the sockets, the clock, the network
+//! conditioner and what each bot does, per game ([`BotGame`]): the reference shooter's
+//! wanderers, aimers and runners, or capture the flag's [`tickforge_ctf::bot::Bot`] reading
+//! the entities its replica holds.
 //!
-//! It also measures hit registration ([`hitreg`]): half the bots aim at enemies they see,
-//! judge each shot against their own view, and compare with the server's verdict. A simple
-//! network conditioner ([`BotsConfig::rtt`], [`BotsConfig::jitter`]) delays every datagram
+//! For the shooter it also measures hit registration ([`hitreg`]): half the bots aim at
+//! enemies they see, judge each shot against their own view, and compare with the server's
+//! verdict. A simple network conditioner ([`BotsConfig::rtt`], [`BotsConfig::jitter`]) delays every datagram
 //! each way, so this can be measured at a given latency.
 //!
 //! What it does not do: decide the server's figures. It reports its own CPU use and
@@ -112,11 +117,11 @@ pub struct BotsConfig {
     /// The key to mint each bot's connect token with: the bots act as their own
     /// matchmaker, as a load test must.
     pub private_key: PrivateKey,
-    /// The map the matches are played on: aimers trace their line of sight and judge their
-    /// shots on it.
+    /// The map the shooter's matches are played on: aimers trace their line of sight and
+    /// judge their shots on it.
     pub map: BuiltinMap,
-    /// Which behaviour each bot gets: [`behaviour::BotMix::for_map`] gives the mix each map
-    /// is made for.
+    /// Which behaviour each shooter bot gets: [`behaviour::BotMix::for_map`] gives the mix
+    /// each map is made for.
     pub behaviour: behaviour::BotMix,
     /// Round trip the network conditioner adds: each datagram, either way, is held for
     /// half of it.
@@ -1072,6 +1077,8 @@ impl Bot {
 
 #[cfg(test)]
 mod boundary_tests;
+#[cfg(test)]
+mod ctf_tests;
 #[cfg(test)]
 mod no_alloc_tests;
 #[cfg(test)]

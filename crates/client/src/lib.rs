@@ -153,7 +153,7 @@ pub struct SessionStats {
     pub link_errors: u64,
     /// Events dropped because the caller handled another datagram before polling them.
     pub unpolled: u64,
-    /// Datagrams handed in, and their bytes.
+    /// Datagrams handed in.
     pub packets_received: u64,
     /// Bytes of the datagrams handed in.
     pub bytes_received: u64,

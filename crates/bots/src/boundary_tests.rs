@@ -242,8 +242,8 @@ fn bots_decode_every_snapshot_across_short_matches_that_start_over() {
     // A match may have ended after the second, while it was measured.
     assert_eq!(field.host.m.epoch() as usize, ended.len());
     for (i, bot) in field.bots.iter().enumerate() {
-        assert_eq!(bot.metrics.bad_snapshots, 0, "bot {i}: snapshots refused");
-        assert_eq!(bot.metrics.link_errors, 0, "bot {i}: link errors");
+        assert_eq!(bot.bad_snapshots(), 0, "bot {i}: snapshots refused");
+        assert_eq!(bot.link_errors(), 0, "bot {i}: link errors");
         // Every second from the first full one (the bots connect during the first) to the
         // end: a snapshot a tick, but for the one tick after each start over whose packet
         // carries the epoch, before the server knows the client has it.

@@ -1,6 +1,6 @@
 //! Hit registration seen from the client: a bot keeps its own lag-compensation history of
 //! the states its snapshots carried, decides from it what each of its shots should hit, and
-//! compares that with the server's verdict ([`tickforge_proto::msg::Event::ShotResult`]).
+//! compares that with the server's verdict ([`tickforge_shooter::ShooterEvent::ShotResult`]).
 //!
 //! The bot shows the world as a real client does: `interp_delay_ticks` behind the newest
 //! snapshot, between two ticks. Snapshots wait in a small jitter buffer until they are
@@ -214,7 +214,7 @@ impl ClientView {
         &self.alive
     }
 
-    /// Marks `slot` alive or dead (an [`tickforge_proto::msg::Event::Alive`]).
+    /// Marks `slot` alive or dead (an [`tickforge_shooter::ShooterEvent::Alive`]).
     pub fn set_alive(&mut self, slot: u8, alive: bool) {
         if let Some(a) = self.alive.get_mut(usize::from(slot)) {
             *a = alive;

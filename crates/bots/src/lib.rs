@@ -3,11 +3,16 @@
 //! response rate and response time measured where a player would feel them.
 //!
 //! What it does: connects K bots to each of M matches over real UDP, drives them from one
-//! thread ([`run`]), and reports what they measured ([`BotsReport`]).
+//! thread ([`run`]), and reports what they measured ([`BotsReport`]). Each bot's connection
+//! is a [`tickforge_client::Session`] (netcode, the reliable link, the replica of the game's
+//! schema, the match epoch); this crate owns the sockets, the clock, the network
+//! conditioner and what each bot does, per game ([`BotGame`]): the reference shooter's
+//! wanderers, aimers and runners, or capture the flag's [`tickforge_ctf::bot::Bot`] reading
+//! the entities its replica holds.
 //!
-//! It also measures hit registration ([`hitreg`]): half the bots aim at enemies they see,
-//! judge each shot against their own view, and compare with the server's verdict. A simple
-//! network conditioner ([`BotsConfig::rtt`], [`BotsConfig::jitter`]) delays every datagram
+//! For the shooter it also measures hit registration ([`hitreg`]): half the bots aim at
+//! enemies they see, judge each shot against their own view, and compare with the server's
+//! verdict. A simple network conditioner ([`BotsConfig::rtt`], [`BotsConfig::jitter`]) delays every datagram
 //! each way, so this can be measured at a given latency.
 //!
 //! What it does not do: decide the server's figures. It reports its own CPU use and
@@ -22,18 +27,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use tickforge_client::{Ended, Session, SessionConfig, SessionEvent, Welcome};
 use tickforge_game::history::Posing;
 use tickforge_game::{buttons, BuiltinMap, Map, Tick, UserCmd, ViewTime};
 use tickforge_io::stamped;
 use tickforge_io::udp::{IoStats, RecvBatch, SocketOptions, UdpSocket, SLOT_BYTES};
 use tickforge_io::{cpu, entropy, time};
-use tickforge_proto::msg::{self, ClientMsg, Event, ServerMsg};
 use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
-use tickforge_proto::netcode::{Client, ClientEvent, PrivateKey};
-use tickforge_proto::reliable::Endpoint;
+use tickforge_proto::netcode::PrivateKey;
 use tickforge_proto::user_data::{UserData, ANY, ANY_SEAT};
-use tickforge_proto::{MatchId, MAX_PACKET_BYTES};
-use tickforge_replication::{Replica, ReplicaConfig};
+use tickforge_proto::MatchId;
+use tickforge_replication::Schema;
 use tickforge_shooter::{cmd, flags, EntityState, ShooterEvent, NONE};
 use tickforge_telemetry::report::{BotsReport, Clients, Hitreg, ResponseTimeMs, ServerDelayMs};
 use tickforge_telemetry::DurationHistogram;
@@ -41,9 +45,52 @@ use tickforge_telemetry::DurationHistogram;
 use behaviour::{Aimer, Rng, Role, Runner, Wander};
 use hitreg::{verdict_of, ClientView, HitregCounts};
 
+/// The game the bots play: it decides their schema, their inputs and what they do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BotGame {
+    /// The reference shooter (`tickforge_shooter`): wanderers, aimers and runners, with
+    /// hit registration measured.
+    #[default]
+    Shooter,
+    /// Capture the flag (`tickforge_ctf`): each bot's input from
+    /// [`tickforge_ctf::bot::Bot::think`] over the entities its replica holds.
+    Ctf,
+}
+
+impl BotGame {
+    /// Every game, in `--game`'s order.
+    pub const ALL: [BotGame; 2] = [BotGame::Shooter, BotGame::Ctf];
+
+    /// The game's name, as `serve --game` names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            BotGame::Shooter => "shooter",
+            BotGame::Ctf => "ctf",
+        }
+    }
+
+    /// The game named `name`.
+    pub fn from_name(name: &str) -> Option<BotGame> {
+        BotGame::ALL.into_iter().find(|g| g.name() == name)
+    }
+
+    /// The game's replicated fields: a match of another game is refused at its welcome.
+    pub fn schema(self) -> &'static Schema {
+        match self {
+            BotGame::Shooter => tickforge_shooter::schema(),
+            BotGame::Ctf => tickforge_ctf::schema(),
+        }
+    }
+}
+
 /// How the bots run.
 #[derive(Clone, Debug)]
 pub struct BotsConfig {
+    /// The game the matches play.
+    pub game: BotGame,
+    /// Capture the flag's settings, as the server's `[game]` table has them: the bots
+    /// steer by its arena. Unused by the shooter.
+    pub ctf: tickforge_ctf::CtfConfig,
     /// The server's game addresses, one per worker: match `m` (from 1) is reached at
     /// `servers[(m - 1) % servers.len()]`, where `tickforge serve` places its startup
     /// matches on a one-node host. Never empty.
@@ -70,11 +117,11 @@ pub struct BotsConfig {
     /// The key to mint each bot's connect token with: the bots act as their own
     /// matchmaker, as a load test must.
     pub private_key: PrivateKey,
-    /// The map the matches are played on: aimers trace their line of sight and judge their
-    /// shots on it.
+    /// The map the shooter's matches are played on: aimers trace their line of sight and
+    /// judge their shots on it.
     pub map: BuiltinMap,
-    /// Which behaviour each bot gets: [`behaviour::BotMix::for_map`] gives the mix each map
-    /// is made for.
+    /// Which behaviour each shooter bot gets: [`behaviour::BotMix::for_map`] gives the mix
+    /// each map is made for.
     pub behaviour: behaviour::BotMix,
     /// Round trip the network conditioner adds: each datagram, either way, is held for
     /// half of it.
@@ -94,6 +141,8 @@ pub struct BotsConfig {
 impl Default for BotsConfig {
     fn default() -> Self {
         BotsConfig {
+            game: BotGame::Shooter,
+            ctf: tickforge_ctf::CtfConfig::default(),
             servers: vec![SocketAddr::from(([127, 0, 0, 1], 40000))],
             matches: 1,
             bots_per_match: 10,
@@ -134,18 +183,6 @@ impl BotsConfig {
     }
 }
 
-/// The client half of the server's replication settings: a match of `players` seats (the
-/// bots' own count in it until the welcome says) at `tick_hz`, with the default ring of
-/// baselines.
-fn replica_config(tick_hz: u32, players: u8) -> ReplicaConfig {
-    let server = tickforge_replication::ReplicationConfig {
-        max_entities: usize::from(players.max(1)),
-        tick_hz,
-        ..Default::default()
-    };
-    ReplicaConfig::matching(&server)
-}
-
 /// Once a second while running: what the bots see so far.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Progress {
@@ -182,10 +219,8 @@ struct BotMetrics {
     /// Welcomes received over the reliable channel (one per connection; the shot results
     /// and deaths that also come that way are counted in `hitreg`).
     events: u64,
-    /// Packets the link refused as broken.
-    link_errors: u64,
-    /// Snapshots the replica refused.
-    bad_snapshots: u64,
+    /// Welcomes the shooter cannot play (a seat or a match past its 8-bit slots).
+    bad_welcomes: u64,
     /// Datagrams received and sent in the window.
     packets_down: u64,
     packets_up: u64,
@@ -198,6 +233,38 @@ enum Behaviour {
     Wander(Wander),
     Aim(Aimer),
     Run(Runner),
+    Ctf(CtfPlayer),
+}
+
+/// A capture-the-flag bot: its brain, made with the welcome (it needs the seat), and the
+/// entities it thinks over, refilled from the replica each tick.
+struct CtfPlayer {
+    config: tickforge_ctf::CtfConfig,
+    brain: Option<tickforge_ctf::bot::Bot>,
+    world: Vec<Option<tickforge_ctf::EntityState>>,
+}
+
+impl CtfPlayer {
+    /// Seated: the brain for the seat, and room for every entity of the match.
+    fn welcomed(&mut self, w: &Welcome) {
+        self.brain = Some(tickforge_ctf::bot::Bot::new(w.seat, w.seats, &self.config));
+        self.world.clear();
+        self.world.resize(usize::from(w.entities), None);
+    }
+
+    /// This tick's input, thought over what `session`'s replica holds now.
+    fn next_input(&mut self, session: &Session) -> tickforge_ctf::Input {
+        let (Some(brain), Some(replica)) = (self.brain.as_ref(), session.replica()) else {
+            return tickforge_ctf::Input::default();
+        };
+        self.world.fill(None);
+        for (id, lanes) in replica.entities() {
+            if let Some(e) = self.world.get_mut(id.index()) {
+                *e = Some(tickforge_ctf::decode_state(&lanes));
+            }
+        }
+        brain.think(Tick(session.newest_tick()), &self.world)
+    }
 }
 
 /// A datagram the network conditioner holds until `at`.
@@ -285,9 +352,8 @@ impl Conditioner {
 
 struct Bot {
     socket: UdpSocket,
-    transport: Client,
-    /// Acks, round trip and reliable events over the connection.
-    link: Endpoint,
+    /// The connection, the reliable link and the replica of the match.
+    session: Session,
     behaviour: Behaviour,
     /// The slot the welcome named.
     slot: Option<u8>,
@@ -299,15 +365,10 @@ struct Bot {
     early_alive: Vec<(u8, bool)>,
     map: Arc<Map>,
     net: Conditioner,
-    seq: u32,
     sent_at: [(u32, Option<Instant>); SENT_RING],
     input_ack: u32,
-    /// The match as the server's snapshots rebuild it.
-    replica: Replica,
-    /// Players in the match.
+    /// Players in the match (the shooter's view is sized by it).
     players: u8,
-    /// Tick of the newest snapshot read.
-    newest_tick: u32,
     /// How this bot shows the world.
     delay: hitreg::ViewDelay,
     pose_every: std::num::NonZeroU8,
@@ -324,8 +385,6 @@ struct Scratch {
     batch: RecvBatch,
     io: IoStats,
     recv: Vec<u8>,
-    payload: Vec<u8>,
-    packet: Vec<u8>,
     frame: Vec<u8>,
     /// The client histograms, one for all bots: a 3-digit histogram up to 60 s is some
     /// 100 KB of counts, so one per bot would put hundreds of megabytes of cold cache
@@ -340,9 +399,7 @@ impl Scratch {
             batch: RecvBatch::with_timestamps(RECV_BATCH),
             io: IoStats::default(),
             recv: vec![0; SLOT_BYTES],
-            payload: Vec::with_capacity(MAX_PACKET_BYTES),
-            packet: Vec::with_capacity(MAX_PACKET_BYTES),
-            frame: Vec::with_capacity(MAX_PACKET_BYTES),
+            frame: Vec::with_capacity(tickforge_proto::MAX_PACKET_BYTES),
             hist: ClientHistograms::default(),
         }
     }
@@ -456,7 +513,7 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
             progress(Progress {
                 elapsed_s: (now - start).as_secs_f64(),
                 total_s,
-                connected: bots.iter().filter(|b| b.transport.is_connected()).count(),
+                connected: bots.iter().filter(|b| b.session.is_connected()).count(),
                 bots: total,
                 rate_hz: (snapshots - snapshots_at_progress) as f64 / total.max(1) as f64,
             });
@@ -471,11 +528,21 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
     }
     let cpu_end = cpu::process_cpu_time();
     let window_s = config.duration.as_secs_f64();
-    let connected = bots.iter().filter(|b| b.transport.is_connected()).count() as u64;
+    let connected = bots.iter().filter(|b| b.session.is_connected()).count() as u64;
+    // A match of another game refuses every bot alike: say so once.
+    if let Some(ended) = bots.iter().find_map(|b| match b.session.ended() {
+        Some(e @ Ended::WrongSchema { .. }) | Some(e @ Ended::BadWelcome(_)) => Some(e),
+        _ => None,
+    }) {
+        eprintln!(
+            "tickforge bots: the bots refused the match ({ended}): the server plays another game than --game {}",
+            config.game.name()
+        );
+    }
 
     for bot in &mut bots {
-        bot.transport.disconnect();
-        while let Some(to) = bot.transport.poll_transmit(time::now(), &mut scratch.frame) {
+        bot.session.disconnect();
+        while let Some(to) = bot.session.poll_transmit(time::now(), &mut scratch.frame) {
             // Best effort: the server times the bot out if these are lost.
             let _ = bot.socket.send_to(&scratch.frame, to);
         }
@@ -526,14 +593,14 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
             connected,
             min_response_rate_hz: rates.iter().copied().reduce(f64::min),
             reliable_events: bots.iter().map(|b| b.metrics.events).sum(),
-            link_errors: bots.iter().map(|b| b.metrics.link_errors).sum(),
+            link_errors: bots.iter().map(Bot::link_errors).sum(),
             down_packets_per_s: Some(
                 bots.iter().map(|b| b.metrics.packets_down).sum::<u64>() as f64 / n / window_s,
             ),
             up_packets_per_s: Some(
                 bots.iter().map(|b| b.metrics.packets_up).sum::<u64>() as f64 / n / window_s,
             ),
-            bad_snapshots: bots.iter().map(|b| b.metrics.bad_snapshots).sum(),
+            bad_snapshots: bots.iter().map(Bot::bad_snapshots).sum(),
         },
         cpu_util,
         rt_priority: realtime.map(u32::from),
@@ -633,12 +700,16 @@ impl Bot {
         let seed = config.seed.wrapping_mul(1_000_003).wrapping_add(i);
         Ok(Bot {
             socket,
-            transport: Client::new(token, start),
-            link: Endpoint::new(msg::link_config(), start),
-            behaviour: match role {
-                Role::Wander => Behaviour::Wander(Wander::new(seed)),
-                Role::Aim => Behaviour::Aim(Aimer::new(seed)),
-                Role::Run => Behaviour::Run(Runner::new(seed)),
+            session: Session::new(token, config.game.schema(), SessionConfig::default(), start),
+            behaviour: match (config.game, role) {
+                (BotGame::Ctf, _) => Behaviour::Ctf(CtfPlayer {
+                    config: config.ctf,
+                    brain: None,
+                    world: Vec::new(),
+                }),
+                (BotGame::Shooter, Role::Wander) => Behaviour::Wander(Wander::new(seed)),
+                (BotGame::Shooter, Role::Aim) => Behaviour::Aim(Aimer::new(seed)),
+                (BotGame::Shooter, Role::Run) => Behaviour::Run(Runner::new(seed)),
             },
             slot: None,
             view: None,
@@ -646,24 +717,27 @@ impl Bot {
             early_alive: Vec::new(),
             map: map.clone(),
             net: Conditioner::new(config, config.seed ^ i.wrapping_mul(0x9e37_79b9)),
-            seq: 0,
             sent_at: [(0, None); SENT_RING],
             input_ack: 0,
-            replica: Replica::new(
-                replica_config(
-                    config.tick_hz,
-                    config.bots_per_match.min(u32::from(u8::MAX)) as u8,
-                ),
-                tickforge_shooter::schema(),
-            ),
             players: config.bots_per_match.min(u32::from(u8::MAX)) as u8,
-            newest_tick: 0,
             delay: config.view_delay(),
             pose_every: config.pose_every,
             metrics: BotMetrics::default(),
             snapshots_total: 0,
             tick_hz: config.tick_hz,
         })
+    }
+
+    /// Packets the link refused, reliable messages that were no event, and welcomes this
+    /// bot could not play.
+    fn link_errors(&self) -> u64 {
+        let s = self.session.stats();
+        s.link_errors + s.bad_events + self.metrics.bad_welcomes
+    }
+
+    /// Snapshots the session could not read into its replica.
+    fn bad_snapshots(&self) -> u64 {
+        self.session.stats().bad_snapshots
     }
 
     /// Reads every datagram waiting on this bot's socket, each at the instant the kernel
@@ -752,7 +826,8 @@ impl Bot {
         }
     }
 
-    /// Takes one datagram, `s.recv[..len]`, arrived at `now`.
+    /// Takes one datagram, `s.recv[..len]`, arrived at `now`, and acts on what the
+    /// session makes of it.
     fn handle(
         &mut self,
         now: Instant,
@@ -766,94 +841,76 @@ impl Bot {
             self.metrics.bytes_down += len as u64;
             self.metrics.packets_down += 1;
         }
-        let Some(ClientEvent::Payload(p)) =
-            self.transport
-                .handle_datagram(now, from, &mut s.recv[..len])
-        else {
-            return;
-        };
-        let unreliable = match self.link.read_packet(now, p) {
-            Ok(u) => u,
-            Err(_) => {
-                self.metrics.link_errors += 1;
-                return;
-            }
-        };
-        while self.link.poll_reliable(&mut s.payload) {
-            let Ok(event) = Event::decode(&s.payload) else {
-                continue;
-            };
+        self.session.handle_datagram(now, from, &mut s.recv[..len]);
+        while let Some(event) = self.session.poll_event() {
             match event {
-                Event::Welcome {
-                    seat,
-                    entities,
-                    schema,
-                    ..
-                } => {
+                SessionEvent::Welcome(w) => {
                     self.metrics.events += 1;
-                    // Another game's table would decode as nonsense; a seat past the
-                    // shooter's 8-bit slots is no shooter match.
-                    let ours = tickforge_shooter::schema().fingerprint();
-                    let (Ok(slot), Ok(players), true) =
-                        (u8::try_from(seat), u8::try_from(entities), schema == ours)
-                    else {
-                        self.metrics.link_errors += 1;
-                        continue;
-                    };
-                    self.slot = Some(slot);
-                    // The match may hold more seats than this process fills (other
-                    // clients, other bot processes): its snapshots name them all.
-                    if players != self.players {
-                        self.players = players;
-                        self.replica = Replica::new(
-                            replica_config(self.tick_hz, players),
-                            tickforge_shooter::schema(),
-                        );
-                        self.view = None;
+                    self.welcomed(&w);
+                }
+                SessionEvent::Game(bytes) => {
+                    // Capture the flag's events (pickups, captures) change nothing a bot
+                    // does: it reads the flags from the replica.
+                    if !matches!(self.behaviour, Behaviour::Ctf(_)) {
+                        if let Ok(event) = ShooterEvent::decode(bytes) {
+                            self.shooter_event(event, in_window);
+                        }
                     }
                 }
-                Event::Game(bytes) => {
-                    let Ok(event) = ShooterEvent::decode(bytes) else {
-                        continue;
-                    };
-                    self.shooter_event(event, in_window);
-                }
                 // The match ended and started over: a new world, ticks from 0, and the
-                // server's replication afresh. Nothing of the old match's baselines or view
-                // holds; the server sends no snapshot of the new match before this event.
-                Event::Epoch { .. } => {
-                    self.replica.reset();
-                    self.newest_tick = 0;
+                // server's replication afresh (the session reset the replica). Nothing of
+                // the old match's view holds.
+                SessionEvent::Epoch { .. } => {
                     self.early_alive.clear();
                     if let Some(view) = self.view.as_mut() {
                         view.start_over();
                     }
                 }
+                SessionEvent::Snapshot {
+                    tick, input_ack, ..
+                } => self.snapshot(now, tick, input_ack, in_window, s),
+                // Counted where it matters: the bot is no longer connected.
+                SessionEvent::Disconnected(_) => {}
             }
         }
-        let Some((_tick, body)) = unreliable else {
-            return;
-        };
-        let Ok(ServerMsg::Snapshot {
-            tick,
-            input_ack,
-            body,
-        }) = ServerMsg::decode(body)
-        else {
-            return;
-        };
+    }
+
+    /// The welcome: a shooter bot's slot and its view's size, a CTF bot's brain.
+    fn welcomed(&mut self, w: &Welcome) {
+        match &mut self.behaviour {
+            Behaviour::Ctf(player) => player.welcomed(w),
+            _ => {
+                // A seat past the shooter's 8-bit slots is no shooter match.
+                let (Ok(slot), Ok(players)) = (u8::try_from(w.seat), u8::try_from(w.entities))
+                else {
+                    self.metrics.bad_welcomes += 1;
+                    return;
+                };
+                self.slot = Some(slot);
+                // The match may hold more seats than this process fills (other clients,
+                // other bot processes): its snapshots name them all.
+                if players != self.players {
+                    self.players = players;
+                    self.view = None;
+                }
+            }
+        }
+    }
+
+    /// A snapshot of `tick` the session read into its replica: an aimer's or runner's view
+    /// records it, and the inputs it is the first to reflect are timed.
+    fn snapshot(
+        &mut self,
+        now: Instant,
+        tick: u32,
+        input_ack: u32,
+        in_window: bool,
+        s: &mut Scratch,
+    ) {
         self.snapshots_total += 1;
-        // A match that starts over counts its ticks from 0 again: old baselines mean nothing.
-        // The server announces it (`Event::Epoch`); a tick far behind is the fallback for
-        // a server that does not.
-        if self.newest_tick > tick && self.newest_tick - tick > 1024 {
-            self.replica.reset();
-        }
-        if self.replica.read(body).is_err() {
-            self.metrics.bad_snapshots += 1;
-            return;
-        }
-        if matches!(self.behaviour, Behaviour::Aim(_) | Behaviour::Run(_)) {
+        if let (Behaviour::Aim(_) | Behaviour::Run(_), Some(replica)) =
+            (&self.behaviour, self.session.replica())
+        {
             let view = self.view.get_or_insert_with(|| {
                 let mut view = ClientView::new(
                     self.map.clone(),
@@ -868,14 +925,14 @@ impl Bot {
                 view
             });
             // Every entity carries the tick's posing; a snapshot with none leaves it unsaid.
-            let posing = self.replica.last_read().find_map(|(_, s)| s).map(|q| {
+            let posing = replica.last_read().find_map(|(_, s)| s).map(|q| {
                 if EntityState::from_lanes(&q).flags & flags::POSED != 0 {
                     Posing::Animated
                 } else {
                     Posing::Idle
                 }
             });
-            let records = self.replica.last_read().filter_map(|(id, s)| {
+            let records = replica.last_read().filter_map(|(id, s)| {
                 let slot = u8::try_from(id.0).ok()?;
                 Some((
                     slot,
@@ -885,16 +942,12 @@ impl Bot {
             });
             view.record(Tick(tick), posing, records);
         }
-        // Snapshots can arrive out of order; a match that starts over counts from 0.
-        if tick > self.newest_tick || self.newest_tick - tick > 1024 {
-            self.newest_tick = tick;
-        }
         if !in_window {
             self.input_ack = self.input_ack.max(input_ack);
             return;
         }
         self.metrics.snapshots += 1;
-        let rtt = self.link.stats().rtt;
+        let rtt = self.session.link_stats().rtt;
         s.hist.ping.record_ns(rtt.as_nanos() as u64);
         // Every input this snapshot is the first to reflect.
         while self.input_ack < input_ack {
@@ -914,6 +967,7 @@ impl Bot {
     fn next_cmd(&mut self, tick_hz: u32) -> UserCmd {
         match &mut self.behaviour {
             Behaviour::Wander(w) => w.next_cmd(tick_hz),
+            Behaviour::Ctf(_) => UserCmd::default(),
             Behaviour::Aim(_) | Behaviour::Run(_) => {
                 let sight = match (self.slot, self.view.as_ref()) {
                     (Some(me), Some(view)) => view.sight(me).map(|mut s| {
@@ -934,9 +988,10 @@ impl Bot {
                     }
                     Behaviour::Aim(a) => a.next_cmd(tick_hz, sight),
                     Behaviour::Wander(w) => w.next_cmd(tick_hz),
+                    Behaviour::Ctf(_) => UserCmd::default(),
                 };
                 if c.forward != 0 || c.side != 0 || c.buttons & buttons::JUMP != 0 {
-                    self.last_move_seq = self.seq + 1;
+                    self.last_move_seq = self.session.seq() + 1;
                 }
                 // Only an aimed shot, fired standing still, is judged: the bot knows where
                 // such a shot starts. One fired on the move (wandering) starts where the
@@ -948,7 +1003,7 @@ impl Bot {
                     aimed && c.buttons & buttons::FIRE != 0,
                 ) {
                     if let Some(shown) = view.view_time() {
-                        view.judge_input(self.seq + 1, me, &c, shown);
+                        view.judge_input(self.session.seq() + 1, me, &c, shown);
                     }
                 }
                 c
@@ -956,38 +1011,41 @@ impl Bot {
         }
     }
 
+    /// This tick's input, sent, and whatever else the session has to send.
     fn tick(&mut self, now: Instant, config: &BotsConfig, in_window: bool, s: &mut Scratch) {
-        if let Some(_reason) = self.transport.handle_timeout(now) {
-            return;
-        }
-        if self.transport.is_connected() {
-            let c = self.next_cmd(config.tick_hz);
-            self.seq += 1;
-            s.payload.clear();
-            // What this bot shows: an aimer's view says; the others show the same delay
-            // behind their newest snapshot.
-            let shown = self
-                .view
-                .as_ref()
-                .and_then(ClientView::view_time)
-                .unwrap_or_else(|| {
-                    ViewTime::behind(Tick(self.newest_tick), self.delay.interp_delay_ticks)
-                });
-            ClientMsg::Input {
-                seq: self.seq,
-                view_tick: shown.tick.0,
-                view_frac: shown.frac,
-                cmd: &cmd::to_bytes(&c),
+        self.session.handle_timeout(now);
+        // Only the end can come out of a timeout; the bot stops sending, and is counted
+        // as not connected.
+        while self.session.poll_event().is_some() {}
+        if self.session.is_connected() {
+            let sent = if let Behaviour::Ctf(player) = &mut self.behaviour {
+                let input = player.next_input(&self.session);
+                let shown = ViewTime::behind(
+                    Tick(self.session.newest_tick()),
+                    self.delay.interp_delay_ticks,
+                );
+                self.session.send_input(now, shown, &input.to_bytes())
+            } else {
+                let c = self.next_cmd(config.tick_hz);
+                // What this bot shows: an aimer's view says; the others show the same
+                // delay behind their newest snapshot.
+                let shown = self
+                    .view
+                    .as_ref()
+                    .and_then(ClientView::view_time)
+                    .unwrap_or_else(|| {
+                        ViewTime::behind(
+                            Tick(self.session.newest_tick()),
+                            self.delay.interp_delay_ticks,
+                        )
+                    });
+                self.session.send_input(now, shown, &cmd::to_bytes(&c))
+            };
+            if let Some(seq) = sent {
+                self.sent_at[seq as usize % SENT_RING] = (seq, Some(now));
             }
-            .encode(&mut s.payload);
-            self.link
-                .write_packet(now, Some((self.seq, &s.payload)), &mut s.packet);
-            if let Some(to) = self.transport.send_payload(now, &s.packet, &mut s.frame) {
-                self.send(now, &s.frame, to, in_window);
-                self.sent_at[self.seq as usize % SENT_RING] = (self.seq, Some(now));
-            }
         }
-        while let Some(to) = self.transport.poll_transmit(now, &mut s.frame) {
+        while let Some(to) = self.session.poll_transmit(now, &mut s.frame) {
             self.send(now, &s.frame, to, in_window);
         }
     }
@@ -1019,6 +1077,8 @@ impl Bot {
 
 #[cfg(test)]
 mod boundary_tests;
+#[cfg(test)]
+mod ctf_tests;
 #[cfg(test)]
 mod no_alloc_tests;
 #[cfg(test)]

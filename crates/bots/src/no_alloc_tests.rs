@@ -186,13 +186,13 @@ fn assert_allocated_nothing(played: &Played) {
         assert!(
             metrics.snapshots > ticks * 9 / 10
                 && metrics.packets_up >= ticks - 1
-                && metrics.link_errors == 0
-                && metrics.bad_snapshots == 0,
+                && bot.link_errors() == 0
+                && bot.bad_snapshots() == 0,
             "bot {i} in {ticks} ticks: {} snapshots, {} up, {} link errors, {} bad snapshots",
             metrics.snapshots,
             metrics.packets_up,
-            metrics.link_errors,
-            metrics.bad_snapshots
+            bot.link_errors(),
+            bot.bad_snapshots()
         );
         let keeps_view = !matches!(bot.behaviour, Behaviour::Wander(_));
         assert_eq!(bot.view.is_some(), keeps_view, "bot {i}");

@@ -8,7 +8,7 @@ use tickforge_game::rules::{MatchResult, RulesConfig, Team};
 use tickforge_game::{PlayerSlot, Vec3, World, WorldConfig};
 use tickforge_io::udp::SendBatch;
 use tickforge_proto::netcode::{self, ServerEvent};
-use tickforge_proto::ClientIndex;
+use tickforge_proto::{ClientIndex, MAX_PACKET_BYTES};
 use tickforge_server::{HostedMatch, Match};
 use tickforge_shooter::{Shooter, ShooterConfig};
 

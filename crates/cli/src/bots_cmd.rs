@@ -10,7 +10,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use tickforge_bots::behaviour::BotMix;
-use tickforge_bots::{BotsConfig, Progress};
+use tickforge_bots::{BotGame, BotsConfig, Progress};
 use tickforge_game::BuiltinMap;
 
 use crate::summary;
@@ -18,6 +18,11 @@ use crate::summary;
 /// Flags of `bots`.
 #[derive(Args, Debug)]
 pub struct BotsArgs {
+    /// The game the server's matches play: shooter (the reference shooter) or ctf
+    /// (capture the flag; --map, --behaviour and the hit-registration settings do not
+    /// apply). A match of another game refuses the bots at its welcome.
+    #[arg(long, value_name = "NAME", default_value = "shooter", value_parser = game_parser())]
+    pub game: BotGame,
     /// The server's game address; repeat it once per worker, in the order `serve` prints
     /// them: match m joins the (m - 1) % N-th.
     #[arg(
@@ -96,6 +101,12 @@ pub struct BotsArgs {
     pub pose_every: u8,
 }
 
+/// `--game`: one of [`BotGame::ALL`] by name.
+fn game_parser() -> impl TypedValueParser<Value = BotGame> {
+    PossibleValuesParser::new(BotGame::ALL.map(BotGame::name))
+        .map(|name| BotGame::from_name(&name).expect("a possible value"))
+}
+
 /// `--map`: one of [`BuiltinMap::ALL`] by name.
 fn map_parser() -> impl TypedValueParser<Value = BuiltinMap> {
     PossibleValuesParser::new(BuiltinMap::ALL.map(BuiltinMap::name))
@@ -140,6 +151,8 @@ pub fn run(args: BotsArgs) -> Result<()> {
     }
     let private_key = crate::token_cmd::load_key(args.key_file.as_deref())?;
     let config = BotsConfig {
+        game: args.game,
+        ctf: tickforge_ctf::CtfConfig::default(),
         servers: args.servers,
         matches: args.matches,
         bots_per_match: args.bots_per_match,

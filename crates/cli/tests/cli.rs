@@ -42,6 +42,8 @@ fn smoke_bench(name: &str, extra: &[&str]) -> (String, Report) {
     (String::from_utf8_lossy(&out.stdout).into_owned(), report)
 }
 
+/// `bench --game ctf`: the server hosts capture the flag and the bots play it; the
+/// shooter's settings are refused by name.
 #[test]
 fn smoke_bench_holds_the_tick_and_its_report_adds_up() {
     let (summary, r) = smoke_bench("smoke.json", &[]);
@@ -220,7 +222,6 @@ fn bench_refuses_the_shooters_scenarios_and_flags_for_ctf_before_starting_anythi
 
 /// The ctf bench end to end: a server playing ctf and bots playing it, for 1 s + 3 s.
 #[test]
-#[ignore = "needs `tickforge bots --game ctf` (crates/bots, being written in parallel)"]
 fn ctf_smoke_bench_plays_capture_the_flag_and_says_so() {
     let (summary, r) = smoke_bench("ctf-smoke.json", &["--game", "ctf"]);
     assert!(
@@ -233,9 +234,12 @@ fn ctf_smoke_bench_plays_capture_the_flag_and_says_so() {
         (r.server.game.as_str(), r.matches, r.players_per_match),
         ("ctf", 1, 10)
     );
-    assert_eq!(r.clients.connected, 10);
-    assert_eq!(r.clients.link_errors, 0);
-    assert!(r.clients.response_rate_hz.unwrap() > 120.0);
+    assert_eq!((r.clients.bots, r.clients.connected), (10, 10));
+    assert_eq!((r.clients.bad_snapshots, r.clients.link_errors), (0, 0));
+    // Every bot at the tick rate, and no shot: ctf's bots tag, they do not shoot.
+    let min = r.clients.min_response_rate_hz.unwrap();
+    assert!((115.0..=135.0).contains(&min), "{min}");
+    assert_eq!(r.hitreg.shots, 0);
     assert!(r.match_frame_ms.is_some() && r.io_floor_ms.is_some());
 
     // The saved report prints the game again.
@@ -1419,4 +1423,74 @@ fn a_printing_command_whose_reader_is_gone_ends_by_sigpipe_not_a_panic() {
     let status = exit_within(&mut child, std::time::Duration::from_secs(30));
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(status.signal(), Some(libc::SIGPIPE), "{status:?}: {stderr}");
+}
+
+/// `bots --game ctf` against `serve --game ctf`: every bot is welcomed, reads a snapshot
+/// about every tick and refuses none, and no shot is judged (capture the flag has none).
+#[test]
+fn ctf_bots_play_a_ctf_server() {
+    let results = scratch("ctf-bots-results.log");
+    let (mut server, lines) =
+        serve_child(&results, 1, &["--game", "ctf", "--players-per-match", "4"]);
+    let addr = lines[0]["listening ".len()..].to_string();
+    // Bounded: the bots stop after their warm-up and window, 3 s.
+    let out = tickforge()
+        .args(["bots", "--game", "ctf", "--server", &addr])
+        .args(["--matches", "1", "--bots-per-match", "4"])
+        .args(["--warmup-s", "1", "--duration-s", "2", "--json"])
+        .env("TICKFORGE_PRIVATE_KEY", "22".repeat(32))
+        .output()
+        .unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = &report["clients"];
+    assert_eq!(c["bots"], 4, "{c}");
+    assert_eq!(c["connected"], 4, "{c}");
+    // One welcome each.
+    assert_eq!(c["reliable_events"], 4, "{c}");
+    assert_eq!(c["bad_snapshots"], 0, "{c}");
+    assert_eq!(c["link_errors"], 0, "{c}");
+    // The server ticks at 128 Hz: each bot read about that many snapshots a second.
+    let min = c["min_response_rate_hz"].as_f64().unwrap();
+    assert!((115.0..=135.0).contains(&min), "{c}");
+    assert!(c["response_time_ms"]["p50"].as_f64().unwrap() > 0.0, "{c}");
+    assert!(c["down_bytes_per_s"].as_f64().unwrap() > 0.0, "{c}");
+    assert_eq!(report["hitreg"]["shots"], 0, "{}", report["hitreg"]);
+}
+
+/// `bots` of the shooter against a capture-the-flag server: refused at the welcome, said
+/// so, and the run fails.
+#[test]
+fn shooter_bots_refuse_a_ctf_match_and_say_why() {
+    let results = scratch("ctf-refused-results.log");
+    let (mut server, lines) = serve_child(&results, 1, &["--game", "ctf"]);
+    let addr = lines[0]["listening ".len()..].to_string();
+    let out = tickforge()
+        .args([
+            "bots",
+            "--server",
+            &addr,
+            "--matches",
+            "1",
+            "--bots-per-match",
+            "2",
+        ])
+        .args(["--warmup-s", "0.5", "--duration-s", "1", "--progress-lines"])
+        .env("TICKFORGE_PRIVATE_KEY", "22".repeat(32))
+        .output()
+        .unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("schema fingerprint") && err.contains("another game than --game shooter"),
+        "{err}"
+    );
 }

@@ -1,0 +1,606 @@
+//! A tickforge client session without I/O: everything a game client (or a bot) needs
+//! between its socket and its game code.
+//!
+//! A [`Session`] owns the netcode connection ([`Client`]), the reliable link
+//! ([`Endpoint`], configured with [`msg::link_config`] as the server's is) and a
+//! [`Replica`] of the match, decoded with the game's own [`Schema`]. The caller moves bytes
+//! and time:
+//!
+//! ```text
+//! socket datagram ──► Session::handle_datagram(now, from, bytes)
+//!                     Session::poll_event() ──► Welcome / Epoch / Game(bytes) /
+//!                                               Snapshot {tick, input_ack} / Disconnected
+//! each tick       ──► Session::handle_timeout(now)
+//!                     Session::send_input(now, view, game input bytes) ──► seq
+//!                     Session::poll_transmit(now, buf) ──► socket
+//! ```
+//!
+//! What it does for the caller: refuses a match whose schema fingerprint is not its own
+//! (snapshots of another table would decode as nonsense); sizes the replica from the
+//! welcome (the match's network ids and tick rate); resets the replica when the match
+//! starts over ([`proto::msg::Event::Epoch`](tickforge_proto::msg::Event::Epoch)); keeps
+//! the snapshots that arrive before the welcome and reads them once it has it (the link
+//! has acknowledged them, so the server may encode against them); numbers inputs.
+//!
+//! What it does not do: open sockets, read clocks, know a game. Game events and messages
+//! are the game's bytes, in and out.
+//!
+//! In order of importance: hostile bytes never panic it; a refused or broken snapshot
+//! changes nothing and is counted; nothing allocates per tick once warm (buffers are made
+//! with the session and the replica with the welcome).
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use tickforge_proto::msg::{self, ClientMsg, Event, ServerMsg};
+use tickforge_proto::netcode::token::ConnectToken;
+use tickforge_proto::netcode::{Client, ClientEvent, ClientState};
+use tickforge_proto::reliable::{Endpoint, LinkStats, ReliableError};
+use tickforge_proto::{DisconnectReason, MAX_PACKET_BYTES};
+use tickforge_replication::{ReadInfo, Replica, ReplicaConfig, Schema, MAX_ENTITIES};
+use tickforge_sim::ViewTime;
+
+#[cfg(test)]
+mod tests;
+
+/// Snapshots kept while the welcome has not arrived yet: half a second at 128 Hz. The
+/// welcome is the link's first reliable message, resent within a few ticks if lost.
+pub const EARLY_SNAPSHOTS: usize = 64;
+
+/// A snapshot tick this far behind the newest read means the match started over without
+/// announcing it (an older server): the replica is reset. Eight seconds at 128 Hz.
+const TICK_JUMP: u32 = 1024;
+
+/// How a session is set up, besides its token and schema.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionConfig {
+    /// Ticks of decoded states the replica keeps per entity: at least the server's ring of
+    /// baselines (`ReplicationConfig::ring_ticks`) plus the ticks a snapshot may arrive
+    /// late by.
+    pub history_ticks: u32,
+}
+
+impl Default for SessionConfig {
+    /// Matches a server with the default replication settings.
+    fn default() -> Self {
+        SessionConfig {
+            history_ticks: ReplicaConfig::default().history_ticks,
+        }
+    }
+}
+
+/// What the server's welcome said: where this client sits and what the match is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Welcome {
+    /// The match.
+    pub match_id: u32,
+    /// This client's seat.
+    pub seat: u16,
+    /// The match's tick rate.
+    pub tick_hz: u16,
+    /// Seats in the match.
+    pub seats: u16,
+    /// Network ids the match's snapshots may carry (`0..entities`): the replica's size.
+    pub entities: u16,
+    /// The match's run when the client was seated (0: its first).
+    pub epoch: u32,
+}
+
+/// Why a session ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Ended {
+    /// The connection ended (timed out, closed by either side, refused by the server).
+    #[error("connection ended: {0:?}")]
+    Transport(DisconnectReason),
+    /// The match replicates another game's fields: its snapshots would decode as
+    /// nonsense, so the session disconnected.
+    #[error("the match's schema fingerprint {theirs:#010x} is not this client's {ours:#010x}")]
+    WrongSchema {
+        /// The fingerprint of the schema this session decodes with.
+        ours: u32,
+        /// The fingerprint the welcome named.
+        theirs: u32,
+    },
+    /// The welcome named a match this client cannot hold (no entities, too many, or a
+    /// tick rate of 0): the session disconnected.
+    #[error("the welcome is unusable: {0}")]
+    BadWelcome(&'static str),
+}
+
+/// What happened on the session, in the order it happened; from [`Session::poll_event`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionEvent<'a> {
+    /// The client was seated in a match whose schema is this session's; the replica is
+    /// sized for it. Once per connection.
+    Welcome(Welcome),
+    /// The match ended and started over under `epoch`: ticks count from 0 again. The
+    /// replica has been reset; drop whatever else was kept of the old run.
+    Epoch {
+        /// The new run.
+        epoch: u32,
+    },
+    /// One of the game's reliable events, in the game's own format: borrowed from the
+    /// session until the next call.
+    Game(&'a [u8]),
+    /// A snapshot was read into the replica ([`Session::replica`]).
+    Snapshot {
+        /// Its server tick.
+        tick: u32,
+        /// The newest input sequence the server had applied for this client.
+        input_ack: u32,
+        /// What the replica did with it (states carried, stale, duplicate).
+        read: ReadInfo,
+    },
+    /// The session ended; nothing more comes.
+    Disconnected(Ended),
+}
+
+/// Counters since the session was made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SessionStats {
+    /// Snapshots read into the replica (each a [`SessionEvent::Snapshot`]).
+    pub snapshots: u64,
+    /// Snapshots refused: the replica could not decode them (a missing baseline, broken
+    /// bytes) or they were not a snapshot message.
+    pub bad_snapshots: u64,
+    /// Snapshots that came before the welcome past [`EARLY_SNAPSHOTS`], dropped.
+    pub early_dropped: u64,
+    /// Reliable messages from the server (the welcome, epochs, game events).
+    pub events: u64,
+    /// Reliable messages that were no event of this protocol, skipped.
+    pub bad_events: u64,
+    /// Packets the reliable link refused as broken.
+    pub link_errors: u64,
+    /// Events dropped because the caller handled another datagram before polling them.
+    pub unpolled: u64,
+    /// Datagrams handed in.
+    pub packets_received: u64,
+    /// Bytes of the datagrams handed in.
+    pub bytes_received: u64,
+    /// Datagrams given out by [`Session::poll_transmit`].
+    pub packets_sent: u64,
+    /// Bytes of the datagrams given out.
+    pub bytes_sent: u64,
+    /// Inputs sent.
+    pub inputs: u64,
+}
+
+/// A snapshot body waiting to be read: its tick, its input ack, and its bytes.
+struct Held {
+    tick: u32,
+    input_ack: u32,
+    body: Vec<u8>,
+}
+
+/// One client's connection to a match, without I/O (see the crate documentation).
+pub struct Session {
+    schema: &'static Schema,
+    config: SessionConfig,
+    transport: Client,
+    link: Endpoint,
+    /// Made with the welcome, sized by it.
+    replica: Option<Replica>,
+    welcome: Option<Welcome>,
+    epoch: u32,
+    /// The last input's sequence number (0: none sent yet).
+    seq: u32,
+    /// The reason the session ended, once it has; `reported` once polled.
+    ended: Option<Ended>,
+    reported: bool,
+    /// The snapshot of the last datagram, read at the next poll after its events when
+    /// `pending_ready`.
+    pending: Held,
+    pending_ready: bool,
+    /// Snapshots read before the welcome, replayed after it from `early_next`.
+    early: Vec<Held>,
+    early_next: usize,
+    /// The reliable message being yielded.
+    event: Vec<u8>,
+    /// The encoded input, the link's packet, and the sealed datagram waiting for
+    /// [`Session::poll_transmit`].
+    payload: Vec<u8>,
+    packet: Vec<u8>,
+    sealed: Vec<u8>,
+    sealed_to: Option<SocketAddr>,
+    stats: SessionStats,
+}
+
+impl Session {
+    /// A session connecting with `token`, decoding snapshots with `schema` (the game's,
+    /// as the server has it); it starts sending connection requests at `now`.
+    pub fn new(
+        token: ConnectToken,
+        schema: &'static Schema,
+        config: SessionConfig,
+        now: Instant,
+    ) -> Session {
+        Session {
+            schema,
+            config,
+            transport: Client::new(token, now),
+            link: Endpoint::new(msg::link_config(), now),
+            replica: None,
+            welcome: None,
+            epoch: 0,
+            seq: 0,
+            ended: None,
+            reported: false,
+            pending: Held {
+                tick: 0,
+                input_ack: 0,
+                body: Vec::with_capacity(MAX_PACKET_BYTES),
+            },
+            pending_ready: false,
+            early: Vec::new(),
+            early_next: 0,
+            event: Vec::with_capacity(MAX_PACKET_BYTES),
+            payload: Vec::with_capacity(MAX_PACKET_BYTES),
+            packet: Vec::with_capacity(MAX_PACKET_BYTES),
+            sealed: Vec::with_capacity(MAX_PACKET_BYTES),
+            sealed_to: None,
+            stats: SessionStats::default(),
+        }
+    }
+
+    /// The schema this session decodes with.
+    pub fn schema(&self) -> &'static Schema {
+        self.schema
+    }
+
+    /// The welcome, once it came.
+    pub fn welcome(&self) -> Option<&Welcome> {
+        self.welcome.as_ref()
+    }
+
+    /// The match's current run: the welcome's epoch, or the last [`SessionEvent::Epoch`].
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    /// The replica of the match, once the welcome sized it.
+    pub fn replica(&self) -> Option<&Replica> {
+        self.replica.as_ref()
+    }
+
+    /// The newest snapshot tick the replica has read in this run (0 before any).
+    pub fn newest_tick(&self) -> u32 {
+        self.replica
+            .as_ref()
+            .and_then(Replica::newest_tick)
+            .unwrap_or(0)
+    }
+
+    /// True while the netcode connection is up (the session may still await its welcome).
+    pub fn is_connected(&self) -> bool {
+        self.ended.is_none() && self.transport.is_connected()
+    }
+
+    /// The netcode connection's state.
+    pub fn state(&self) -> ClientState {
+        self.transport.state()
+    }
+
+    /// Why the session ended, once it has.
+    pub fn ended(&self) -> Option<Ended> {
+        self.ended
+    }
+
+    /// The sequence number of the last input sent (0: none yet).
+    pub fn seq(&self) -> u32 {
+        self.seq
+    }
+
+    /// The reliable link's round trip, loss and counters.
+    pub fn link_stats(&self) -> &LinkStats {
+        self.link.stats()
+    }
+
+    /// The session's counters.
+    pub fn stats(&self) -> &SessionStats {
+        &self.stats
+    }
+
+    /// The server's address.
+    pub fn server_addr(&self) -> SocketAddr {
+        self.transport.server_addr()
+    }
+
+    /// Takes one datagram from `from`, received at `now` (decrypted in place). Its events
+    /// come out of [`Session::poll_event`]: poll until `None` before handing in the next
+    /// datagram (events left unpolled are applied to the replica and counted in
+    /// [`SessionStats::unpolled`]).
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, bytes: &mut [u8]) {
+        while self.poll_event().is_some() {
+            self.stats.unpolled += 1;
+        }
+        if self.ended.is_some() {
+            return;
+        }
+        self.stats.packets_received += 1;
+        self.stats.bytes_received += bytes.len() as u64;
+        let payload = match self.transport.handle_datagram(now, from, bytes) {
+            Some(ClientEvent::Payload(p)) => p,
+            Some(ClientEvent::Disconnected(reason)) => {
+                self.end(Ended::Transport(reason));
+                return;
+            }
+            Some(ClientEvent::Connected(_)) | None => return,
+        };
+        let body = match self.link.read_packet(now, payload) {
+            Ok(Some((_tag, body))) => body,
+            Ok(None) => return,
+            Err(_) => {
+                self.stats.link_errors += 1;
+                return;
+            }
+        };
+        match ServerMsg::decode(body) {
+            Ok(ServerMsg::Snapshot {
+                tick,
+                input_ack,
+                body,
+            }) => {
+                let held = &mut self.pending;
+                held.tick = tick;
+                held.input_ack = input_ack;
+                held.body.clear();
+                held.body.extend_from_slice(body);
+                self.pending_ready = true;
+            }
+            Err(_) => self.stats.bad_snapshots += 1,
+        }
+    }
+
+    /// Ends the connection when the server went silent or the token expired; the reason
+    /// comes out of [`Session::poll_event`]. Call once a tick.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.ended.is_some() {
+            return;
+        }
+        if let Some(reason) = self.transport.handle_timeout(now) {
+            self.end(Ended::Transport(reason));
+        }
+    }
+
+    /// The next event of the datagrams handed in, in order: the reliable messages of a
+    /// packet before its snapshot. `None` when there is nothing more.
+    pub fn poll_event(&mut self) -> Option<SessionEvent<'_>> {
+        loop {
+            if let Some(ended) = self.ended {
+                if self.reported {
+                    return None;
+                }
+                self.reported = true;
+                return Some(SessionEvent::Disconnected(ended));
+            }
+            if self.link.poll_reliable(&mut self.event) {
+                self.stats.events += 1;
+                match Event::decode(&self.event) {
+                    Ok(Event::Welcome {
+                        match_id,
+                        seat,
+                        tick_hz,
+                        seats,
+                        entities,
+                        schema,
+                        epoch,
+                    }) => {
+                        let welcome = Welcome {
+                            match_id,
+                            seat,
+                            tick_hz,
+                            seats,
+                            entities,
+                            epoch,
+                        };
+                        if let Err(ended) = self.welcomed(welcome, schema) {
+                            self.end(ended);
+                            continue;
+                        }
+                        return Some(SessionEvent::Welcome(welcome));
+                    }
+                    Ok(Event::Epoch { epoch }) => {
+                        self.epoch = epoch;
+                        if let Some(r) = self.replica.as_mut() {
+                            r.reset();
+                        }
+                        // Nothing of the old run is read after its end.
+                        self.early.clear();
+                        self.early_next = 0;
+                        return Some(SessionEvent::Epoch { epoch });
+                    }
+                    // Game events before the welcome cannot come (it is the link's first
+                    // message); the caller is told of them all the same.
+                    Ok(Event::Game(_)) => return Some(SessionEvent::Game(&self.event[1..])),
+                    Err(_) => {
+                        self.stats.bad_events += 1;
+                        continue;
+                    }
+                }
+            }
+            // The snapshots that came before the welcome, in order of arrival.
+            if self.replica.is_some() && self.early_next < self.early.len() {
+                let i = self.early_next;
+                self.early_next += 1;
+                let (tick, input_ack) = (self.early[i].tick, self.early[i].input_ack);
+                let body = std::mem::take(&mut self.early[i].body);
+                let read = self.read(tick, &body);
+                self.early[i].body = body;
+                if self.early_next == self.early.len() {
+                    self.early.clear();
+                    self.early_next = 0;
+                }
+                match read {
+                    Some(read) => {
+                        return Some(SessionEvent::Snapshot {
+                            tick,
+                            input_ack,
+                            read,
+                        })
+                    }
+                    None => continue,
+                }
+            }
+            if !self.pending_ready {
+                return None;
+            }
+            self.pending_ready = false;
+            let (tick, input_ack) = (self.pending.tick, self.pending.input_ack);
+            if self.replica.is_none() {
+                // The link has acknowledged it: the server may encode against it later.
+                if self.early.len() < EARLY_SNAPSHOTS {
+                    let body = self.pending.body.clone();
+                    self.early.push(Held {
+                        tick,
+                        input_ack,
+                        body,
+                    });
+                } else {
+                    self.stats.early_dropped += 1;
+                }
+                continue;
+            }
+            let body = std::mem::take(&mut self.pending.body);
+            let read = self.read(tick, &body);
+            self.pending.body = body;
+            if let Some(read) = read {
+                return Some(SessionEvent::Snapshot {
+                    tick,
+                    input_ack,
+                    read,
+                });
+            }
+        }
+    }
+
+    /// Reads one snapshot body into the replica; `None` when refused (counted).
+    fn read(&mut self, tick: u32, body: &[u8]) -> Option<ReadInfo> {
+        let replica = self.replica.as_mut()?;
+        if replica
+            .newest_tick()
+            .is_some_and(|newest| newest > tick && newest - tick > TICK_JUMP)
+        {
+            replica.reset();
+        }
+        match replica.read(body) {
+            Ok(read) => {
+                self.stats.snapshots += 1;
+                Some(read)
+            }
+            Err(_) => {
+                self.stats.bad_snapshots += 1;
+                None
+            }
+        }
+    }
+
+    /// Checks a welcome and sizes the replica for it.
+    fn welcomed(&mut self, welcome: Welcome, schema: u32) -> Result<(), Ended> {
+        let ours = self.schema.fingerprint();
+        if schema != ours {
+            return Err(Ended::WrongSchema {
+                ours,
+                theirs: schema,
+            });
+        }
+        if welcome.entities == 0 || usize::from(welcome.entities) > MAX_ENTITIES {
+            return Err(Ended::BadWelcome("entities must be 1 to 1024"));
+        }
+        if welcome.tick_hz == 0 {
+            return Err(Ended::BadWelcome("a tick rate of 0"));
+        }
+        let config = ReplicaConfig {
+            max_entities: usize::from(welcome.entities),
+            history_ticks: self.config.history_ticks.max(1),
+            tick_hz: u32::from(welcome.tick_hz),
+        };
+        match self.replica.as_mut() {
+            Some(r) if *r.config() == config => r.reset(),
+            _ => self.replica = Some(Replica::new(config, self.schema)),
+        }
+        self.welcome = Some(welcome);
+        self.epoch = welcome.epoch;
+        Ok(())
+    }
+
+    /// Ends the session with `ended`: the server is told (when connected), and the event
+    /// comes out of the next poll.
+    fn end(&mut self, ended: Ended) {
+        if self.ended.is_none() {
+            self.ended = Some(ended);
+            self.transport.disconnect();
+        }
+    }
+
+    /// Sends this tick's input: the game's `bytes`, made while the player was shown
+    /// `view`, with the link's acks and any reliable messages due. Returns the input's
+    /// sequence number (from 1), or `None` when not connected (nothing is sent).
+    pub fn send_input(&mut self, now: Instant, view: ViewTime, bytes: &[u8]) -> Option<u32> {
+        if !self.is_connected() {
+            return None;
+        }
+        let seq = self.seq.wrapping_add(1);
+        self.payload.clear();
+        ClientMsg::Input {
+            seq,
+            view_tick: view.tick.0,
+            view_frac: view.frac,
+            cmd: bytes,
+        }
+        .encode(&mut self.payload);
+        self.link
+            .write_packet(now, Some((seq, &self.payload)), &mut self.packet);
+        self.sealed_to = self
+            .transport
+            .send_payload(now, &self.packet, &mut self.sealed);
+        self.sealed_to?;
+        self.seq = seq;
+        self.stats.inputs += 1;
+        Some(seq)
+    }
+
+    /// Sends a packet without an input: the link's acks and any reliable messages due.
+    /// For a client that has no input this tick; returns false when not connected.
+    pub fn send_packet(&mut self, now: Instant) -> bool {
+        if !self.is_connected() {
+            return false;
+        }
+        self.link.write_packet(now, None, &mut self.packet);
+        self.sealed_to = self
+            .transport
+            .send_payload(now, &self.packet, &mut self.sealed);
+        self.sealed_to.is_some()
+    }
+
+    /// Queues a reliable message for the game (chat, a vote, a buy): it goes out with the
+    /// next [`Session::send_input`] or [`Session::send_packet`], and is resent until
+    /// acknowledged. Fails when too large or when the server left too much unacknowledged.
+    pub fn send_message(&mut self, bytes: &[u8]) -> Result<(), ReliableError> {
+        self.link.send_reliable(bytes)
+    }
+
+    /// Writes the next datagram to send into `buf` (cleared first) and returns where it
+    /// goes: the last sealed input or packet first, then the transport's own (connection
+    /// requests, keep-alives, disconnects). Call until `None` after each send and tick.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<SocketAddr> {
+        let to = match self.sealed_to.take() {
+            Some(to) => {
+                buf.clear();
+                buf.extend_from_slice(&self.sealed);
+                Some(to)
+            }
+            None => self.transport.poll_transmit(now, buf),
+        }?;
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += buf.len() as u64;
+        Some(to)
+    }
+
+    /// Closes the connection: the next polls of [`Session::poll_transmit`] give the
+    /// disconnect packets, and [`Session::poll_event`] reports
+    /// [`Ended::Transport`]`(ClientClosed)`.
+    pub fn disconnect(&mut self) {
+        self.sealed_to = None;
+        self.end(Ended::Transport(DisconnectReason::ClientClosed));
+    }
+}

@@ -8,7 +8,7 @@
 //! [`Bot::flush_out`], [`Bot::receive`] and [`Bot::tick`]. The test serves the match from
 //! one socket, on virtual time, and seats two scripted hunters beside the bots so that
 //! players die and come back within the window (the bots alone seldom meet). The server's
-//! side is not measured here (the server's own `tick_no_alloc` test measures it).
+//! side is not measured here (`crates/shooter/tests/tick_no_alloc.rs` measures it).
 //!
 //! A counting global allocator sees every allocation of this crate's test binary; only
 //! those made inside the measured closure on the calling thread are counted.

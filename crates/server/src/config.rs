@@ -878,7 +878,7 @@ mod tests {
     }
 
     fn resolve(c: ConfigFile) -> Result<ServerConfig, ConfigError> {
-        crate::testing::register_shooter();
+        crate::testing::register_walk();
         c.resolve_with_env(Some(HEX.into()))
     }
 
@@ -1083,22 +1083,22 @@ mod tests {
     fn the_game_table_names_the_game_and_the_game_checks_its_keys() {
         let c = resolve(ConfigFile::default()).unwrap();
         assert_eq!(c.game, GameChoice::default());
-        let c = resolve(parse("[game]\nname = \"shooter\"\nmap = \"flat2km\"").unwrap()).unwrap();
-        assert_eq!(c.game.name.as_deref(), Some("shooter"));
-        assert_eq!(c.game.table["map"], "flat2km");
-        let err = resolve(parse("[game]\nmap = \"dust2\"").unwrap()).unwrap_err();
+        let c = resolve(parse("[game]\nname = \"walk\"\nticks = 500").unwrap()).unwrap();
+        assert_eq!(c.game.name.as_deref(), Some("walk"));
+        assert_eq!(c.game.table["ticks"], 500);
+        let err = resolve(parse("[game]\nticks = 0").unwrap()).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "config table [game]: game `shooter`: map: expected a built-in map: \"arena\" or \"flat2km\", got \"dust2\""
+            "config table [game]: game `walk`: ticks: expected 1 to 10000000, got 0"
         );
         let err = resolve(parse("[game]\nname = \"chess\"").unwrap()).unwrap_err();
         assert!(
-            err.to_string().contains("no such game; it has: shooter"),
+            err.to_string().contains("no such game; it has: walk"),
             "{err}"
         );
-        // The shooter's keys live in its table now; at the top level they are unknown.
-        let err = parse("map = \"arena\"").unwrap_err();
-        assert!(err.contains("unknown field `map`"), "{err}");
+        // A game's keys live in its table; at the top level they are unknown.
+        let err = parse("ticks = 500").unwrap_err();
+        assert!(err.contains("unknown field `ticks`"), "{err}");
     }
 
     #[test]
@@ -1399,39 +1399,39 @@ mod tests {
             let toml = format!("players_per_match = {players}");
             let err = resolve(parse(&toml).unwrap()).unwrap_err().to_string();
             assert!(
-                err.starts_with("config key `players_per_match`: expected an integer from 1 to 128 (the most game `shooter` takes)"),
+                err.starts_with("config key `players_per_match`: expected an integer from 1 to 100 (the most game `walk` takes)"),
                 "{toml}: {err}"
             );
         }
         // The game's own keys: the game names the key and its range.
         for (toml, key, range) in [
-            ("round_s = 0.0", "round_s", "more than 0 and at most 86400"),
-            ("round_s = -1.0", "round_s", "from 0 to 86400"),
-            ("round_s = 1e9", "round_s", "from 0 to 86400"),
-            ("buy_s = -0.5", "buy_s", "from 0 to 86400"),
-            ("round_end_s = -1.0", "round_end_s", "from 0 to 86400"),
-            ("rounds = 0", "rounds", "from 1 to 255"),
-            ("rounds = 300", "rounds", ""),
-            ("max_health_hp = 0", "max_health_hp", "from 1 to 65535"),
-            ("pose_every = 0", "pose_every", "from 1 to 32"),
-            ("pose_every = 33", "pose_every", "from 1 to 32"),
-            ("fow_every = 0", "fow_every", "from 1 to 16"),
-            ("max_rewind_ms = 5000", "max_rewind_ms", "from 0 to 1000"),
+            ("ticks = 0", "ticks", "1 to 10000000, got 0"),
+            ("ticks = 20000000", "ticks", "1 to 10000000, got 20000000"),
+            (
+                "ticks = 1.5",
+                "ticks",
+                "got invalid type: floating point `1.5`",
+            ),
+            ("every = 0", "every", "1 to 65535, got 0"),
+            ("every = \"often\"", "every", "\"often\""),
+            ("arena = -1", "arena", "1 to 1000000, got -1"),
+            (
+                "arenas = 1",
+                "arenas",
+                "`ticks`, `every`, `arena`, got an unknown key",
+            ),
         ] {
             let toml = format!("[game]\n{toml}");
             let err = resolve(parse(&toml).unwrap()).unwrap_err().to_string();
             assert!(
                 err.starts_with(&format!(
-                    "config table [game]: game `shooter`: {key}: expected "
+                    "config table [game]: game `walk`: {key}: expected "
                 )) && err.contains(range),
                 "{toml}: {err}"
             );
         }
         // The smallest sound values pass.
-        resolve(
-            parse("[game]\nround_s = 0.01\nbuy_s = 0.0\nround_end_s = 0.0\nrounds = 1").unwrap(),
-        )
-        .unwrap();
+        resolve(parse("[game]\nticks = 1\nevery = 1\narena = 1").unwrap()).unwrap();
     }
 
     #[test]

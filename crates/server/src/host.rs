@@ -600,7 +600,7 @@ mod tests {
     use super::*;
 
     fn config(matches: u32, cores: Option<Vec<usize>>) -> ServerConfig {
-        crate::testing::register_shooter();
+        crate::testing::register_walk();
         ServerConfig {
             matches,
             cores,

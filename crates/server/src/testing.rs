@@ -6,6 +6,7 @@ use std::time::Instant;
 use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
 use tickforge_proto::netcode::{self, Client, ServerConfig};
 use tickforge_proto::ClientIndex;
+pub(crate) use tickforge_testkit::game::{Walk, WalkConfig, WalkEvent, WalkInput};
 
 /// A server and a client that completed the handshake at `now`, without sockets.
 pub(crate) fn connected_pair(now: Instant) -> (netcode::Server, Client, ClientIndex, SocketAddr) {
@@ -51,18 +52,23 @@ pub(crate) fn connected_pair(now: Instant) -> (netcode::Server, Client, ClientIn
     (server, client, index.expect("connected"), server_addr)
 }
 
-/// Makes the reference shooter this process's game (the server's tests host it; the
-/// library itself knows no game).
-pub(crate) fn register_shooter() {
-    crate::games::register::<tickforge_shooter::Shooter>();
+/// Makes Walk, the test kit's small game, this process's game (the server's tests host it;
+/// the library itself knows no game).
+pub(crate) fn register_walk() {
+    crate::games::register::<Walk>();
 }
 
-/// A shooter match playing `world`, its tick 0 due at `start`.
-pub(crate) fn shooter_match(
+/// A Walk match of `seats` seats and `config`, at 128 Hz, its tick 0 due at `start`.
+pub(crate) fn walk_match(
     id: tickforge_proto::MatchId,
-    world: &tickforge_game::WorldConfig,
+    seats: u16,
+    config: WalkConfig,
     start: Instant,
-) -> crate::Match<tickforge_shooter::Shooter> {
-    let (config, setup) = tickforge_shooter::ShooterConfig::from_world(world);
+) -> crate::Match<Walk> {
+    let setup = tickforge_api::MatchSetup {
+        seats,
+        tick_hz: 128,
+        record: false,
+    };
     crate::Match::new(id, std::sync::Arc::new(config), setup, start)
 }

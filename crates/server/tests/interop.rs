@@ -36,7 +36,7 @@ fn foreign_token(config: &ServerConfig, server: std::net::SocketAddr, id: u64) -
 
 #[test]
 fn a_foreign_netcode_client_stays_connected_silent_and_a_bad_framer_is_disconnected() {
-    tickforge_server::games::register::<tickforge_shooter::Shooter>();
+    tickforge_server::games::register::<tickforge_testkit::game::Walk>();
     let config = ServerConfig {
         bind: "127.0.0.1:0".parse().unwrap(),
         players_per_match: 2,

@@ -1,17 +1,19 @@
-//! A warm worker frame allocates nothing on the server: ten netcode clients connect to a
+//! A warm worker frame allocates nothing in the runtime: ten netcode clients connect to a
 //! real worker over loopback UDP, each sends an input a tick over its reliable link and acks
-//! the snapshots it reads, and the players run and fire at each other through the rounds
-//! of a short match, its end and the start of the next, so that admission of connections,
-//! the rules, fog of war, lag compensation, replication, sealing and the restart all do
-//! their work.
+//! the snapshots it reads, and they walk about, asking for verdicts on some of their inputs,
+//! through a short match of Walk (the test kit's small game), its end and the start of the
+//! next, so that admission of connections, routing, inputs, the game's events to one seat
+//! and to all, replication, sealing and the restart all do their work.
 //!
 //! Measured is [`Worker::frame`], the function [`Worker::run`] calls once a wake-up:
 //! `recvmmsg`, the transport and routing, every due match's tick, its packets sealed,
-//! `sendmmsg`. What must allocate, a finished match's result and its
-//! successor's world, is done by [`Worker::after_frame`] before the next wake-up, and is
-//! not measured (the test checks that it happened). The worker's start lies in the past, so
-//! every frame runs a tick of the match without waiting for its deadline. The clients'
-//! side is not measured.
+//! `sendmmsg`. What must allocate, a finished match's result and its successor's state, is
+//! done by [`Worker::after_frame`] before the next wake-up, and is not measured (the test
+//! checks that it happened). The worker's start lies in the past, so every frame runs a
+//! tick of the match without waiting for its deadline. The clients' side is not measured.
+//!
+//! The same test with the reference shooter (its rules, fog of war and lag compensation
+//! on the tick path) is `crates/shooter/tests/tick_no_alloc.rs`.
 //!
 //! A counting global allocator sees every allocation of this test binary; only those made
 //! inside the measured call on this thread are counted.
@@ -19,8 +21,7 @@
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use tickforge_game::rules::Team;
-use tickforge_game::{buttons, PlayerSlot, UserCmd, Vec3, World};
+use tickforge_api::{Game, Seat};
 use tickforge_proto::msg::{self, ClientMsg, Event, ServerMsg};
 use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
 use tickforge_proto::netcode::{Client, ClientEvent, PrivateKey};
@@ -29,30 +30,34 @@ use tickforge_proto::MAX_PACKET_BYTES;
 use tickforge_replication::{Replica, ReplicaConfig, ReplicationConfig};
 use tickforge_server::config::GameChoice;
 use tickforge_server::{Match, ServerConfig, Worker};
-use tickforge_shooter::{cmd, Shooter, ShooterEvent};
 use tickforge_testkit::alloc::{allocations_in, Counting};
+use tickforge_testkit::game::{Walk, WalkEvent, WalkInput};
 use tickforge_testkit::SimRng;
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-const PLAYERS: u8 = 10;
+const PLAYERS: u16 = 10;
 const PROTOCOL_ID: u64 = 1;
 const KEY: [u8; 32] = [1; 32];
-/// Ticks the clients show the world behind the newest snapshot, as the bots do (35 ms).
-const INTERP_TICKS: u32 = 4;
+/// Ticks a match lasts.
+const MATCH_TICKS: u32 = 400;
+/// A beat goes to all every this many ticks.
+const EVERY: u32 = 16;
 
 /// One client: its socket, its netcode connection, its end of the match's link, and what
 /// it rebuilt.
 struct Player {
     socket: UdpSocket,
     client: Client,
-    /// The slot its welcome named; `None` until the welcome arrives.
-    slot: Option<PlayerSlot>,
+    /// The seat its welcome named; `None` until the welcome arrives.
+    seat: Option<Seat>,
     link: Endpoint,
     replica: Replica,
     seq: u32,
     newest_tick: u32,
+    /// Sequence numbers of the inputs it marked for a verdict.
+    marked: Vec<u32>,
 }
 
 /// What the clients heard, counted over the run.
@@ -60,96 +65,19 @@ struct Player {
 struct Heard {
     /// Snapshots read.
     snapshots: u32,
-    /// Shot verdicts, to their shooters, and of them hits.
-    shots: u32,
-    hits: u32,
-    /// Kills, and rounds that ended (phase 2 or 3), as one client heard them.
-    kills: u32,
-    rounds_ended: u32,
+    /// Verdicts, each to the seat that marked the input it names.
+    marks: u32,
+    /// Beats and match ends, as seat 0 heard them.
+    beats: u32,
+    overs: u32,
 }
 
-/// Player `me`'s command on the arena: out of its spawn room through the doorway, to its
-/// lane (north or south of the centre pillar, both teams in each) a few metres short of the
-/// centre, then on across to the enemy's side; firing at the chest of the nearest living
-/// enemy in sight, a little off either way, while it runs. The dead stand still. (The
-/// players read the server's world to play: how they decide is not what is measured.)
-fn command(m: &Match<Shooter>, me: PlayerSlot, rng: &mut SimRng) -> UserCmd {
-    let world = m.game().world();
-    let rules = world.rules();
-    if !rules.is_alive(me) {
-        return UserCmd::default();
-    }
-    let at = world.players()[usize::from(me.0)].state.origin;
-    // Attackers spawn in the west room, defenders in the east one (maps/arena.map); each
-    // room's doorway is at y = 0.
-    let home = if World::team_of(me) == Team::Attackers {
-        -1.0
-    } else {
-        1.0
-    };
-    let lane = if (me.0 / 2).is_multiple_of(2) {
-        6.0
-    } else {
-        -6.0
-    };
-    let short = Vec3::new(home * 3.0, lane, 0.0);
-    let goal = if at.x * home > 21.0 && at.y.abs() > 0.8 {
-        Vec3::new(home * 26.0, 0.0, 0.0)
-    } else if at.x * home > 21.0 {
-        Vec3::new(home * 18.0, 0.0, 0.0)
-    } else if at.x * home > 2.0 && (short - at).horizontal_length() > 1.5 {
-        short
-    } else {
-        Vec3::new(-home * 6.0, lane, 0.0)
-    };
-    let turn = |rad: f32| (rad / std::f32::consts::TAU * 65536.0).round() as i32;
-    let to_goal = goal - at;
-    let r = rng.next_u64();
-    let mut c = UserCmd {
-        forward: if to_goal.horizontal_length() > 1.0 {
-            127
-        } else {
-            0
-        },
-        side: [0, 0, 127, -127][(r % 4) as usize],
-        buttons: 0,
-        yaw: turn(to_goal.y.atan2(to_goal.x)) as u16,
-        pitch: 0,
-    };
-    let eye = at + Vec3::new(0.0, 0.0, 1.6);
-    let in_sight = (0..PLAYERS)
-        .map(PlayerSlot)
-        .filter(|&s| rules.team(s) != rules.team(me) && rules.is_alive(s))
-        .map(|s| world.players()[usize::from(s.0)].state.origin + Vec3::new(0.0, 0.0, 1.2))
-        .filter(|&aim| {
-            let d = aim - eye;
-            let dist = d.length();
-            dist > 0.5 && world.map().trace_ray(eye, d * (1.0 / dist), dist).is_none()
-        })
-        .min_by(|a, b| (*a - eye).length().total_cmp(&(*b - eye).length()));
-    if let Some(aim) = in_sight {
-        let d = aim - eye;
-        let look = d.y.atan2(d.x);
-        // The movement keys turn with the view: on towards the goal, looking at the enemy.
-        if c.forward != 0 {
-            let rel = to_goal.y.atan2(to_goal.x) - look;
-            c.forward = (127.0 * rel.cos()).round() as i8;
-            c.side = (-127.0 * rel.sin()).round() as i8;
-        }
-        let off = (r >> 8) as i32 % 300 - 150;
-        c.yaw = (turn(look) + off) as u16;
-        c.pitch = turn(d.z.atan2(d.horizontal_length())) as i16;
-        c.buttons = buttons::FIRE;
-    }
-    c
-}
-
-/// The worker's one match, as the shooter's match it is.
-fn shooter(worker: &Worker) -> &Match<Shooter> {
+/// The worker's one match, as the Walk match it is.
+fn walk(worker: &Worker) -> &Match<Walk> {
     worker.matches()[0]
         .as_any()
-        .downcast_ref::<Match<Shooter>>()
-        .expect("the worker hosts the shooter")
+        .downcast_ref::<Match<Walk>>()
+        .expect("the worker hosts walk")
 }
 
 /// Ten clients holding tokens for `server`, not yet connected, on sockets of their own.
@@ -176,11 +104,12 @@ fn players(server: SocketAddr, now: Instant) -> Vec<Player> {
             Player {
                 socket,
                 client: Client::new(token, now),
-                slot: None,
+                seat: None,
                 link: Endpoint::new(msg::link_config(), now),
-                replica: Replica::new(replica_config, tickforge_shooter::schema()),
+                replica: Replica::new(replica_config, Walk::schema()),
                 seq: 0,
                 newest_tick: 0,
+                marked: Vec::new(),
             }
         })
         .collect()
@@ -199,27 +128,22 @@ fn a_warm_worker_frame_allocates_nothing_through_connect_match_end_and_restart()
     let config = ServerConfig {
         bind: "127.0.0.1:0".parse().unwrap(),
         matches: 1,
-        players_per_match: u16::from(PLAYERS),
+        players_per_match: PLAYERS,
         protocol_id: PROTOCOL_ID,
         private_key: PrivateKey(KEY),
         // Every client comes from 127.0.0.1.
         requests_per_second_per_ip: 1000,
-        // Two short rounds: deaths, a round's end and the match's, then the next match.
+        // A short match, then the next.
         game: GameChoice {
-            name: Some("shooter".to_string()),
-            table: serde_json::json!({
-                "buy_s": 0.1,
-                "round_s": 3.0,
-                "round_end_s": 0.2,
-                "rounds": 2,
-            })
-            .as_object()
-            .unwrap()
-            .clone(),
+            name: Some("walk".to_string()),
+            table: serde_json::json!({ "ticks": MATCH_TICKS, "every": EVERY })
+                .as_object()
+                .unwrap()
+                .clone(),
         },
         ..ServerConfig::default()
     };
-    tickforge_server::games::register::<Shooter>();
+    tickforge_server::games::register::<Walk>();
     // Every deadline has passed: each frame runs one tick, as a late worker catches up.
     let mut worker = Worker::lone(config, Instant::now() - Duration::from_secs(600)).unwrap();
     let server = worker.local_addr();
@@ -255,15 +179,29 @@ fn a_warm_worker_frame_allocates_nothing_through_connect_match_end_and_restart()
             while p.client.poll_transmit(now, &mut datagram).is_some() {
                 p.socket.send_to(&datagram, server).unwrap();
             }
-            let Some(slot) = p.slot else { continue };
-            let c = command(shooter(&worker), slot, &mut rng);
+            if p.seat.is_none() {
+                continue;
+            }
+            let r = rng.next_u64();
+            let c = WalkInput {
+                dx: [2, 0, -2][(r % 3) as usize],
+                dy: [2, 0, -2][(r / 3 % 3) as usize],
+                flags: if r.is_multiple_of(5) {
+                    WalkInput::MARK
+                } else {
+                    0
+                },
+            };
             p.seq += 1;
+            if c.flags != 0 {
+                p.marked.push(p.seq);
+            }
             input.clear();
             ClientMsg::Input {
                 seq: p.seq,
-                view_tick: p.newest_tick.saturating_sub(INTERP_TICKS),
-                view_frac: 128,
-                cmd: &cmd::to_bytes(&c),
+                view_tick: p.newest_tick,
+                view_frac: 0,
+                cmd: &c.to_bytes(),
             }
             .encode(&mut input);
             p.link.write_packet(now, Some((p.seq, &input)), &mut packet);
@@ -273,7 +211,7 @@ fn a_warm_worker_frame_allocates_nothing_through_connect_match_end_and_restart()
             }
         }
 
-        let tick_before = shooter(&worker).game().world().tick();
+        let ticks_before = walk(&worker).game().ticks();
         let (done, n) = allocations_in(|| worker.frame(Instant::now()));
         if frame >= WARM_UP {
             measured += 1;
@@ -284,7 +222,7 @@ fn a_warm_worker_frame_allocates_nothing_through_connect_match_end_and_restart()
         assert_eq!(done.ticks, 1, "frame {frame}: the match ticks");
         worker.after_frame(&done, false);
         // The tick ran, and the match ended in it and started over.
-        let restarted = shooter(&worker).game().world().tick() <= tick_before;
+        let restarted = walk(&worker).game().ticks() <= ticks_before;
         if restarted {
             assert!(
                 ended_at.is_none(),
@@ -317,7 +255,7 @@ fn a_warm_worker_frame_allocates_nothing_through_connect_match_end_and_restart()
                     let ServerMsg::Snapshot { tick, body, .. } = ServerMsg::decode(body).unwrap();
                     if tick + 64 < p.newest_tick {
                         // The match started over: snapshot ticks count from 0 again.
-                        p.replica = Replica::new(*p.replica.config(), tickforge_shooter::schema());
+                        p.replica = Replica::new(*p.replica.config(), Walk::schema());
                         p.newest_tick = 0;
                     }
                     if p.replica.read(body).is_ok() {
@@ -327,22 +265,18 @@ fn a_warm_worker_frame_allocates_nothing_through_connect_match_end_and_restart()
                 }
                 while p.link.poll_reliable(&mut event) {
                     match Event::decode(&event).unwrap() {
-                        Event::Welcome { seat, .. } => {
-                            p.slot = Some(PlayerSlot(u8::try_from(seat).unwrap()))
-                        }
-                        Event::Game(bytes) => match ShooterEvent::decode(bytes).unwrap() {
-                            ShooterEvent::ShotResult { victim, .. } => {
-                                heard.shots += 1;
-                                heard.hits += u32::from(victim != tickforge_shooter::NONE);
+                        Event::Welcome { seat, .. } => p.seat = Some(Seat(seat)),
+                        Event::Game(bytes) => match WalkEvent::decode(bytes).unwrap() {
+                            WalkEvent::Mark { seq, .. } => {
+                                assert!(
+                                    p.marked.binary_search(&seq).is_ok(),
+                                    "{:?}: a verdict on {seq}, an input it did not mark",
+                                    p.seat
+                                );
+                                heard.marks += 1;
                             }
-                            ShooterEvent::Kill { .. } if p.slot == Some(PlayerSlot(0)) => {
-                                heard.kills += 1
-                            }
-                            ShooterEvent::Round { phase: 2 | 3, .. }
-                                if p.slot == Some(PlayerSlot(0)) =>
-                            {
-                                heard.rounds_ended += 1
-                            }
+                            WalkEvent::Beat { .. } if p.seat == Some(Seat(0)) => heard.beats += 1,
+                            WalkEvent::Over { .. } if p.seat == Some(Seat(0)) => heard.overs += 1,
                             _ => {}
                         },
                         _ => {}
@@ -366,19 +300,21 @@ fn a_warm_worker_frame_allocates_nothing_through_connect_match_end_and_restart()
     );
     let (connected_at, ended_at) = (connected_at.unwrap(), ended_at.unwrap());
     // The run was a match at play, joined in the measured frames, played to its end and
-    // started over: snapshots read, shots fired and hitting, kills, both rounds' ends, and
+    // started over: snapshots read, verdicts to their seats, beats and the end heard, and
     // the successor ticking with everyone still seated.
+    let marked: usize = players.iter().map(|p| p.marked.len()).sum();
     assert!(
         heard.snapshots > (frame - connected_at) * u32::from(PLAYERS) * 8 / 10
-            && heard.hits > 0
-            && heard.shots > heard.hits
-            && heard.kills > 0
-            && heard.rounds_ended >= 2,
-        "{measured} frames measured, joined at {connected_at}, ended at {ended_at}: {heard:?}"
+            && heard.marks > 0
+            && heard.marks as usize <= marked
+            && heard.beats >= (MATCH_TICKS - connected_at) / EVERY
+            && heard.overs == 1,
+        "{measured} frames measured, joined at {connected_at}, ended at {ended_at}, \
+         {marked} inputs marked: {heard:?}"
     );
     assert_eq!(worker.connected(), usize::from(PLAYERS));
     assert_eq!(
-        shooter(&worker).game().world().tick().0,
+        walk(&worker).game().ticks(),
         AFTER_RESTART,
         "the successor ticked every frame after the restart"
     );

@@ -1,5 +1,6 @@
 //! Dev-only test kit: a seeded network simulator on virtual time, and a client-server
-//! harness on top of it.
+//! harness on top of it; with feature `game`, [`game::Walk`], a small deterministic game
+//! for the runtime's own tests.
 //!
 //! What it does: [`VirtualClock`] stands in for the OS clock (an `Instant` origin plus an
 //! offset the test advances), and [`NetSim`] carries datagrams between `SocketAddr`s with
@@ -18,6 +19,8 @@
 
 pub mod alloc;
 mod clock;
+#[cfg(feature = "game")]
+pub mod game;
 pub mod harness;
 pub mod http;
 mod rng;

@@ -197,7 +197,7 @@ mod tests {
             .commands
             .send(AdminCommand::CreateMatch(CreateMatch {
                 match_id: MatchId(3),
-                spec: MatchSpec::shooter_default(),
+                spec: MatchSpec::walk_default(),
                 reply,
             }))
             .unwrap();
@@ -213,7 +213,7 @@ mod tests {
         drop(answers);
         let req = CreateMatch {
             match_id: MatchId(4),
-            spec: MatchSpec::shooter_default(),
+            spec: MatchSpec::walk_default(),
             reply,
         };
         assert!(!req.answer(Err(CreateError::Draining)));

@@ -59,10 +59,10 @@ impl Default for SpecDefaults {
 
 #[cfg(test)]
 impl MatchSpec {
-    /// The default match of the reference shooter, for tests.
-    pub(crate) fn shooter_default() -> MatchSpec {
-        crate::testing::register_shooter();
-        MatchSpec::from_json(b"", &SpecDefaults::default()).expect("the shooter's defaults")
+    /// The default match of the test game, for tests.
+    pub(crate) fn walk_default() -> MatchSpec {
+        crate::testing::register_walk();
+        MatchSpec::from_json(b"", &SpecDefaults::default()).expect("the test game's defaults")
     }
 }
 
@@ -183,7 +183,7 @@ mod tests {
     use super::*;
 
     fn spec(body: &str) -> Result<MatchSpec, SpecError> {
-        crate::testing::register_shooter();
+        crate::testing::register_walk();
         MatchSpec::from_json(body.as_bytes(), &SpecDefaults::default())
     }
 
@@ -193,7 +193,7 @@ mod tests {
             let s = spec(body).unwrap();
             assert_eq!(
                 (s.players, s.tick_hz, s.maker.game()),
-                (10, 128, "shooter"),
+                (10, 128, "walk"),
                 "{body}"
             );
         }
@@ -203,22 +203,22 @@ mod tests {
     fn the_game_object_is_checked_by_the_game_over_the_servers_table() {
         let defaults = SpecDefaults {
             game: GameChoice::from_table(
-                serde_json::json!({"map": "flat2km", "rounds": 3})
+                serde_json::json!({"ticks": 500, "every": 8})
                     .as_object()
                     .unwrap()
                     .clone(),
             ),
             ..SpecDefaults::default()
         };
-        crate::testing::register_shooter();
+        crate::testing::register_walk();
         let s = MatchSpec::from_json(
-            br#"{"players": 100, "tick_hz": 64, "game": {"rounds": 24}}"#,
+            br#"{"players": 100, "tick_hz": 64, "game": {"every": 16}}"#,
             &defaults,
         )
         .unwrap();
         assert_eq!((s.players, s.tick_hz), (100, 64));
-        assert_eq!(s.game.table["map"], "flat2km", "the server's key kept");
-        assert_eq!(s.game.table["rounds"], 24, "the body's key wins");
+        assert_eq!(s.game.table["ticks"], 500, "the server's key kept");
+        assert_eq!(s.game.table["every"], 16, "the body's key wins");
     }
 
     #[test]
@@ -229,21 +229,21 @@ mod tests {
             (r#"{"player": 3}"#, "unknown field `player`"),
             (
                 r#"{"players": 0}"#,
-                "players: expected 1 to 128 (the most game `shooter` takes), got 0",
+                "players: expected 1 to 100 (the most game `walk` takes), got 0",
             ),
-            (r#"{"players": 129}"#, "players: expected 1 to 128"),
+            (r#"{"players": 101}"#, "players: expected 1 to 100"),
             (r#"{"tick_hz": 0}"#, "tick_hz: expected 1 to 1000, got 0"),
             (
                 r#"{"map": "arena"}"#,
                 "a game's settings go in the `game` object",
             ),
             (
-                r#"{"game": {"map": "dust2"}}"#,
-                "game `shooter`: map: expected a built-in map",
+                r#"{"game": {"every": 0}}"#,
+                "game `walk`: every: expected 1 to 65535, got 0",
             ),
             (
                 r#"{"game": {"name": "chess"}}"#,
-                "game `chess`: this binary has no such game; it has: shooter",
+                "game `chess`: this binary has no such game; it has: walk",
             ),
         ];
         for (body, reason) in cases {

@@ -21,7 +21,7 @@ const PROBE_BOUND: Duration = Duration::from_millis(100);
 const BOUND: Duration = Duration::from_secs(5);
 
 fn config() -> AdminConfig {
-    crate::testing::register_shooter();
+    crate::testing::register_walk();
     let mut c = AdminConfig::new("127.0.0.1:0".parse().unwrap(), PROTOCOL_ID, PrivateKey(KEY));
     c.first_match_id = 100;
     c.reply_timeout = Duration::from_millis(200);
@@ -263,7 +263,7 @@ fn post_creates_a_match_and_returns_its_tokens() {
     assert_eq!(status, 201, "{body}");
     let created: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(created["match_id"], 100);
-    assert_eq!(created["game"], "shooter");
+    assert_eq!(created["game"], "walk");
     assert_eq!(created["server"], "127.0.0.1:40000");
     let tokens = created["tokens"].as_array().unwrap();
     assert_eq!(tokens.len(), 10);
@@ -290,7 +290,7 @@ fn post_creates_a_match_and_returns_its_tokens() {
     let (status, body) = host.request(
         "POST",
         "/matches",
-        r#"{"players": 2, "game": {"map": "flat2km"}}"#,
+        r#"{"players": 2, "game": {"ticks": 500}}"#,
     );
     assert_eq!(status, 201, "{body}");
     let created: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -307,7 +307,7 @@ fn malformed_bodies_get_400_with_the_reason() {
         (r#"{"players": 3, "bots": 1}"#, "unknown field `bots`"),
         (
             r#"{"players": 500}"#,
-            "players: expected 1 to 128 (the most game `shooter` takes), got 500",
+            "players: expected 1 to 100 (the most game `walk` takes), got 500",
         ),
         (r#"{"tick_hz": 0}"#, "tick_hz: expected 1 to 1000, got 0"),
     ] {
@@ -388,7 +388,7 @@ fn refusals_and_silence_get_503_with_the_reason() {
 fn an_answer_just_after_the_timeout_is_taken_and_one_after_the_close_is_refused() {
     let request = |reply| CreateMatch {
         match_id: MatchId(7),
-        spec: MatchSpec::shooter_default(),
+        spec: MatchSpec::walk_default(),
         reply,
     };
     // The worker answered between the timeout and the close: the match exists, so the

@@ -1,18 +1,17 @@
-//! Tests of one match: seats, inputs, ticks, events and snapshots.
+//! Tests of one match: seats, inputs, ticks, events and snapshots, hosting Walk, the test
+//! kit's small game. (What is the reference shooter's own, its shot verdicts and the
+//! replay of its recordings, is tested hosted in `crates/shooter/tests/hosted.rs`.)
 use super::*;
-use crate::testing::connected_pair;
-use crate::testing::shooter_match;
-use tickforge_game::{PlayerSlot, UserCmd, WorldConfig};
+use crate::testing::{connected_pair, walk_match, Walk, WalkConfig, WalkEvent, WalkInput};
 use tickforge_proto::netcode::ClientEvent;
 use tickforge_proto::reliable::Endpoint;
 use tickforge_replication::NetId;
-use tickforge_shooter::{cmd, entity_state, EntityState, Shooter, ShooterEvent};
 
-/// A match of the reference shooter.
-type ShooterMatch = Match<Shooter>;
+/// A match of the test game.
+type WalkMatch = Match<Walk>;
 
-/// A reliable event as a client keeps it: the runtime's own events, and the shooter's
-/// events decoded out of [`Event::Game`].
+/// A reliable event as a client keeps it: the runtime's own events, and the game's events
+/// decoded out of [`Event::Game`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Received {
     Welcome {
@@ -27,10 +26,10 @@ enum Received {
     Epoch {
         epoch: u32,
     },
-    Game(ShooterEvent),
+    Game(WalkEvent),
 }
 
-/// Decodes one reliable event of a shooter match; anything else fails the test.
+/// Decodes one reliable event of a Walk match; anything else fails the test.
 fn received(bytes: &[u8]) -> Received {
     match Event::decode(bytes).expect("an event") {
         Event::Welcome {
@@ -51,13 +50,8 @@ fn received(bytes: &[u8]) -> Received {
             epoch,
         },
         Event::Epoch { epoch } => Received::Epoch { epoch },
-        Event::Game(game) => Received::Game(ShooterEvent::decode(game).expect("a shooter event")),
+        Event::Game(game) => Received::Game(WalkEvent::decode(game).expect("a walk event")),
     }
-}
-
-/// The world's player slot of `seat`.
-fn slot_of(seat: Seat) -> PlayerSlot {
-    PlayerSlot(u8::try_from(seat.0).expect("a shooter seat is a player slot"))
 }
 
 /// The datagrams the worker would send for `m`'s last tick: each payload of its outbox
@@ -65,7 +59,7 @@ fn slot_of(seat: Seat) -> PlayerSlot {
 fn sealed(
     transport: &mut tickforge_proto::netcode::Server,
     now: Instant,
-    m: &ShooterMatch,
+    m: &WalkMatch,
 ) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     let mut buf = Vec::new();
@@ -81,27 +75,29 @@ fn sealed(
 }
 
 /// The outbox's only payload.
-fn only_payload(m: &ShooterMatch) -> Vec<u8> {
+fn only_payload(m: &WalkMatch) -> Vec<u8> {
     assert_eq!(m.outbox().len(), 1);
     m.outbox().iter().next().unwrap().1.to_vec()
 }
 
-/// Match 1 of two players on the default world, its tick 0 due at `start`.
-fn two_seat_match(start: Instant) -> ShooterMatch {
-    shooter_match(
-        MatchId(1),
-        &WorldConfig {
-            players: 2,
-            ..Default::default()
-        },
-        start,
-    )
+/// Match 1 of two seats with the default settings, its tick 0 due at `start`.
+fn two_seat_match(start: Instant) -> WalkMatch {
+    walk_match(MatchId(1), 2, WalkConfig::default(), start)
+}
+
+/// An input that walks `dx` along x, marked for a verdict when `mark`.
+fn walk(dx: i8, mark: bool) -> WalkInput {
+    WalkInput {
+        dx,
+        dy: 0,
+        flags: if mark { WalkInput::MARK } else { 0 },
+    }
 }
 
 #[test]
 fn deadlines_are_absolute() {
     let t0 = Instant::now();
-    let m = shooter_match(MatchId(1), &WorldConfig::default(), t0);
+    let m = walk_match(MatchId(1), 10, WalkConfig::default(), t0);
     assert_eq!(m.period(), Duration::from_nanos(7_812_500));
     // 60 s of ticks is exactly 60 s: no rounding accumulates.
     assert_eq!(m.deadline_of(Tick(60 * 128)), t0 + Duration::from_secs(60));
@@ -114,28 +110,17 @@ fn a_tick_applies_inputs_and_snapshots_every_seat() {
     let (mut transport, mut client, index, server_addr) = connected_pair(t0);
     let mut m = two_seat_match(t0);
     let slot = m.seat(t0, index, None).unwrap();
-    let before = m.game().world().players()[slot.index()].state.origin;
-    m.queue_input(
-        slot,
-        1,
-        UserCmd {
-            forward: 127,
-            ..Default::default()
-        },
-        ViewTime::default(),
-    );
-    m.queue_input(slot, 1, UserCmd::default(), ViewTime::default()); // a duplicate is ignored
+    let before = m.game().position(slot).unwrap();
+    m.queue_input(slot, 1, walk(5, false), ViewTime::default());
+    m.queue_input(slot, 1, walk(-9, false), ViewTime::default()); // a duplicate is ignored
 
     let record = m.run_tick(t0, &scopes);
     assert_eq!(m.outbox().len(), 1, "a packet for the one seated client");
     assert_eq!(record.category_sum_ns(), record.total_ns);
-    // The input reached the world: the player runs (inside its spawn room, in the buy
-    // phase).
-    assert_eq!(m.game().world().players()[slot.index()].cmd.forward, 127);
-    assert_ne!(
-        m.game().world().players()[slot.index()].state.origin,
-        before
-    );
+    // The input reached the game, the first of the two with its sequence number only,
+    // and was stepped.
+    assert_eq!(m.game().input(slot), Some(walk(5, false)));
+    assert_eq!(m.game().position(slot), Some([before[0] + 5, before[1]]));
 
     // The client reads a snapshot of tick 0 acknowledging input 1, with both players.
     // The client never spoke after connecting: a keep-alive goes before the snapshot.
@@ -156,11 +141,11 @@ fn a_tick_applies_inputs_and_snapshots_every_seat() {
         body,
     } = ServerMsg::decode(unreliable).unwrap();
     assert_eq!((tag, tick, input_ack), (0, 0, 1));
-    // The first snapshot is full: the seat's own player, at the server's state; the
-    // other is sent only if the fog of war lets this seat see it.
+    // The first snapshot is full: the seat's own entity at the server's state, and the
+    // other seat's (Walk has no fog of war; they stand a metre apart).
     let mut replica = tickforge_replication::Replica::new(
         tickforge_replication::ReplicaConfig::matching(m.replicator.config()),
-        tickforge_shooter::schema(),
+        Walk::schema(),
     );
     let read = replica.read(body).unwrap();
     // The seat's entity is its player, the seat's number its network id.
@@ -170,19 +155,11 @@ fn a_tick_applies_inputs_and_snapshots_every_seat() {
         Some(own),
         "the seat's own entity"
     );
-    assert_eq!(
-        replica
-            .entity(own)
-            .map(|q| EntityState::from_lanes(&q).position),
-        Some(
-            entity_state(m.game().world(), slot_of(slot))
-                .quantized()
-                .position
-        )
-    );
-    let other = PlayerSlot(1 - slot_of(slot).0);
-    let visible = m.game().world().fow().is_visible(slot_of(slot), other);
-    assert_eq!(read.states, 1 + u16::from(visible));
+    let at = |r: &tickforge_replication::Replica, id: NetId| r.entity(id).map(|q| [q.0[0], q.0[1]]);
+    assert_eq!(at(&replica, own), m.game().position(slot));
+    let other = Seat(1 - slot.0);
+    assert_eq!(at(&replica, NetId(other.0)), m.game().position(other));
+    assert_eq!(read.states, 2);
     // The welcome came with it, reliably.
     let mut event = Vec::new();
     assert!(link.poll_reliable(&mut event));
@@ -194,16 +171,25 @@ fn a_tick_applies_inputs_and_snapshots_every_seat() {
             tick_hz: 128,
             seats: 2,
             entities: 2,
-            schema: tickforge_shooter::schema().fingerprint(),
+            schema: Walk::schema().fingerprint(),
             epoch: 0
         })
     );
-    // The game's join events follow it: where the match stands.
+    // The game's join event follows it, then the tick's event to all.
     assert!(link.poll_reliable(&mut event));
-    assert!(matches!(
+    assert_eq!(
         received(&event),
-        Received::Game(ShooterEvent::Round { .. })
-    ));
+        Received::Game(WalkEvent::Joined {
+            seat: slot.0,
+            ticks: 0
+        })
+    );
+    assert!(link.poll_reliable(&mut event));
+    assert_eq!(
+        received(&event),
+        Received::Game(WalkEvent::Beat { tick: 0 })
+    );
+    assert!(!link.poll_reliable(&mut event));
 }
 
 #[test]
@@ -223,10 +209,7 @@ fn inputs_arrive_through_the_link_and_its_acks_name_the_baseline() {
         seq: 1,
         view_tick: 0,
         view_frac: 0,
-        cmd: &cmd::to_bytes(&UserCmd {
-            forward: 127,
-            ..Default::default()
-        }),
+        cmd: &walk(127, false).to_bytes(),
     }
     .encode(&mut input);
     let mut up = Vec::new();
@@ -250,13 +233,13 @@ fn a_flooding_client_is_refused_and_far_inputs_are_dropped() {
     let mut link = Endpoint::new(msg::link_config(), t0);
     let mut input = Vec::new();
     let mut up = Vec::new();
-    let mut send = |m: &mut ShooterMatch, seq: u32| {
+    let mut send = |m: &mut WalkMatch, seq: u32| {
         input.clear();
         ClientMsg::Input {
             seq,
             view_tick: 0,
             view_frac: 0,
-            cmd: &cmd::to_bytes(&UserCmd::default()),
+            cmd: &WalkInput::default().to_bytes(),
         }
         .encode(&mut input);
         link.write_packet(t0, Some((seq, &input)), &mut up);
@@ -281,51 +264,43 @@ fn a_flooding_client_is_refused_and_far_inputs_are_dropped() {
 }
 
 #[test]
-fn each_shot_s_verdict_goes_to_its_shooter_reliably() {
+fn each_verdict_goes_to_its_own_seat_reliably_under_its_input_s_sequence_number() {
     let t0 = Instant::now();
     let scopes = Scopes::new(Instant::now);
-    let (_transport, _client, index, _) = connected_pair(t0);
-    let mut config = WorldConfig {
-        players: 2,
-        ..Default::default()
-    };
-    config.rules.buy = Duration::from_millis(100);
-    let mut m = shooter_match(MatchId(1), &config, t0);
-    let slot = m.seat(t0, index, None).unwrap();
-    m.queue_input(
-        slot,
-        7,
-        UserCmd {
-            buttons: tickforge_game::buttons::FIRE,
-            ..Default::default()
-        },
-        ViewTime::default(),
-    );
-    let mut link = Endpoint::new(msg::link_config(), t0);
-    let mut results = Vec::new();
+    let mut m = two_seat_match(t0);
+    for c in 0..2 {
+        let seat = Seat(c);
+        assert_eq!(m.seat(t0, ClientIndex(c), Some(seat)), Some(seat));
+    }
+    let mut links = [0, 1].map(|_| Endpoint::new(msg::link_config(), t0));
+    let mut marks: [Vec<(u32, u32)>; 2] = Default::default();
     let mut event = Vec::new();
-    for _ in 0..40 {
+    // Seat 0 marks inputs 7 and 9, seat 1 input 3; unmarked ones in between get nothing.
+    let plan: [&[(u32, bool)]; 2] = [&[(7, true), (8, false), (9, true)], &[(3, true)]];
+    for t in 0..8u32 {
+        for (s, inputs) in plan.iter().enumerate() {
+            if let Some(&(seq, mark)) = inputs.get(t as usize) {
+                m.queue_input(Seat(s as u16), seq, walk(1, mark), ViewTime::default());
+            }
+        }
         m.run_tick(t0, &scopes);
-        link.read_packet(t0, &only_payload(&m)).unwrap();
-        while link.poll_reliable(&mut event) {
-            if let Received::Game(e @ ShooterEvent::ShotResult { .. }) = received(&event) {
-                results.push(e);
+        for (client, payload) in m.outbox().iter() {
+            let s = usize::from(client.0);
+            links[s].read_packet(t0, payload).unwrap();
+            while links[s].poll_reliable(&mut event) {
+                if let Received::Game(WalkEvent::Mark { seq, tick }) = received(&event) {
+                    marks[s].push((seq, tick));
+                }
             }
         }
     }
-    let fired = m.game().world().players()[slot.index()].shots;
-    assert!(fired >= 1, "the rifle fired after the buy phase");
-    assert_eq!(results.len(), fired as usize);
-    // Fired into the spawn room at nobody: misses, under the input's sequence.
-    assert!(results.iter().all(|e| matches!(
-        e,
-        ShooterEvent::ShotResult {
-            seq: 7,
-            victim: tickforge_shooter::NONE,
-            part: tickforge_shooter::NONE,
-            ..
-        }
-    )));
+    assert_eq!(
+        marks[0],
+        [(7, 0), (9, 2)],
+        "seat 0's verdicts, once each, in order"
+    );
+    assert_eq!(marks[1], [(3, 0)], "seat 1's only");
+    assert_eq!(m.game().marks(), 3);
 }
 
 #[test]
@@ -353,11 +328,14 @@ fn a_slot_seated_again_starts_its_client_on_a_new_link() {
         Event::decode(&event),
         Ok(Event::Welcome { seat: 0, .. })
     ));
-    assert!(link.poll_reliable(&mut event), "the round's state follows");
-    assert!(matches!(
+    assert!(
+        link.poll_reliable(&mut event),
+        "the game's join event follows"
+    );
+    assert_eq!(
         received(&event),
-        Received::Game(ShooterEvent::Round { .. })
-    ));
+        Received::Game(WalkEvent::Joined { seat: 0, ticks: 5 })
+    );
     assert!(
         !link.poll_reliable(&mut event),
         "nothing of the first client's"
@@ -383,12 +361,14 @@ fn seats_honour_a_preferred_free_slot_and_refuse_when_full() {
 }
 
 /// One client of [`a_match_under_loss_converges_and_loses_no_event`]: its end of the link,
-/// what it rebuilt, and the events every client is sent, in the order received.
+/// what it rebuilt, the events every client is sent and those for its seat only, in the
+/// order received.
 struct LossyClient {
     addr: std::net::SocketAddr,
     link: Endpoint,
     replica: tickforge_replication::Replica,
     shared_events: Vec<Received>,
+    own_events: Vec<Received>,
     seq: u32,
     bad_snapshots: u32,
 }
@@ -396,47 +376,30 @@ struct LossyClient {
 #[test]
 fn a_match_under_loss_converges_and_loses_no_event() {
     use std::collections::HashMap;
-    use tickforge_game::rules::RulesConfig;
     use tickforge_proto::ClientIndex;
     use tickforge_testkit::{LinkConditions, NetSim, SimRng};
 
     let t0 = Instant::now();
     let scopes = Scopes::new(Instant::now);
-    let players = 4u8;
-    let mut m = shooter_match(
-        MatchId(1),
-        &WorldConfig {
-            players,
-            // Short rounds: round events, deaths and respawns within the run.
-            rules: RulesConfig {
-                buy: Duration::from_millis(100),
-                round: Duration::from_millis(1500),
-                round_end: Duration::from_millis(200),
-                ..RulesConfig::default()
-            },
-            ..WorldConfig::default()
-        },
-        t0,
-    );
+    let players = 4u16;
+    // A beat to all every 16 ticks: many events to lose within the run.
+    let config = WalkConfig {
+        every: 16,
+        ..WalkConfig::default()
+    };
+    let mut m = walk_match(MatchId(1), players, config, t0);
     let server: std::net::SocketAddr = "127.0.0.1:40000".parse().unwrap();
     let replica_config = tickforge_replication::ReplicaConfig::matching(m.replicator.config());
     let mut clients: Vec<LossyClient> = (0..players)
         .map(|i| {
-            let seat = Seat(u16::from(i));
-            assert_eq!(
-                m.seat(t0, ClientIndex(u16::from(i)), Some(seat)),
-                Some(seat)
-            );
+            let seat = Seat(i);
+            assert_eq!(m.seat(t0, ClientIndex(i), Some(seat)), Some(seat));
             LossyClient {
-                addr: format!("127.0.0.1:{}", 50_000 + u16::from(i))
-                    .parse()
-                    .unwrap(),
+                addr: format!("127.0.0.1:{}", 50_000 + i).parse().unwrap(),
                 link: Endpoint::new(msg::link_config(), t0),
-                replica: tickforge_replication::Replica::new(
-                    replica_config,
-                    tickforge_shooter::schema(),
-                ),
+                replica: tickforge_replication::Replica::new(replica_config, Walk::schema()),
                 shared_events: Vec::new(),
+                own_events: Vec::new(),
                 seq: 0,
                 bad_snapshots: 0,
             }
@@ -457,7 +420,7 @@ fn a_match_under_loss_converges_and_loses_no_event() {
     sim.set_link(server, clients[0].addr, clear);
     let mut rng = SimRng::new(11);
     // What the server replicated at each tick, quantized: what a client must end up with.
-    let mut sent: HashMap<u32, Vec<EntityState>> = HashMap::new();
+    let mut sent: HashMap<u32, Vec<[i32; 2]>> = HashMap::new();
     let (mut up, mut input) = (Vec::new(), Vec::new());
     let mut event = Vec::new();
     let (ticks, clears_at) = (1200u32, 900u32);
@@ -483,28 +446,30 @@ fn a_match_under_loss_converges_and_loses_no_event() {
             }
             while c.link.poll_reliable(&mut event) {
                 match received(&event) {
-                    Received::Welcome { .. } | Received::Game(ShooterEvent::ShotResult { .. }) => {}
+                    e @ (Received::Welcome { .. }
+                    | Received::Game(WalkEvent::Joined { .. } | WalkEvent::Mark { .. })) => {
+                        c.own_events.push(e)
+                    }
                     e => c.shared_events.push(e),
                 }
             }
         }
         for c in &mut clients {
-            // Run about and shoot until the network clears, then stand still.
+            // Walk about, marking one input in seven, until the network clears; then
+            // stand still.
             let cmd = if t < clears_at {
                 let r = rng.next_u64();
-                UserCmd {
-                    forward: [127, 0, -127][(r % 3) as usize],
-                    side: [127, 0, -127][(r / 3 % 3) as usize],
-                    buttons: if r.is_multiple_of(7) {
-                        tickforge_game::buttons::FIRE
+                WalkInput {
+                    dx: [3, 0, -3][(r % 3) as usize],
+                    dy: [3, 0, -3][(r / 3 % 3) as usize],
+                    flags: if r.is_multiple_of(7) {
+                        WalkInput::MARK
                     } else {
                         0
                     },
-                    yaw: (r >> 16) as u16,
-                    pitch: 0,
                 }
             } else {
-                UserCmd::default()
+                WalkInput::default()
             };
             c.seq += 1;
             input.clear();
@@ -512,7 +477,7 @@ fn a_match_under_loss_converges_and_loses_no_event() {
                 seq: c.seq,
                 view_tick: t.saturating_sub(8),
                 view_frac: 0,
-                cmd: &cmd::to_bytes(&cmd),
+                cmd: &cmd.to_bytes(),
             }
             .encode(&mut input);
             c.link.write_packet(now, Some((c.seq, &input)), &mut up);
@@ -520,7 +485,7 @@ fn a_match_under_loss_converges_and_loses_no_event() {
         }
         m.run_tick(now, &scopes);
         let states = (0..players)
-            .map(|s| entity_state(m.game().world(), PlayerSlot(s)).quantized())
+            .map(|s| m.game().position(Seat(s)).unwrap())
             .collect();
         sent.insert(t, states);
         for (client, payload) in m.outbox().iter() {
@@ -542,7 +507,7 @@ fn a_match_under_loss_converges_and_loses_no_event() {
             "client {i} is current: {newest} of {last}"
         );
         for s in 0..players {
-            let id = NetId(u16::from(s));
+            let id = NetId(s);
             if !m.replicator.is_relevant(i, id) {
                 assert_eq!(c.replica.entity(id), None, "client {i} dropped hidden {s}");
                 continue;
@@ -557,7 +522,7 @@ fn a_match_under_loss_converges_and_loses_no_event() {
                 "client {i}, entity {s}: tick {at} of {newest}"
             );
             assert_eq!(
-                c.replica.entity(id).map(|q| EntityState::from_lanes(&q)),
+                c.replica.entity(id).map(|q| [q.0[0], q.0[1]]),
                 Some(sent[&at][usize::from(s)])
             );
         }
@@ -565,35 +530,60 @@ fn a_match_under_loss_converges_and_loses_no_event() {
         // link never lost anything got them.
         assert_eq!(c.shared_events, clients[0].shared_events, "client {i}");
     }
-    let rounds = clients[0]
-        .shared_events
-        .iter()
-        .filter(|e| matches!(e, Received::Game(ShooterEvent::Round { phase: 1, .. })))
-        .count();
-    assert!(
-        rounds >= 3,
-        "rounds were played: {:?}",
-        clients[0].shared_events
+    // The reference client heard every beat of the run, in order.
+    let beats: Vec<Received> = (0..ticks)
+        .step_by(16)
+        .map(|tick| Received::Game(WalkEvent::Beat { tick }))
+        .collect();
+    assert_eq!(clients[0].shared_events, beats);
+    // Each seat's own events: its welcome and join once, first, then the verdicts on its
+    // marked inputs in the order of their sequence numbers, none twice (inputs may be
+    // lost on the way up; a verdict sent is never lost on the way down).
+    for (i, c) in clients.iter().enumerate() {
+        assert!(
+            matches!(c.own_events[0], Received::Welcome { seat, .. } if usize::from(seat) == i),
+            "client {i}: {:?}",
+            c.own_events
+        );
+        assert_eq!(
+            c.own_events[1],
+            Received::Game(WalkEvent::Joined {
+                seat: i as u16,
+                ticks: 0
+            })
+        );
+        let seqs: Vec<u32> = c.own_events[2..]
+            .iter()
+            .map(|e| match e {
+                Received::Game(WalkEvent::Mark { seq, .. }) => *seq,
+                e => panic!("client {i}: {e:?} after its join"),
+            })
+            .collect();
+        assert!(seqs.len() > 50, "client {i}: verdicts were sent: {seqs:?}");
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "client {i}: {seqs:?}");
+    }
+    let heard: usize = clients.iter().map(|c| c.own_events.len() - 2).sum();
+    assert_eq!(
+        heard as u64,
+        m.game().marks(),
+        "every verdict reached its seat"
     );
 }
 
-/// A two-seat match of one round, over in under half a second (about 50 ticks), its
-/// actions recorded when `record`.
-fn short_match(t0: Instant, record: bool) -> ShooterMatch {
-    let rules = tickforge_game::rules::RulesConfig {
-        buy: Duration::from_millis(50),
-        round: Duration::from_millis(300),
-        round_end: Duration::from_millis(20),
-        rounds: std::num::NonZeroU8::MIN,
-        ..Default::default()
+/// Ticks a [`short_match`] lasts.
+const SHORT_TICKS: u32 = 50;
+
+/// A two-seat match over after [`SHORT_TICKS`] ticks, its inputs recorded when `record`.
+fn short_match(t0: Instant, record: bool) -> WalkMatch {
+    let config = WalkConfig {
+        ticks: SHORT_TICKS,
+        ..WalkConfig::default()
     };
-    let world = WorldConfig {
-        players: 2,
-        rules,
-        ..Default::default()
+    let setup = MatchSetup {
+        seats: 2,
+        tick_hz: 128,
+        record,
     };
-    let (config, mut setup) = tickforge_shooter::ShooterConfig::from_world(&world);
-    setup.record = record;
     Match::new(MatchId(1), Arc::new(config), setup, t0)
 }
 
@@ -604,34 +594,44 @@ fn a_recording_replays_identically_when_a_player_leaves_mid_match() {
     let (_transport, _client, index, _) = connected_pair(t0);
     let mut m = short_match(t0, true);
     let slot = m.seat(t0, index, None).unwrap();
+    let start = m.game().position(slot).unwrap();
     let mut seq = 0;
-    let actions = loop {
-        let tick = m.game().world().tick().0;
-        // Running in combat from tick 10, then gone at tick 20: the world stops the
-        // player, and the recording must say so.
+    let (result, recording) = loop {
+        let tick = m.game().ticks();
+        // Walking from tick 10, then gone at tick 20: the game stops the seat, and the
+        // recording must say so.
         if (10..20).contains(&tick) {
             seq += 1;
-            let run = UserCmd {
-                forward: 127,
-                ..Default::default()
+            let step = WalkInput {
+                dx: 5,
+                dy: -2,
+                flags: 0,
             };
-            m.queue_input(slot, seq, run, ViewTime::default());
+            m.queue_input(slot, seq, step, ViewTime::default());
         }
         if tick == 20 {
             m.unseat(slot);
         }
         m.run_tick(t0, &scopes);
         if let Some(end) = m.finish_if_over() {
-            // The result names the one round played.
-            let result = tickforge_game::rules::MatchResult::decode_body(&end.result)
-                .expect("the shooter's result body");
-            assert_eq!(result.rounds_played, 1, "{}", end.result);
-            break end.recording.expect("the match was recorded");
+            let result = tickforge_testkit::game::WalkResult::parse(&end.result)
+                .expect("walk's result body");
+            break (result, end.recording.expect("the match was recorded"));
         }
         assert!(tick < 1000, "the match never ended");
     };
-    let outcome = tickforge_game::replay::replay(&actions, &scopes).unwrap();
-    assert!(outcome.is_identical(), "{outcome:?}");
+    assert_eq!(result.ticks, SHORT_TICKS);
+    assert_eq!(
+        result.positions[slot.index()],
+        [start[0] + 50, start[1] - 20],
+        "ten steps, then stopped by the leave"
+    );
+    let config = WalkConfig {
+        ticks: SHORT_TICKS,
+        ..WalkConfig::default()
+    };
+    let replayed = tickforge_testkit::game::replay(&config, 2, &recording, SHORT_TICKS);
+    assert_eq!(replayed, Some(result.positions));
 }
 
 #[test]
@@ -647,7 +647,7 @@ fn a_match_that_starts_over_announces_its_epoch_before_any_snapshot_of_it() {
     // The client's side: reads the tick's packet, keeps its events, acknowledges it when
     // `reply`. The snapshot's tick, if the packet had one.
     fn exchange(
-        m: &mut ShooterMatch,
+        m: &mut WalkMatch,
         slot: Seat,
         link: &mut Endpoint,
         now: Instant,

@@ -356,7 +356,7 @@ mod tests {
 
     #[test]
     fn only_admin_made_matches_nobody_joined_are_reclaimed_after_the_ttl() {
-        crate::testing::register_shooter();
+        crate::testing::register_walk();
         let config = crate::config::ServerConfig {
             bind: "127.0.0.1:0".parse().unwrap(),
             matches: 1,
@@ -365,7 +365,7 @@ mod tests {
         };
         let mut w = Worker::new(config).unwrap();
         let now = time::now();
-        let spec = MatchSpec::shooter_default();
+        let spec = MatchSpec::walk_default();
         w.create_match(now, MatchId(2), &spec);
         w.create_match(now, MatchId(3), &spec);
         w.create_match(now, MatchId(4), &spec);

@@ -762,7 +762,7 @@ mod tests {
 
     /// A worker whose matches were all due a second ago: no sleeping to make them due.
     fn worker_started_in_the_past(matches: u32) -> Worker {
-        crate::testing::register_shooter();
+        crate::testing::register_walk();
         let config = ServerConfig {
             bind: "127.0.0.1:0".parse().unwrap(),
             matches,
@@ -822,7 +822,7 @@ mod tests {
 
     #[test]
     fn startup_matches_spread_over_groups_of_at_most_four() {
-        crate::testing::register_shooter();
+        crate::testing::register_walk();
         for (matches, groups) in [(1, 1), (3, 3), (10, 4), (20, 5), (40, 10)] {
             let config = ServerConfig {
                 bind: "127.0.0.1:0".parse().unwrap(),

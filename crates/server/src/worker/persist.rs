@@ -699,9 +699,11 @@ fn create_new_numbered(path: &Path) -> io::Result<(File, PathBuf)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::WalkConfig;
     use crate::worker::results::tests::{line, FaultyDisk};
     use crate::worker::{Shutdown, RESULT_POLL};
     use std::io::Read;
+    use tickforge_testkit::game::{replay, WalkResult};
 
     fn scratch(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("tickforge-persist-{}", std::process::id()));
@@ -827,7 +829,7 @@ mod tests {
     }
 
     fn worker_config(results: &std::path::Path) -> crate::config::ServerConfig {
-        crate::testing::register_shooter();
+        crate::testing::register_walk();
         crate::config::ServerConfig {
             bind: "127.0.0.1:0".parse().unwrap(),
             matches: 1,
@@ -892,11 +894,14 @@ mod tests {
         assert_eq!(w.metrics.results_pending, 0);
     }
 
-    /// Matches of about 0.2 s with nobody in them, ended by the round timer, for 0.8 s.
+    /// Ticks of a [`short_matches`] match.
+    const SHORT_TICKS: u32 = 25;
+
+    /// Matches of about 0.2 s with nobody in them, ended by the game after
+    /// [`SHORT_TICKS`], for 0.8 s.
     fn short_matches(config: &mut crate::config::ServerConfig) {
         config.duration = Some(Duration::from_millis(800));
-        let game =
-            serde_json::json!({"buy_s": 0.05, "round_s": 0.1, "round_end_s": 0.02, "rounds": 1});
+        let game = serde_json::json!({ "ticks": SHORT_TICKS });
         config.game.table = game.as_object().unwrap().clone();
     }
 
@@ -918,12 +923,16 @@ mod tests {
         assert_eq!(report.results_unwritten, 0);
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text.lines().count() as u64, report.matches_finished);
+        let mut positions = Vec::new();
         for line in text.lines() {
-            let (origin, result) = tickforge_game::rules::MatchResult::decode_line(line).unwrap();
-            let origin = origin.unwrap();
+            let framed = result_line::decode(line).unwrap();
+            assert_eq!(framed.game, "walk");
+            let origin = framed.origin.unwrap();
             assert_eq!((origin.match_id, origin.run_id), (1, run.0));
             assert!(origin.ended_at_unix_s > 1_700_000_000);
-            assert_eq!(result.rounds_played, 1);
+            let result = WalkResult::parse(framed.body).expect("walk's result body");
+            assert_eq!(result.ticks, SHORT_TICKS, "{line}");
+            positions.push(result.positions);
         }
         let mut names: Vec<String> = std::fs::read_dir(&dir)
             .unwrap()
@@ -932,9 +941,27 @@ mod tests {
         names.sort();
         assert_eq!(names.len() as u64, report.matches_finished, "one a match");
         assert_eq!(names[0], format!("match-1-{run}-1.actions"));
-        for name in &names {
+        // Each match's recording, in count order, plays back to its result's positions.
+        names.sort_by_key(|n| {
+            n.trim_end_matches(".actions")
+                .rsplit('-')
+                .next()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        });
+        let config = WalkConfig {
+            ticks: SHORT_TICKS,
+            ..WalkConfig::default()
+        };
+        for (name, positions) in names.iter().zip(&positions) {
             let bytes = std::fs::read(dir.join(name)).unwrap();
-            tickforge_game::replay::ActionFile::parse(&bytes).unwrap();
+            let seats = positions.len() as u16;
+            assert_eq!(
+                replay(&config, seats, &bytes, SHORT_TICKS).as_ref(),
+                Some(positions),
+                "{name}"
+            );
         }
     }
 
@@ -962,20 +989,9 @@ mod tests {
     fn action_files_of_two_runs_in_one_dir_never_overwrite_each_other() {
         let dir = scratch("two-runs");
         let _ = std::fs::remove_dir_all(&dir);
-        let result = tickforge_game::rules::MatchResult {
-            tick_hz: std::num::NonZeroU32::new(128).unwrap(),
-            duration_ticks: 1,
-            rounds_played: 1,
-            score: Default::default(),
-            players: Vec::new(),
-        };
-        let end = |recording: Vec<u8>| {
-            let mut body = String::new();
-            result.encode_body(&mut body);
-            MatchEnd {
-                result: body,
-                recording: Some(recording),
-            }
+        let end = |recording: Vec<u8>| MatchEnd {
+            result: "ticks=1 seats=0 marks=0".to_string(),
+            recording: Some(recording),
         };
         let record = |run: RunId, bytes: Vec<u8>| {
             let mut config = worker_config(&scratch("two-runs.log"));
@@ -1007,20 +1023,9 @@ mod tests {
         let mut config = worker_config(&scratch("shrunk.log"));
         config.record_dir = Some(scratch("shrunk-actions"));
         let mut w = Worker::new(config).unwrap();
-        let result = tickforge_game::rules::MatchResult {
-            tick_hz: std::num::NonZeroU32::new(128).unwrap(),
-            duration_ticks: 1,
-            rounds_played: 1,
-            score: Default::default(),
-            players: Vec::new(),
-        };
-        let end = |recording: Vec<u8>| {
-            let mut body = String::new();
-            result.encode_body(&mut body);
-            MatchEnd {
-                result: body,
-                recording: Some(recording),
-            }
+        let end = |recording: Vec<u8>| MatchEnd {
+            result: "ticks=1 seats=0 marks=0".to_string(),
+            recording: Some(recording),
         };
         let mut recording = Vec::with_capacity(1 << 20);
         recording.extend_from_slice(&[5; 100]);

@@ -411,20 +411,15 @@ pub(super) mod tests {
 
     /// A whole result line, as the server writes them.
     pub(crate) fn line(match_id: u32) -> String {
-        let result = tickforge_game::rules::MatchResult {
-            tick_hz: std::num::NonZeroU32::new(128).unwrap(),
-            duration_ticks: 100,
-            rounds_played: 1,
-            score: Default::default(),
-            players: Vec::new(),
-        };
-        let origin = tickforge_game::rules::ResultOrigin {
+        let origin = result_line::ResultOrigin {
             match_id,
             run_id: 1,
             ended_at_unix_s: 1_795_588_283,
         };
         let mut line = String::new();
-        result.encode(&origin, &mut line);
+        let body =
+            "ticks=100 seats=2 marks=0 seat=0,4294967296,4294967296 seat=1,4294967396,4294967296";
+        result_line::encode("walk", &origin, body, &mut line);
         line
     }
 

@@ -145,19 +145,14 @@ pub(super) fn unroute(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::shooter_match;
-    use tickforge_game::WorldConfig;
+    use crate::testing::{walk_match, WalkConfig};
     use tickforge_proto::user_data::ANY;
     use tickforge_proto::MatchId;
 
     fn two_matches(now: Instant) -> Vec<Box<dyn HostedMatch>> {
-        let world = WorldConfig {
-            players: 2,
-            ..WorldConfig::default()
-        };
         vec![
-            Box::new(shooter_match(MatchId(1), &world, now)),
-            Box::new(shooter_match(MatchId(2), &world, now)),
+            Box::new(walk_match(MatchId(1), 2, WalkConfig::default(), now)),
+            Box::new(walk_match(MatchId(2), 2, WalkConfig::default(), now)),
         ]
     }
 

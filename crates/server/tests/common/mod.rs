@@ -13,10 +13,11 @@ use tickforge_proto::reliable::Endpoint;
 use tickforge_proto::user_data::{UserData, ANY, ANY_SEAT};
 use tickforge_proto::MatchId;
 
-/// Makes the reference shooter the game of this test process (its default: the first
-/// registered); a Worker or Host needs a registered game. Registering again is harmless.
+/// Makes Walk, the test kit's small game, the game of this test process (its default: the
+/// first registered); a Worker or Host needs a registered game. Registering again is
+/// harmless.
 pub fn register_games() {
-    tickforge_server::games::register::<tickforge_shooter::Shooter>();
+    tickforge_server::games::register::<tickforge_testkit::game::Walk>();
 }
 
 /// A connect token for match `m` on `server`, any team and slot, client id `m`.
@@ -94,7 +95,7 @@ impl Player {
                 seq: self.seq,
                 view_tick: 0,
                 view_frac: 0,
-                cmd: &[0; 7],
+                cmd: &tickforge_testkit::game::WalkInput::default().to_bytes(),
             }
             .encode(&mut self.payload);
             self.link

@@ -9,7 +9,8 @@
 //! What a game writes in a tick (a state with [`Entities::set`], a destruction) is logged
 //! in order in buffers made with the match; the runtime drains the log into replication
 //! after the step. Nothing allocates after [`Entities::new`] while the log stays within
-//! one write per entity a tick.
+//! one write per entity a tick, plus one each for the states a game writes in
+//! [`Game::new`](crate::Game::new) (they wait in the log for the first step's).
 
 use std::collections::VecDeque;
 
@@ -66,7 +67,8 @@ impl Entities {
             generation: vec![0; n],
             live: vec![false; n],
             free: (0..max).collect(),
-            changes: Vec::with_capacity(n),
+            // A write per entity in `Game::new` and another in the first step.
+            changes: Vec::with_capacity(2 * n),
         }
     }
 
@@ -194,6 +196,20 @@ mod tests {
         assert!(matches!(log[0], EntityChange::Set { id: NetId(0), lanes: l, .. } if l.0[0] == 7));
         assert_eq!(log[1], EntityChange::Destroyed(NetId(0)));
         assert_eq!(e.drain().count(), 0);
+    }
+
+    #[test]
+    fn a_write_each_in_new_and_in_the_first_step_fits_the_log_as_made() {
+        let mut e = Entities::new(8);
+        let ids: Vec<EntityId> = (0..8).map(|_| e.spawn().unwrap()).collect();
+        let room = e.changes.capacity();
+        for _ in 0..2 {
+            for &id in &ids {
+                e.set(id, Position::default(), &state());
+            }
+        }
+        assert_eq!(e.changes.capacity(), room, "the log did not grow");
+        assert_eq!(e.drain().count(), 16);
     }
 
     #[test]

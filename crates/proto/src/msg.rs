@@ -52,6 +52,10 @@ pub enum MsgError {
     /// Bytes after the end of a fixed-size message.
     #[error("message has trailing bytes")]
     TrailingBytes,
+    /// A field holds a value its type does not take (a flag byte other than 0 or 1), so
+    /// every message has exactly one encoding.
+    #[error("message field out of range")]
+    BadValue,
 }
 
 impl From<Truncated> for MsgError {

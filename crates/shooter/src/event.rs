@@ -74,6 +74,15 @@ pub enum ShooterEvent {
     },
 }
 
+/// A flag byte: 0 or 1, nothing else, so each event has one encoding.
+fn flag(b: u8) -> Result<bool, MsgError> {
+    match b {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(MsgError::BadValue),
+    }
+}
+
 impl ShooterEvent {
     /// Decodes an event; trailing bytes are an error.
     pub fn decode(bytes: &[u8]) -> Result<Self, MsgError> {
@@ -84,11 +93,11 @@ impl ShooterEvent {
                 tick: r.u32()?,
                 victim: r.u8()?,
                 part: r.u8()?,
-                landed: r.u8()? != 0,
+                landed: flag(r.u8()?)?,
             },
             ALIVE => ShooterEvent::Alive {
                 slot: r.u8()?,
-                alive: r.u8()? != 0,
+                alive: flag(r.u8()?)?,
             },
             KILL => ShooterEvent::Kill {
                 killer: r.u8()?,
@@ -206,6 +215,11 @@ mod tests {
             assert_eq!(ShooterEvent::decode(&buf), Err(MsgError::Truncated));
         }
         assert_eq!(ShooterEvent::decode(&[6]), Err(MsgError::UnknownKind(6)));
+        assert_eq!(
+            ShooterEvent::decode(&[3, 4, 2]),
+            Err(MsgError::BadValue),
+            "alive 2"
+        );
     }
 
     proptest! {

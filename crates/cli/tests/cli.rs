@@ -202,6 +202,44 @@ fn bench_help_lists_the_games_and_an_unknown_one_is_refused_with_the_list() {
 }
 
 #[test]
+fn serve_help_lists_the_games_and_an_unknown_one_is_refused_with_the_list() {
+    let out = tickforge().args(["serve", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let game = &help[help.find("--game <NAME>").expect("--game in help")..];
+    for name in ["shooter", "ctf"] {
+        assert!(
+            game.contains(&format!("- {name}:")),
+            "{name} missing:\n{help}"
+        );
+    }
+    let out = tickforge()
+        .args(["serve", "--game", "chess"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("'chess'") && err.contains("[possible values: shooter, ctf]"),
+        "{err}"
+    );
+    // A config file naming a game the binary lacks is refused with the list too.
+    let path = scratch("chess.toml");
+    std::fs::write(&path, "[game]\nname = \"chess\"\n").unwrap();
+    let out = tickforge()
+        .args(["serve", "--bind", "127.0.0.1:0", "--config"])
+        .arg(&path)
+        .env("TICKFORGE_PRIVATE_KEY", "00".repeat(32))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("game `chess`: this binary has no such game; it has: shooter, ctf"),
+        "{err}"
+    );
+}
+
+#[test]
 fn bench_refuses_the_shooters_scenarios_and_flags_for_ctf_before_starting_anything() {
     for (flags, says) in [
         (&["--scenario", "crowd"][..], "--scenario crowd"),

@@ -3,8 +3,15 @@
 //! A game spawns an entity and gets an [`EntityId`]: an index (`0..max_entities`, the
 //! network id clients know it by) and a generation, bumped each time the index is freed, so
 //! an id kept past its entity's destruction is refused rather than aliasing the next entity
-//! in that index. Freed indexes are reused oldest first: a client that saw an entity go
-//! sees as many other spawns as possible before its id comes back.
+//! in that index.
+//!
+//! Generations stay on the server: clients know an entity by its index alone. So a freed
+//! index is not handed out again for [`REUSE_AFTER_TICKS`] ticks (replication's baseline
+//! ring), and then oldest first: by then every client has been told the old entity is gone,
+//! or is sent the new one as a full state, never as a delta from the old one's baseline. A
+//! game that spawns and destroys quickly (projectiles) reserves room for that much churn in
+//! [`Game::max_entities`](crate::Game::max_entities), and clears what it keeps per entity
+//! (a lag-compensation history's samples) when it destroys one.
 //!
 //! What a game writes in a tick (a state with [`Entities::set`], a destruction) is logged
 //! in order in buffers made with the match; the runtime drains the log into replication
@@ -15,6 +22,11 @@
 use std::collections::VecDeque;
 
 use tickforge_replication::{Lanes, NetId, Position};
+
+/// Ticks a freed index waits before [`Entities::spawn`] hands it out again: replication's
+/// default baseline ring (`ReplicationConfig::ring_ticks`), past which a client's baseline
+/// of an entity is too old to delta against.
+pub const REUSE_AFTER_TICKS: u32 = 64;
 
 /// A live entity: its index (its network id) and the generation of that index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -54,9 +66,11 @@ pub struct Entities {
     /// Generation of each index; odd bit unused.
     generation: Vec<u16>,
     live: Vec<bool>,
-    /// Free indexes, oldest freed first.
-    free: VecDeque<u16>,
+    /// Free indexes, oldest freed first, each with the tick from which it may be handed out.
+    free: VecDeque<(u16, u32)>,
     changes: Vec<EntityChange>,
+    /// Ticks drained: the clock of [`REUSE_AFTER_TICKS`].
+    ticks: u32,
 }
 
 impl Entities {
@@ -66,9 +80,10 @@ impl Entities {
         Entities {
             generation: vec![0; n],
             live: vec![false; n],
-            free: (0..max).collect(),
+            free: (0..max).map(|i| (i, 0)).collect(),
             // A write per entity in `Game::new` and another in the first step.
             changes: Vec::with_capacity(2 * n),
+            ticks: 0,
         }
     }
 
@@ -87,11 +102,15 @@ impl Entities {
         self.len() == 0
     }
 
-    /// A new entity, the lowest index never used (or the one freed longest ago); `None`
-    /// when [`Entities::capacity`] are alive. It is sent to clients from its first
-    /// [`Entities::set`].
+    /// A new entity, the lowest index never used (or the one freed longest ago, at least
+    /// [`REUSE_AFTER_TICKS`] ticks ago); `None` when every index is alive or freed too
+    /// recently. It is sent to clients from its first [`Entities::set`].
     pub fn spawn(&mut self) -> Option<EntityId> {
-        let index = self.free.pop_front()?;
+        let &(index, ready) = self.free.front()?;
+        if ready > self.ticks {
+            return None;
+        }
+        self.free.pop_front();
         self.live[usize::from(index)] = true;
         Some(EntityId {
             index,
@@ -114,7 +133,8 @@ impl Entities {
         let i = usize::from(id.index);
         self.live[i] = false;
         self.generation[i] = self.generation[i].wrapping_add(1);
-        self.free.push_back(id.index);
+        let ready = self.ticks.saturating_add(REUSE_AFTER_TICKS);
+        self.free.push_back((id.index, ready));
         self.changes.push(EntityChange::Destroyed(id.net_id()));
         true
     }
@@ -133,9 +153,10 @@ impl Entities {
         true
     }
 
-    /// This tick's changes in order, emptying the log (the runtime calls it after each
-    /// step).
+    /// This tick's changes in order, emptying the log; the runtime calls it once after
+    /// each step, and it counts the ticks freed indexes wait.
     pub fn drain(&mut self) -> std::vec::Drain<'_, EntityChange> {
+        self.ticks = self.ticks.wrapping_add(1);
         self.changes.drain(..)
     }
 
@@ -144,8 +165,10 @@ impl Entities {
         self.live.fill(false);
         self.generation.fill(0);
         self.free.clear();
-        self.free.extend(0..self.capacity());
+        let max = self.capacity();
+        self.free.extend((0..max).map(|i| (i, 0)));
         self.changes.clear();
+        self.ticks = 0;
     }
 }
 
@@ -176,11 +199,16 @@ mod tests {
         assert!(!e.set(a, Position::default(), &state()), "stale id");
         let c = e.spawn().unwrap();
         assert_eq!(c.index, 2, "the never-used index before the freed one");
+        let log: Vec<_> = e.drain().collect();
+        assert_eq!(log, vec![EntityChange::Destroyed(NetId(0))]);
+        // The freed index waits out replication's baseline ring before it comes back.
+        for _ in 1..REUSE_AFTER_TICKS {
+            assert_eq!(e.spawn(), None, "freed too recently");
+            e.drain();
+        }
         let d = e.spawn().unwrap();
         assert_eq!((d.index, d.generation), (a.index, a.generation + 1));
         assert!(!e.is_live(a) && e.is_live(d) && e.is_live(b));
-        let log: Vec<_> = e.drain().collect();
-        assert_eq!(log, vec![EntityChange::Destroyed(NetId(0))]);
     }
 
     #[test]

@@ -39,10 +39,21 @@ impl Events {
     }
 
     /// Queues the event `write` appends to the buffer it is given, for `to`: no copy
-    /// through a scratch buffer.
+    /// through a scratch buffer. `write` may only append: if it shortens the buffer, the
+    /// events it cut into are dropped with it (never a panic later).
     pub fn write(&mut self, to: Target, write: impl FnOnce(&mut Vec<u8>)) {
+        let start = self.bytes.len();
         write(&mut self.bytes);
-        self.ends.push((to, self.bytes.len()));
+        let len = self.bytes.len();
+        if len < start {
+            while self.ends.last().is_some_and(|&(_, end)| end > len) {
+                self.ends.pop();
+            }
+            let kept = self.ends.last().map_or(0, |&(_, end)| end);
+            self.bytes.truncate(kept);
+            return;
+        }
+        self.ends.push((to, len));
     }
 
     /// Events queued.
@@ -94,5 +105,20 @@ mod tests {
         );
         e.clear();
         assert!(e.is_empty() && e.iter().next().is_none());
+    }
+
+    #[test]
+    fn a_writer_that_cuts_the_buffer_loses_what_it_cut_and_nothing_panics() {
+        let mut e = Events::with_capacity(4, 8);
+        e.send(Target::All, b"abc");
+        e.send(Target::All, b"defg");
+        e.write(Target::All, |out| out.truncate(5));
+        let got: Vec<&[u8]> = e.iter().map(|(_, b)| b).collect();
+        assert_eq!(got, vec![&b"abc"[..]]);
+        e.send(Target::All, b"h");
+        assert_eq!(
+            e.iter().map(|(_, b)| b.len()).collect::<Vec<_>>(),
+            vec![3, 1]
+        );
     }
 }

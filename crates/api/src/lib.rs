@@ -22,7 +22,7 @@
 //! ```
 //!
 //! What the runtime owns and lends: entity ids ([`Entities`]: generational, each mapped to
-//! a network id, `u16`, so a match holds thousands), reliable events to one seat or all
+//! a `u16` network id; up to [`MAX_ENTITIES`] a match), reliable events to one seat or all
 //! ([`Events`]), frame scopes ([`StepContext::scopes`]), and the lag-compensation history
 //! (`tickforge_sim::lagcomp`, through [`sim`]). What the game owns: its state, its input
 //! format, its [`Schema`] (the replicated fields: name, type, quantum, predictor), its rules
@@ -49,6 +49,11 @@ mod events;
 pub use config::{ConfigError, ConfigTable, ReadTable};
 pub use entities::{Entities, EntityChange, EntityId};
 pub use events::{Events, Target};
+
+/// Reliable messages one seat's client may send a match between two ticks; more
+/// disconnect it, so one client cannot fill the others' reliable queues with what the game
+/// relays.
+pub const MAX_MESSAGES_PER_TICK: u32 = 16;
 
 /// A seat in a match: where one client plays, `0..seats`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -164,9 +169,12 @@ pub trait Game: Sized + Send + 'static {
     /// runtime reserves that many network ids and replication slots.
     fn max_entities(config: &Self::Config, seats: u16) -> u16;
 
-    /// A new match at tick 0. Spawn the entities that exist from the start here (the
-    /// shooter: one per seat, in seat order, so a seat's entity has the seat's number).
-    /// Allocates whatever the match's ticks use; the runtime calls it off the tick path.
+    /// A new match at tick 0, every seat empty. Spawn the entities that exist from the
+    /// start here (the shooter: one per seat, in seat order, so a seat's entity has the
+    /// seat's number); their first states may be written here too, or in the first step.
+    /// Allocates whatever the match's ticks use; the runtime calls it off the tick path,
+    /// when the match is made and each time it starts over, and then [`Game::join`] for
+    /// each seat that has a client (after a start over, every client still seated).
     fn new(config: &Self::Config, setup: &MatchSetup, entities: &mut Entities) -> Self;
 
     /// Decodes one input from a client's bytes. Any bytes may arrive: `None` drops them
@@ -174,11 +182,15 @@ pub trait Game: Sized + Send + 'static {
     fn decode_input(bytes: &[u8]) -> Option<Self::Input>;
 
     /// The newest input of `seat`, applied before the next [`Game::step`] (only when a new
-    /// one arrived: a seat keeps its last input until then).
+    /// one arrived: a seat keeps its last input until then). Inputs are state, not events:
+    /// of several that arrive between two ticks only the newest is applied, so a press a
+    /// game must not miss is held in the input until the client sees it acknowledged, or
+    /// sent as a reliable message.
     fn apply_input(&mut self, seat: Seat, input: &Self::Input, info: InputInfo);
 
-    /// A client sat down in `seat`. Send it what a late joiner needs to make sense of
-    /// the snapshots that follow (the score, who is dead): [`Target::Seat`] events.
+    /// A client sits in `seat`: when it connects, and again after each start over (to the
+    /// new game value). Send it what a late joiner needs to make sense of the snapshots
+    /// that follow (the score, who is dead): [`Target::Seat`] events.
     fn join(&mut self, seat: Seat, events: &mut Events) {
         let _ = (seat, events);
     }
@@ -190,7 +202,9 @@ pub trait Game: Sized + Send + 'static {
     }
 
     /// A reliable message from `seat`'s client (chat, a vote, a buy): any bytes may
-    /// arrive. `Err` disconnects the client. The default ignores messages.
+    /// arrive, in order, between ticks; at most [`MAX_MESSAGES_PER_TICK`] a seat per tick
+    /// (a client that sends more is disconnected by the runtime). `Err` disconnects the
+    /// client; nobody else notices. The default ignores messages.
     fn message(&mut self, seat: Seat, bytes: &[u8], events: &mut Events) -> Result<(), Refused> {
         let _ = (seat, bytes, events);
         Ok(())
@@ -216,6 +230,14 @@ pub trait Game: Sized + Send + 'static {
     /// counts a 4-byte tick, and a 2-byte id and 4 bytes a lane for each entity.
     fn full_state_bytes(shown: usize) -> usize {
         4 + shown * (2 + 4 * Self::schema().lane_count())
+    }
+
+    /// The settings `config` plays with, every key filled (the defaults too): what the
+    /// report and the `POST /matches` answer show (`map`, and `max_rewind_ms` for a game
+    /// that rewinds, are read from it). The default shows none.
+    fn settings(config: &Self::Config) -> ConfigTable {
+        let _ = config;
+        ConfigTable::new()
     }
 
     /// The game's lag-compensation counters, summed over the match.

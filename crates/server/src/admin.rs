@@ -383,7 +383,7 @@ struct TokenJson {
 struct CreatedJson<'a> {
     match_id: u32,
     game: &'static str,
-    /// The game's settings the match was made with (over the server's `[game]` table).
+    /// The settings the match plays with, every key filled (the game's defaults too).
     settings: &'a tickforge_api::ConfigTable,
     players: u16,
     tick_hz: u32,
@@ -670,7 +670,7 @@ impl Admin {
             &CreatedJson {
                 match_id: match_id.0,
                 game: spec.maker.game(),
-                settings: &spec.game.table,
+                settings: &spec.maker.settings(),
                 players: spec.players,
                 tick_hz: spec.tick_hz,
                 server,

@@ -359,13 +359,22 @@ impl ConfigFile {
                 .or(self.requests_per_second_per_ip),
             results_file: over.results_file.or(self.results_file),
             record_dir: over.record_dir.or(self.record_dir),
-            // The game's keys merge one by one: a flag replaces its key only.
+            // The game's keys merge one by one: a flag replaces its key only. A flag that
+            // names another game than the file's starts from an empty table: the file's
+            // keys are the other game's.
             game: match (self.game, over.game) {
                 (None, over) => over,
                 (base, None) => base,
                 (Some(mut base), Some(over)) => {
-                    base.extend(over);
-                    Some(base)
+                    let other_game = over
+                        .get("name")
+                        .is_some_and(|n| Some(n) != base.get("name"));
+                    if other_game {
+                        Some(over)
+                    } else {
+                        base.extend(over);
+                        Some(base)
+                    }
                 }
             },
         }
@@ -907,6 +916,29 @@ mod tests {
         let c = resolve(file.overlay(flags)).unwrap();
         assert_eq!(c.tick_hz, 30);
         assert_eq!(c.matches, 3);
+    }
+
+    #[test]
+    fn game_flags_merge_key_by_key_unless_they_name_another_game() {
+        let table =
+            |json: &str| -> Option<ConfigTable> { Some(serde_json::from_str(json).unwrap()) };
+        let file = ConfigFile {
+            game: table(r#"{"name": "a", "x": 1, "y": 2}"#),
+            ..Default::default()
+        };
+        let same = ConfigFile {
+            game: table(r#"{"y": 3}"#),
+            ..Default::default()
+        };
+        assert_eq!(
+            file.clone().overlay(same).game,
+            table(r#"{"name": "a", "x": 1, "y": 3}"#)
+        );
+        let other = ConfigFile {
+            game: table(r#"{"name": "b", "z": 4}"#),
+            ..Default::default()
+        };
+        assert_eq!(file.overlay(other).game, table(r#"{"name": "b", "z": 4}"#));
     }
 
     #[test]

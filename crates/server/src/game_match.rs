@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tickforge_api::{
-    Entities, EntityChange, Events, Game, GameCounters, InputInfo, MatchEnd, MatchSetup, Seat,
-    StepContext, Target, Tick, ViewTime,
+    Entities, EntityChange, Events, Game, GameCounters, InputInfo, MatchEnd, MatchSetup, Refused,
+    Seat, StepContext, Target, Tick, ViewTime, MAX_MESSAGES_PER_TICK,
 };
 use tickforge_proto::msg::{self, ClientMsg, Event, ServerMsg};
 use tickforge_proto::reliable::{Endpoint, ReliableError};
@@ -115,6 +115,11 @@ struct SeatLink<I> {
     /// snapshot of the new match reaches the client before the event does (an unreliable
     /// snapshot overtakes an event that waits behind a lost one, or that found no room).
     epoch_mark: u64,
+    /// Reliable messages the client sent since the last tick.
+    messages: u32,
+    /// The link could not take a reliable message for the client (its queue is full: it
+    /// stopped acknowledging): its stream has a hole, so the worker disconnects it.
+    kicked: bool,
 }
 
 impl<I: Default> SeatLink<I> {
@@ -130,6 +135,8 @@ impl<I: Default> SeatLink<I> {
             newest_seq: 0,
             applied_seq: 0,
             epoch_mark: 0,
+            messages: 0,
+            kicked: false,
         }
     }
 
@@ -143,11 +150,8 @@ impl<I: Default> SeatLink<I> {
         self.newest_seq = 0;
         self.applied_seq = 0;
         self.epoch_mark = 0;
-    }
-
-    /// The seat's link, when a client sits in it.
-    fn link_mut(&mut self) -> Option<&mut Endpoint> {
-        self.client.is_some().then_some(&mut self.link)
+        self.messages = 0;
+        self.kicked = false;
     }
 }
 
@@ -181,6 +185,9 @@ pub struct Match<G: Game> {
     start: Instant,
     period_ns: u64,
     counters: TrafficCounters,
+    /// Clients whose link could not take a reliable message, for the worker to disconnect
+    /// ([`HostedMatch::take_kicked`]).
+    kicked: Vec<ClientIndex>,
     /// Replication counters of this match's earlier runs (a finished match starts over
     /// with a new replicator).
     past_replication: tickforge_replication::ReplicationStats,
@@ -225,6 +232,7 @@ impl<G: Game> Match<G> {
             start,
             period_ns: 1_000_000_000 / u64::from(setup.tick_hz),
             counters: TrafficCounters::default(),
+            kicked: Vec::with_capacity(seats),
             past_replication: Default::default(),
             past_game: GameCounters::default(),
         }
@@ -252,11 +260,17 @@ impl<G: Game> Match<G> {
                 Target::Seat(_) => 0..0,
             };
             for seat in &mut self.seats[targets] {
-                if let Some(link) = seat.link_mut() {
-                    if link.send_reliable(&self.message).is_err() {
-                        // A queue this full is a client that stopped acknowledging, or an
-                        // event over the link's message size.
-                        self.counters.dropped_events += 1;
+                let Some(client) = seat.client else {
+                    continue;
+                };
+                if seat.link.send_reliable(&self.message).is_err() {
+                    // A queue this full is a client that stopped acknowledging (or an event
+                    // over the link's message size): its reliable stream would have a hole,
+                    // so it is disconnected rather than left to play on wrong.
+                    self.counters.dropped_events += 1;
+                    if !seat.kicked {
+                        seat.kicked = true;
+                        self.kicked.push(client);
                     }
                 }
             }
@@ -364,9 +378,10 @@ impl<G: Game> HostedMatch for Match<G> {
             return Err(ReceiveError::Flood);
         }
         s.allowance -= 1;
-        let Some(link) = s.link_mut() else {
+        if s.client.is_none() {
             return Ok(());
-        };
+        }
+        let link = &mut s.link;
         let input = match link.read_packet(now, packet).map_err(ReceiveError::Link)? {
             Some((_tag, body)) => match ClientMsg::decode(body) {
                 Ok(ClientMsg::Input {
@@ -390,10 +405,16 @@ impl<G: Game> HostedMatch for Match<G> {
         self.events.clear();
         let mut refused = None;
         while link.poll_reliable(&mut self.packet) {
-            if refused.is_none() {
-                if let Err(e) = self.game.message(seat, &self.packet, &mut self.events) {
-                    refused = Some(e);
-                }
+            s.messages = s.messages.saturating_add(1);
+            if refused.is_some() {
+                continue;
+            }
+            if s.messages > MAX_MESSAGES_PER_TICK {
+                refused = Some(Refused(
+                    "more reliable messages in a tick than a match takes",
+                ));
+            } else if let Err(e) = self.game.message(seat, &self.packet, &mut self.events) {
+                refused = Some(e);
             }
         }
         let mut acked = None;
@@ -440,18 +461,32 @@ impl<G: Game> HostedMatch for Match<G> {
         self.epoch = self.epoch.wrapping_add(1);
         self.message.clear();
         Event::Epoch { epoch: self.epoch }.encode(&mut self.message);
+        self.events.clear();
         for i in 0..self.seats.len() {
             let seat = &mut self.seats[i];
             seat.acked_tick = None;
-            if seat.client.is_some() {
-                if seat.link.send_reliable(&self.message).is_err() {
-                    // A queue this full is a client that stopped acknowledging.
-                    self.counters.dropped_events += 1;
+            let Some(client) = seat.client else {
+                continue;
+            };
+            if seat.link.send_reliable(&self.message).is_err() {
+                // A queue this full is a client that stopped acknowledging: without the
+                // epoch it would read the new run against the old one's baselines, so it
+                // is disconnected, and gets nothing of the new run meanwhile.
+                self.counters.dropped_events += 1;
+                seat.epoch_mark = u64::MAX;
+                if !seat.kicked {
+                    seat.kicked = true;
+                    self.kicked.push(client);
                 }
-                seat.epoch_mark = seat.link.stats().messages_queued;
-                self.connect_replication(Seat(i as u16));
+                continue;
             }
+            seat.epoch_mark = seat.link.stats().messages_queued;
+            // The new game has every seat empty: it is told who is still here, and tells
+            // each what a joiner needs (after the epoch, in the same reliable stream).
+            self.game.join(Seat(i as u16), &mut self.events);
+            self.connect_replication(Seat(i as u16));
         }
+        self.send_events();
         Some(end)
     }
 
@@ -487,6 +522,7 @@ impl<G: Game> HostedMatch for Match<G> {
             let _g = scopes.scope(Category::Gameplay);
             for (i, seat) in self.seats.iter_mut().enumerate() {
                 seat.allowance = (seat.allowance + PACKETS_PER_TICK).min(FLOOD_ALLOWANCE);
+                seat.messages = 0;
                 if seat.client.is_some() && seat.newest_seq != seat.applied_seq {
                     let info = InputInfo {
                         seq: seat.newest_seq,
@@ -575,6 +611,10 @@ impl<G: Game> HostedMatch for Match<G> {
 
     fn take_receive_ns(&mut self) -> u64 {
         std::mem::take(&mut self.counters.pending_receive_ns)
+    }
+
+    fn take_kicked(&mut self) -> Option<ClientIndex> {
+        self.kicked.pop()
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
@@ -667,6 +707,9 @@ pub trait HostedMatch: Send {
     /// Receive work done for this match since its last tick (nanoseconds), to charge to
     /// the frame of its next tick; zero after.
     fn take_receive_ns(&mut self) -> u64;
+    /// A client whose link could not take a reliable message (it stopped acknowledging):
+    /// the worker disconnects it and frees its seat. `None` when there is none.
+    fn take_kicked(&mut self) -> Option<ClientIndex>;
     /// The match as `Any`, for a test or a studio's tool to reach its game
     /// (`downcast_ref::<Match<MyGame>>()`).
     fn as_any(&self) -> &dyn std::any::Any;
@@ -693,5 +736,7 @@ pub struct TrafficCounters {
     pub full_state_bytes: u64,
 }
 
+#[cfg(test)]
+mod guard_tests;
 #[cfg(test)]
 mod tests;

@@ -38,6 +38,8 @@ pub trait MatchMaker: Send + Sync + fmt::Debug {
     fn max_seats(&self) -> u16;
     /// A new match whose tick 0 is due at `start`.
     fn make(&self, id: MatchId, setup: MatchSetup, start: Instant) -> Box<dyn HostedMatch>;
+    /// The settings the matches play with, every key filled ([`Game::settings`]).
+    fn settings(&self) -> ConfigTable;
 }
 
 struct Kind<G>(PhantomData<fn() -> G>);
@@ -95,6 +97,10 @@ impl<G: Game> MatchMaker for Maker<G> {
     fn make(&self, id: MatchId, setup: MatchSetup, start: Instant) -> Box<dyn HostedMatch> {
         Box::new(Match::<G>::new(id, self.config.clone(), setup, start))
     }
+
+    fn settings(&self) -> ConfigTable {
+        G::settings(&self.config)
+    }
 }
 
 /// The most seats up to `max` that `fits`, assuming (as any sane game) that more seats never
@@ -143,7 +149,16 @@ fn registry() -> &'static RwLock<Vec<&'static dyn GameKind>> {
 
 /// Makes game `G` available to this process. Registering a game twice is harmless; the
 /// first game registered is the default when a configuration names none.
+///
+/// # Panics
+/// If [`Game::NAME`] is not lowercase ASCII letters, digits and `-` (the name goes on every
+/// results line and in flags): a mistake in the binary, caught before it serves.
 pub fn register<G: Game>() {
+    assert!(
+        tickforge_api::sim::result_line::is_game_name(G::NAME),
+        "game name {:?}: expected lowercase ASCII letters, digits and '-'",
+        G::NAME
+    );
     let mut games = registry().write().unwrap_or_else(|e| e.into_inner());
     if games.iter().any(|g| g.name() == G::NAME) {
         return;

@@ -71,6 +71,8 @@ pub fn run<G: tickforge_api::Game>() -> ! {
             command = command.mut_arg(id, |a| a.hide(true));
         }
     }
+    // One game: nothing to choose.
+    command = command.mut_arg("game", |a| a.hide(true));
     let args =
         serve::ServeArgs::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit());
     match serve::run(args) {

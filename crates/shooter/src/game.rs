@@ -252,6 +252,28 @@ impl Game for Shooter {
         }
     }
 
+    /// Every `[game]` key with the value it plays with, defaults filled.
+    fn settings(config: &ShooterConfig) -> ConfigTable {
+        let r = &config.rules;
+        let mut t = ConfigTable::new();
+        let mut put = |key: &str, v: serde_json::Value| {
+            t.insert(key.to_string(), v);
+        };
+        put("map", config.map.name().into());
+        put("buy_s", r.buy.as_secs_f64().into());
+        put("round_s", r.round.as_secs_f64().into());
+        put("round_end_s", r.round_end.as_secs_f64().into());
+        put("rounds", r.rounds.get().into());
+        put("max_health_hp", r.max_health_hp.get().into());
+        put("pose_every", config.pose_every.get().into());
+        put("fow_every", config.fow_every.get().into());
+        put(
+            "max_rewind_ms",
+            (config.max_rewind.as_millis() as u64).into(),
+        );
+        t
+    }
+
     fn full_state_bytes(shown: usize) -> usize {
         HEADER_BYTES + shown * ENTITY_BYTES
     }
@@ -267,5 +289,29 @@ pub fn body_part_code(part: BodyPart) -> u8 {
         BodyPart::Head => 0,
         BodyPart::Body => 1,
         BodyPart::Legs => 2,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_settings_read_back_as_the_same_config() {
+        let table: ConfigTable = serde_json::from_str(
+            r#"{"map": "flat2km", "rounds": 3, "buy_s": 0.5, "max_rewind_ms": 150}"#,
+        )
+        .unwrap();
+        let config = Shooter::configure(&table).unwrap();
+        let settings = Shooter::settings(&config);
+        assert_eq!(settings.len(), 9, "every key: {settings:?}");
+        assert_eq!(settings["map"], "flat2km");
+        assert_eq!(settings["max_rewind_ms"], 150);
+        assert_eq!(Shooter::configure(&settings).unwrap(), config);
+        let defaults = Shooter::settings(&Shooter::configure(&ConfigTable::new()).unwrap());
+        assert_eq!(
+            (defaults["map"].as_str(), defaults["max_rewind_ms"].as_u64()),
+            (Some("arena"), Some(200))
+        );
     }
 }

@@ -120,7 +120,10 @@ impl MatchSpec {
             })?
         };
         let asked = GameChoice::from_table(req.game.unwrap_or_default());
-        let same_game = asked.name.is_none() || asked.name == defaults.game.name;
+        // The server's game by its name, when its table names none: the binary's first.
+        let server_game = (defaults.game.name.clone())
+            .or_else(|| crate::games::find(None).ok().map(|g| g.name().to_string()));
+        let same_game = asked.name.is_none() || asked.name == server_game;
         let game = if same_game {
             let mut table = defaults.game.table.clone();
             table.extend(asked.table);

@@ -283,6 +283,7 @@ impl Worker {
         m.kicked.set("misbehaved", d.misbehaved);
         m.kicked.set("flooding", d.flooding);
         m.kicked.set("refused_message", d.refused_messages);
+        m.kicked.set("stalled", d.stalled);
         if let Some(p) = &self.persister {
             m.results_written = p.written();
             m.results_failed = p.failed();

@@ -623,6 +623,7 @@ impl Worker {
     /// it asks for is created here, its memory reserved).
     pub fn after_frame(&mut self, frame: &Frame, draining: bool) {
         self.finish_ended(draining);
+        self.disconnect_stalled();
         if let Some(p) = &mut self.persister {
             p.hand_over();
         }
@@ -724,6 +725,19 @@ impl Worker {
                 self.finished += 1;
             } else {
                 self.hosted[i].await_result(ticket, time::now());
+            }
+        }
+    }
+
+    /// Disconnects every client whose match could not queue a reliable message for it (its
+    /// link's send queue is full: it stopped acknowledging). Its reliable stream would have
+    /// a hole; the others never notice.
+    fn disconnect_stalled(&mut self) {
+        for i in 0..self.matches.len() {
+            while let Some(client) = self.matches[i].take_kicked() {
+                self.transport.disconnect(client);
+                routing::unroute(&mut self.routes, &mut self.matches, client);
+                self.drops.stalled += 1;
             }
         }
     }

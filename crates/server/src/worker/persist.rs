@@ -433,16 +433,28 @@ impl Worker {
             }
             _ => None,
         };
-        let line = self.config.results_file.is_some().then(|| {
-            let origin = ResultOrigin {
-                match_id: id.0,
-                run_id: self.run_id.0,
-                ended_at_unix_s: tickforge_io::entropy::unix_now(),
-            };
-            let mut line = String::with_capacity(LINE_BYTES.max(result.len() + 128));
-            result_line::encode(self.matches[i].game_name(), &origin, &result, &mut line);
-            line
-        });
+        let game = self.matches[i].game_name();
+        if self.config.results_file.is_some() && !result_line::is_body(&result) {
+            // The game's tokens would not read back (a newline, a stray space): the line
+            // is not written, and the count says so; the worker goes on.
+            eprintln!(
+                "tickforge: game `{game}`: match {id}'s result is not `key=value` tokens \
+                 separated by single spaces; not written: {result:?}"
+            );
+            self.retired.results_failed += 1;
+            self.retired.results_unwritten += 1;
+        }
+        let line =
+            (self.config.results_file.is_some() && result_line::is_body(&result)).then(|| {
+                let origin = ResultOrigin {
+                    match_id: id.0,
+                    run_id: self.run_id.0,
+                    ended_at_unix_s: tickforge_io::entropy::unix_now(),
+                };
+                let mut line = String::with_capacity(LINE_BYTES.max(result.len() + 128));
+                result_line::encode(game, &origin, &result, &mut line);
+                line
+            });
         if actions.is_none() && line.is_none() {
             return None;
         }
@@ -1034,6 +1046,21 @@ mod tests {
         let (_, bytes) = p.backlog[0].actions.as_ref().unwrap();
         assert_eq!(bytes, &vec![5; 100]);
         assert!(bytes.capacity() < 4096, "{}", bytes.capacity());
+    }
+
+    #[test]
+    fn a_result_that_would_not_read_back_is_counted_not_written_and_nothing_panics() {
+        let path = scratch("bad-body.log");
+        let mut w = Worker::new(worker_config(&path)).unwrap();
+        for body in ["two  spaces=1", "trailing=1 ", "new=1\nline=2"] {
+            let end = MatchEnd {
+                result: body.to_string(),
+                recording: None,
+            };
+            assert_eq!(w.persist(0, end), None, "{body:?}: nothing handed over");
+        }
+        assert_eq!(w.retired.results_failed, 3);
+        assert_eq!(w.retired.results_unwritten, 3);
     }
 
     /// A tmpfs of 64 KiB mounted on a scratch directory; unmounted when dropped.

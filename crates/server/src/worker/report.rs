@@ -44,6 +44,8 @@ pub(super) struct Drops {
     pub(super) flooding: u64,
     /// Clients disconnected because the game refused one of their reliable messages.
     pub(super) refused_messages: u64,
+    /// Clients disconnected because their link could not take a reliable message.
+    pub(super) stalled: u64,
     /// Connections refused: the token names a match this worker does not host.
     pub(super) no_such_match: u64,
     /// Connections refused: no free slot in the match.
@@ -235,7 +237,7 @@ impl Worker {
         WorkerFigures {
             tick_hz: self.config.tick_hz,
             game: self.maker.game(),
-            map: (self.config.game.table.get("map").and_then(|m| m.as_str()))
+            map: (self.maker.settings().get("map").and_then(|m| m.as_str()))
                 .unwrap_or_default()
                 .to_string(),
             startup_matches: self.startup_matches,
@@ -244,10 +246,10 @@ impl Worker {
             realtime_workers: u32::from(self.realtime.is_some()),
             rt_priority: self.realtime,
             warmup: self.config.warmup,
-            // The game's lag-compensation bound, when its settings name one (the shooter's
+            // The game's lag-compensation bound, when its settings have one (the shooter's
             // `max_rewind_ms`).
             max_rewind: Duration::from_millis(
-                (self.config.game.table.get("max_rewind_ms"))
+                (self.maker.settings().get("max_rewind_ms"))
                     .and_then(|v| v.as_u64())
                     .unwrap_or(0),
             ),

@@ -20,6 +20,8 @@ mod run_id;
 pub mod serve;
 mod worker;
 
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
 #[cfg(test)]
 mod testing;
 

@@ -5,13 +5,13 @@
 //! the rules, fog of war, lag compensation, replication, sealing and the restart all do
 //! their work.
 //!
-//! Measured is [`Worker::frame`], the function [`Worker::run`] calls once a wake-up:
-//! `recvmmsg`, the transport and routing, every due match's tick, its packets sealed,
-//! `sendmmsg`. What must allocate, a finished match's result and its
-//! successor's world, is done by [`Worker::after_frame`] before the next wake-up, and is
-//! not measured (the test checks that it happened). The worker's start lies in the past, so
-//! every frame runs a tick of the match without waiting for its deadline. The clients'
-//! side is not measured.
+//! Measured is [`Worker::frame`](tickforge_server::Worker::frame), the function
+//! [`Worker::run`](tickforge_server::Worker::run) calls once a wake-up: `recvmmsg`, the
+//! transport and routing, every due match's tick, its packets sealed, `sendmmsg`. The
+//! clients, the run and the checks every game's run shares (the successor's world made
+//! after the frame, not measured, and checked to have happened) are
+//! [`tickforge_server::test_support::loopback`]; here is what the shooter's players do and
+//! what they must have heard.
 //!
 //! The runtime's own version of this test, hosting the test kit's small game, is
 //! `crates/server/tests/tick_no_alloc.rs`; this one holds the shooter to it.
@@ -19,50 +19,25 @@
 //! A counting global allocator sees every allocation of this test binary; only those made
 //! inside the measured call on this thread are counted.
 
-use std::net::{SocketAddr, UdpSocket};
-use std::time::{Duration, Instant};
-
+use tickforge_api::Seat;
 use tickforge_game::rules::Team;
 use tickforge_game::{buttons, PlayerSlot, UserCmd, Vec3, World};
-use tickforge_proto::msg::{self, ClientMsg, Event, ServerMsg};
-use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
-use tickforge_proto::netcode::{Client, ClientEvent, PrivateKey};
-use tickforge_proto::reliable::Endpoint;
-use tickforge_proto::MAX_PACKET_BYTES;
-use tickforge_replication::{Replica, ReplicaConfig, ReplicationConfig};
-use tickforge_server::config::GameChoice;
-use tickforge_server::{Match, ServerConfig, Worker};
+use tickforge_server::test_support::loopback::{self, Player, Script};
+use tickforge_server::Match;
 use tickforge_shooter::{cmd, Shooter, ShooterEvent};
-use tickforge_testkit::alloc::{allocations_in, Counting};
+use tickforge_testkit::alloc::Counting;
 use tickforge_testkit::SimRng;
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
 const PLAYERS: u8 = 10;
-const PROTOCOL_ID: u64 = 1;
-const KEY: [u8; 32] = [1; 32];
 /// Ticks the clients show the world behind the newest snapshot, as the bots do (35 ms).
 const INTERP_TICKS: u32 = 4;
-
-/// One client: its socket, its netcode connection, its end of the match's link, and what
-/// it rebuilt.
-struct Player {
-    socket: UdpSocket,
-    client: Client,
-    /// The slot its welcome named; `None` until the welcome arrives.
-    slot: Option<PlayerSlot>,
-    link: Endpoint,
-    replica: Replica,
-    seq: u32,
-    newest_tick: u32,
-}
 
 /// What the clients heard, counted over the run.
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
 struct Heard {
-    /// Snapshots read.
-    snapshots: u32,
     /// Shot verdicts, to their shooters, and of them hits.
     shots: u32,
     hits: u32,
@@ -147,242 +122,76 @@ fn command(m: &Match<Shooter>, me: PlayerSlot, rng: &mut SimRng) -> UserCmd {
     c
 }
 
-/// The worker's one match, as the shooter's match it is.
-fn shooter(worker: &Worker) -> &Match<Shooter> {
-    worker.matches()[0]
-        .as_any()
-        .downcast_ref::<Match<Shooter>>()
-        .expect("the worker hosts the shooter")
+/// The world's player slot of `seat`.
+fn slot_of(seat: Seat) -> PlayerSlot {
+    PlayerSlot(u8::try_from(seat.0).unwrap())
 }
 
-/// Ten clients holding tokens for `server`, not yet connected, on sockets of their own.
-fn players(server: SocketAddr, now: Instant) -> Vec<Player> {
-    let params = TokenParams {
-        protocol_id: PROTOCOL_ID,
-        create_timestamp: tickforge_io::entropy::unix_now(),
-        // The worker's clock started ten minutes ago (its start lies in the past).
-        expire_seconds: 3600,
-        timeout_seconds: 10,
-        server_addresses: vec![server],
-    };
-    let replica_config = ReplicaConfig::matching(&ReplicationConfig {
-        max_entities: usize::from(PLAYERS),
-        max_connections: usize::from(PLAYERS),
-        ..ReplicationConfig::default()
-    });
-    (0..PLAYERS)
-        .map(|i| {
-            let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-            socket.set_nonblocking(true).unwrap();
-            // User data not in tickforge's format: any free seat of any match.
-            let token = ConnectToken::mint(&params, u64::from(i), &[0; 256], &KEY, &[3; 88]);
-            Player {
-                socket,
-                client: Client::new(token, now),
-                slot: None,
-                link: Endpoint::new(msg::link_config(), now),
-                replica: Replica::new(replica_config, tickforge_shooter::schema()),
-                seq: 0,
-                newest_tick: 0,
+/// The players run and fire ([`command`]), showing the world [`INTERP_TICKS`] behind the
+/// newest snapshot.
+impl Script<Shooter> for Heard {
+    fn ticks(game: &Shooter) -> u32 {
+        game.world().tick().0
+    }
+
+    fn command(
+        &mut self,
+        m: &Match<Shooter>,
+        _: usize,
+        p: &Player,
+        rng: &mut SimRng,
+        out: &mut Vec<u8>,
+    ) -> (u32, u8) {
+        let c = command(m, slot_of(p.seat.unwrap()), rng);
+        out.extend_from_slice(&cmd::to_bytes(&c));
+        (p.newest_tick.saturating_sub(INTERP_TICKS), 128)
+    }
+
+    fn event(&mut self, _: usize, p: &Player, event: &[u8]) {
+        let slot = p.seat.map(slot_of);
+        match ShooterEvent::decode(event).unwrap() {
+            ShooterEvent::ShotResult { victim, .. } => {
+                self.shots += 1;
+                self.hits += u32::from(victim != tickforge_shooter::NONE);
             }
-        })
-        .collect()
+            ShooterEvent::Kill { .. } if slot == Some(PlayerSlot(0)) => self.kills += 1,
+            ShooterEvent::Round { phase: 2 | 3, .. } if slot == Some(PlayerSlot(0)) => {
+                self.rounds_ended += 1
+            }
+            _ => {}
+        }
+    }
 }
 
 #[test]
 fn a_warm_worker_frame_allocates_nothing_through_connect_match_end_and_restart() {
-    /// Frames before the measured ones: the first receive and send, with nobody connected.
-    const WARM_UP: u32 = 8;
-    /// Frames the successor match runs after the restart, measured.
-    const AFTER_RESTART: u32 = 256;
-    const MAX_FRAMES: u32 = 4000;
-    /// Inputs the clients lose on the way, and snapshots: reliable events are sent again
-    /// and snapshots delta against older baselines.
-    const LOSS: f64 = 0.05;
-    let config = ServerConfig {
-        bind: "127.0.0.1:0".parse().unwrap(),
-        matches: 1,
-        players_per_match: u16::from(PLAYERS),
-        protocol_id: PROTOCOL_ID,
-        private_key: PrivateKey(KEY),
-        // Every client comes from 127.0.0.1.
-        requests_per_second_per_ip: 1000,
-        // Two short rounds: deaths, a round's end and the match's, then the next match.
-        game: GameChoice {
-            name: Some("shooter".to_string()),
-            table: serde_json::json!({
-                "buy_s": 0.1,
-                "round_s": 3.0,
-                "round_end_s": 0.2,
-                "rounds": 2,
-            })
-            .as_object()
-            .unwrap()
-            .clone(),
-        },
-        ..ServerConfig::default()
-    };
-    tickforge_server::games::register::<Shooter>();
-    // Every deadline has passed: each frame runs one tick, as a late worker catches up.
-    let mut worker = Worker::lone(config, Instant::now() - Duration::from_secs(600)).unwrap();
-    let server = worker.local_addr();
-    // The clients live on virtual time, a tick a frame, so that their handshake and their
-    // pace take as many frames on any machine; the worker keeps the real clock.
-    let clients_t0 = Instant::now();
-    let mut players = players(server, clients_t0);
-
-    let mut rng = SimRng::new(5);
-    let (mut input, mut packet, mut event, mut datagram) = (
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::with_capacity(MAX_PACKET_BYTES),
-    );
-    let mut down = vec![0u8; 2048];
     let mut heard = Heard::default();
-    let mut allocating = Vec::new();
-    let mut connected_at = None;
-    let mut ended_at = None;
-    let mut measured = 0;
-    let mut frame = 0;
-    while ended_at.is_none_or(|end| frame <= end + AFTER_RESTART) {
-        assert!(
-            frame < MAX_FRAMES,
-            "the match played out as planned: {heard:?}"
-        );
-        let now = clients_t0 + worker.matches()[0].period() * frame;
-        // The clients, once the warm-up is over: the handshake, then one input a tick through
-        // the link that acks the snapshots read.
-        for p in players.iter_mut().filter(|_| frame >= WARM_UP) {
-            assert!(p.client.handle_timeout(now).is_none(), "a client timed out");
-            while p.client.poll_transmit(now, &mut datagram).is_some() {
-                p.socket.send_to(&datagram, server).unwrap();
-            }
-            let Some(slot) = p.slot else { continue };
-            let c = command(shooter(&worker), slot, &mut rng);
-            p.seq += 1;
-            input.clear();
-            ClientMsg::Input {
-                seq: p.seq,
-                view_tick: p.newest_tick.saturating_sub(INTERP_TICKS),
-                view_frac: 128,
-                cmd: &cmd::to_bytes(&c),
-            }
-            .encode(&mut input);
-            p.link.write_packet(now, Some((p.seq, &input)), &mut packet);
-            assert!(p.client.send_payload(now, &packet, &mut datagram).is_some());
-            if !rng.chance(LOSS) {
-                p.socket.send_to(&datagram, server).unwrap();
-            }
-        }
+    // Two short rounds: deaths, a round's end and the match's, then the next match.
+    let table = serde_json::json!({
+        "buy_s": 0.1,
+        "round_s": 3.0,
+        "round_end_s": 0.2,
+        "rounds": 2,
+    })
+    .as_object()
+    .unwrap()
+    .clone();
+    let run = loopback::run::<Shooter, _>(u16::from(PLAYERS), table, &mut heard);
 
-        let tick_before = shooter(&worker).game().world().tick();
-        let (done, n) = allocations_in(|| worker.frame(Instant::now()));
-        if frame >= WARM_UP {
-            measured += 1;
-            if n > 0 {
-                allocating.push((frame, n));
-            }
-        }
-        assert_eq!(done.ticks, 1, "frame {frame}: the match ticks");
-        worker.after_frame(&done, false);
-        // The tick ran, and the match ended in it and started over.
-        let restarted = shooter(&worker).game().world().tick() <= tick_before;
-        if restarted {
-            assert!(
-                ended_at.is_none(),
-                "frame {frame}: one match end in the run"
-            );
-            assert!(
-                connected_at.is_some(),
-                "frame {frame}: the match ended before everyone joined"
-            );
-            ended_at = Some(frame);
-        }
-
-        // The clients read their snapshots and events.
-        for p in &mut players {
-            loop {
-                let (len, from) = match p.socket.recv_from(&mut down) {
-                    Ok(got) => got,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                    Err(e) => panic!("{e}"),
-                };
-                if rng.chance(LOSS) {
-                    continue;
-                }
-                let Some(ClientEvent::Payload(payload)) =
-                    p.client.handle_datagram(now, from, &mut down[..len])
-                else {
-                    continue;
-                };
-                if let Some((_, body)) = p.link.read_packet(now, payload).unwrap() {
-                    let ServerMsg::Snapshot { tick, body, .. } = ServerMsg::decode(body).unwrap();
-                    if tick + 64 < p.newest_tick {
-                        // The match started over: snapshot ticks count from 0 again.
-                        p.replica = Replica::new(*p.replica.config(), tickforge_shooter::schema());
-                        p.newest_tick = 0;
-                    }
-                    if p.replica.read(body).is_ok() {
-                        p.newest_tick = p.newest_tick.max(tick);
-                        heard.snapshots += 1;
-                    }
-                }
-                while p.link.poll_reliable(&mut event) {
-                    match Event::decode(&event).unwrap() {
-                        Event::Welcome { seat, .. } => {
-                            p.slot = Some(PlayerSlot(u8::try_from(seat).unwrap()))
-                        }
-                        Event::Game(bytes) => match ShooterEvent::decode(bytes).unwrap() {
-                            ShooterEvent::ShotResult { victim, .. } => {
-                                heard.shots += 1;
-                                heard.hits += u32::from(victim != tickforge_shooter::NONE);
-                            }
-                            ShooterEvent::Kill { .. } if p.slot == Some(PlayerSlot(0)) => {
-                                heard.kills += 1
-                            }
-                            ShooterEvent::Round { phase: 2 | 3, .. }
-                                if p.slot == Some(PlayerSlot(0)) =>
-                            {
-                                heard.rounds_ended += 1
-                            }
-                            _ => {}
-                        },
-                        _ => {}
-                    }
-                }
-            }
-        }
-        if connected_at.is_none() && worker.connected() == usize::from(PLAYERS) {
-            assert!(
-                frame > WARM_UP,
-                "the clients connect in the measured frames"
-            );
-            connected_at = Some(frame);
-        }
-        frame += 1;
-    }
-
-    assert!(
-        allocating.is_empty(),
-        "frames that allocated (frame, allocations): {allocating:?}"
-    );
-    let (connected_at, ended_at) = (connected_at.unwrap(), ended_at.unwrap());
     // The run was a match at play, joined in the measured frames, played to its end and
-    // started over: snapshots read, shots fired and hitting, kills, both rounds' ends, and
-    // the successor ticking with everyone still seated.
+    // started over (checked by the run, with no measured frame allocating and the
+    // successor ticking with everyone still seated): snapshots read, shots fired and
+    // hitting, kills, both rounds' ends.
+    let (frame, snapshots, connected_at) = (run.frames, run.snapshots, run.connected_at);
     assert!(
-        heard.snapshots > (frame - connected_at) * u32::from(PLAYERS) * 8 / 10
+        snapshots > (frame - connected_at) * u32::from(PLAYERS) * 8 / 10
             && heard.hits > 0
             && heard.shots > heard.hits
             && heard.kills > 0
             && heard.rounds_ended >= 2,
-        "{measured} frames measured, joined at {connected_at}, ended at {ended_at}: {heard:?}"
-    );
-    assert_eq!(worker.connected(), usize::from(PLAYERS));
-    assert_eq!(
-        shooter(&worker).game().world().tick().0,
-        AFTER_RESTART,
-        "the successor ticked every frame after the restart"
+        "{} frames measured, joined at {connected_at}, ended at {}, \
+         {snapshots} snapshots read: {heard:?}",
+        run.measured,
+        run.ended_at
     );
 }

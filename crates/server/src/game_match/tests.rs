@@ -1,57 +1,25 @@
 //! Tests of one match: seats, inputs, ticks, events and snapshots, hosting Walk, the test
 //! kit's small game. (What is the reference shooter's own, its shot verdicts and the
-//! replay of its recordings, is tested hosted in `crates/shooter/tests/hosted.rs`.)
+//! replay of its recordings, is tested hosted in `crates/shooter/tests/hosted.rs`; what
+//! the two share, generic over the game, is [`crate::test_support`].)
 use super::*;
+use crate::test_support::lossy::{self, Lossy};
+use crate::test_support::{self, only_payload, FirstPacket};
 use crate::testing::{connected_pair, walk_match, Walk, WalkConfig, WalkEvent, WalkInput};
 use tickforge_proto::netcode::ClientEvent;
 use tickforge_proto::reliable::Endpoint;
 use tickforge_replication::NetId;
+use tickforge_testkit::SimRng;
 
 /// A match of the test game.
 type WalkMatch = Match<Walk>;
 
-/// A reliable event as a client keeps it: the runtime's own events, and the game's events
-/// decoded out of [`Event::Game`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Received {
-    Welcome {
-        match_id: u32,
-        seat: u16,
-        tick_hz: u16,
-        seats: u16,
-        entities: u16,
-        schema: u32,
-        epoch: u32,
-    },
-    Epoch {
-        epoch: u32,
-    },
-    Game(WalkEvent),
-}
+/// A reliable event of a Walk match as a client keeps it.
+type Received = test_support::Received<WalkEvent>;
 
 /// Decodes one reliable event of a Walk match; anything else fails the test.
 fn received(bytes: &[u8]) -> Received {
-    match Event::decode(bytes).expect("an event") {
-        Event::Welcome {
-            match_id,
-            seat,
-            tick_hz,
-            seats,
-            entities,
-            schema,
-            epoch,
-        } => Received::Welcome {
-            match_id,
-            seat,
-            tick_hz,
-            seats,
-            entities,
-            schema,
-            epoch,
-        },
-        Event::Epoch { epoch } => Received::Epoch { epoch },
-        Event::Game(game) => Received::Game(WalkEvent::decode(game).expect("a walk event")),
-    }
+    test_support::received(bytes, |game| WalkEvent::decode(game).expect("a walk event"))
 }
 
 /// The datagrams the worker would send for `m`'s last tick: each payload of its outbox
@@ -72,12 +40,6 @@ fn sealed(
         }
     }
     out
-}
-
-/// The outbox's only payload.
-fn only_payload(m: &WalkMatch) -> Vec<u8> {
-    assert_eq!(m.outbox().len(), 1);
-    m.outbox().iter().next().unwrap().1.to_vec()
 }
 
 /// Match 1 of two seats with the default settings, its tick 0 due at `start`.
@@ -133,48 +95,22 @@ fn a_tick_applies_inputs_and_snapshots_every_seat() {
         }
     }
     let payload = seen.expect("a snapshot");
-    let mut link = Endpoint::new(msg::link_config(), t0);
-    let (tag, unreliable) = link.read_packet(t0, &payload).unwrap().expect("a snapshot");
-    let ServerMsg::Snapshot {
-        tick,
-        input_ack,
-        body,
-    } = ServerMsg::decode(unreliable).unwrap();
-    assert_eq!((tag, tick, input_ack), (0, 0, 1));
     // The first snapshot is full: the seat's own entity at the server's state, and the
-    // other seat's (Walk has no fog of war; they stand a metre apart).
-    let mut replica = tickforge_replication::Replica::new(
-        tickforge_replication::ReplicaConfig::matching(m.replicator.config()),
-        Walk::schema(),
-    );
-    let read = replica.read(body).unwrap();
-    // The seat's entity is its player, the seat's number its network id.
+    // other seat's (Walk has no fog of war; they stand a metre apart). The welcome came
+    // with it.
+    let replica_config = tickforge_replication::ReplicaConfig::matching(m.replicator.config());
+    let FirstPacket {
+        mut link,
+        replica,
+        read,
+    } = FirstPacket::read(&m, slot, &payload, t0, replica_config);
     let own = NetId(slot.0);
-    assert_eq!(
-        m.game().view(slot).own.map(|e| e.net_id()),
-        Some(own),
-        "the seat's own entity"
-    );
     let at = |r: &tickforge_replication::Replica, id: NetId| r.entity(id).map(|q| [q.0[0], q.0[1]]);
     assert_eq!(at(&replica, own), m.game().position(slot));
     let other = Seat(1 - slot.0);
     assert_eq!(at(&replica, NetId(other.0)), m.game().position(other));
     assert_eq!(read.states, 2);
-    // The welcome came with it, reliably.
     let mut event = Vec::new();
-    assert!(link.poll_reliable(&mut event));
-    assert_eq!(
-        Event::decode(&event),
-        Ok(Event::Welcome {
-            match_id: 1,
-            seat: slot.0,
-            tick_hz: 128,
-            seats: 2,
-            entities: 2,
-            schema: Walk::schema().fingerprint(),
-            epoch: 0
-        })
-    );
     // The game's join event follows it, then the tick's event to all.
     assert!(link.poll_reliable(&mut event));
     assert_eq!(
@@ -360,27 +296,63 @@ fn seats_honour_a_preferred_free_slot_and_refuse_when_full() {
     assert_eq!(m.seat(t, ClientIndex(2), Some(Seat(9))), Some(Seat(0)));
 }
 
-/// One client of [`a_match_under_loss_converges_and_loses_no_event`]: its end of the link,
-/// what it rebuilt, the events every client is sent and those for its seat only, in the
-/// order received.
-struct LossyClient {
-    addr: std::net::SocketAddr,
-    link: Endpoint,
-    replica: tickforge_replication::Replica,
-    shared_events: Vec<Received>,
-    own_events: Vec<Received>,
-    seq: u32,
-    bad_snapshots: u32,
+/// Walk under loss: its inputs walk about, marking one in seven; the welcome, the join
+/// and the verdicts go to one seat, the beats to all; every entity is relevant to every
+/// seat the replicator says it is.
+struct WalkUnderLoss;
+
+impl Lossy<Walk> for WalkUnderLoss {
+    type Event = WalkEvent;
+    type State = [i32; 2];
+
+    fn event(bytes: &[u8]) -> WalkEvent {
+        WalkEvent::decode(bytes).expect("a walk event")
+    }
+
+    fn own(event: &Received) -> bool {
+        matches!(
+            event,
+            Received::Welcome { .. }
+                | Received::Game(WalkEvent::Joined { .. } | WalkEvent::Mark { .. })
+        )
+    }
+
+    fn command(rng: &mut SimRng, moving: bool, cmd: &mut Vec<u8>) {
+        // Walk about, marking one input in seven, until the network clears; then stand
+        // still.
+        let input = if moving {
+            let r = rng.next_u64();
+            WalkInput {
+                dx: [3, 0, -3][(r % 3) as usize],
+                dy: [3, 0, -3][(r / 3 % 3) as usize],
+                flags: if r.is_multiple_of(7) {
+                    WalkInput::MARK
+                } else {
+                    0
+                },
+            }
+        } else {
+            WalkInput::default()
+        };
+        cmd.extend_from_slice(&input.to_bytes());
+    }
+
+    fn state(m: &WalkMatch, seat: Seat) -> [i32; 2] {
+        m.game().position(seat).unwrap()
+    }
+
+    fn replicated(lanes: &tickforge_replication::Lanes) -> [i32; 2] {
+        [lanes.0[0], lanes.0[1]]
+    }
+
+    fn relevant(m: &WalkMatch, client: usize, id: NetId) -> bool {
+        m.replicator.is_relevant(client, id)
+    }
 }
 
 #[test]
 fn a_match_under_loss_converges_and_loses_no_event() {
-    use std::collections::HashMap;
-    use tickforge_proto::ClientIndex;
-    use tickforge_testkit::{LinkConditions, NetSim, SimRng};
-
     let t0 = Instant::now();
-    let scopes = Scopes::new(Instant::now);
     let players = 4u16;
     // A beat to all every 16 ticks: many events to lose within the run.
     let config = WalkConfig {
@@ -388,148 +360,11 @@ fn a_match_under_loss_converges_and_loses_no_event() {
         ..WalkConfig::default()
     };
     let mut m = walk_match(MatchId(1), players, config, t0);
-    let server: std::net::SocketAddr = "127.0.0.1:40000".parse().unwrap();
     let replica_config = tickforge_replication::ReplicaConfig::matching(m.replicator.config());
-    let mut clients: Vec<LossyClient> = (0..players)
-        .map(|i| {
-            let seat = Seat(i);
-            assert_eq!(m.seat(t0, ClientIndex(i), Some(seat)), Some(seat));
-            LossyClient {
-                addr: format!("127.0.0.1:{}", 50_000 + i).parse().unwrap(),
-                link: Endpoint::new(msg::link_config(), t0),
-                replica: tickforge_replication::Replica::new(replica_config, Walk::schema()),
-                shared_events: Vec::new(),
-                own_events: Vec::new(),
-                seq: 0,
-                bad_snapshots: 0,
-            }
-        })
-        .collect();
-    let lossy = LinkConditions {
-        latency: Duration::from_millis(20),
-        jitter: Duration::from_millis(10),
-        loss_probability: 0.2,
-        duplicate_probability: 0.1,
-        reorder_probability: 0.1,
-        reorder_delay: Duration::from_millis(30),
-    };
-    let clear = LinkConditions::ideal(Duration::from_millis(20));
-    let mut sim = NetSim::new(7, lossy);
-    // Client 0 is the reference: its link never loses anything.
-    sim.set_link(clients[0].addr, server, clear);
-    sim.set_link(server, clients[0].addr, clear);
-    let mut rng = SimRng::new(11);
-    // What the server replicated at each tick, quantized: what a client must end up with.
-    let mut sent: HashMap<u32, Vec<[i32; 2]>> = HashMap::new();
-    let (mut up, mut input) = (Vec::new(), Vec::new());
-    let mut event = Vec::new();
-    let (ticks, clears_at) = (1200u32, 900u32);
-    for t in 0..ticks {
-        let now = t0 + m.period() * t;
-        if t == clears_at {
-            for c in &clients {
-                sim.set_link(c.addr, server, clear);
-                sim.set_link(server, c.addr, clear);
-            }
-        }
-        for d in sim.take_due(now) {
-            if d.to == server {
-                let i = clients.iter().position(|c| c.addr == d.from).unwrap();
-                m.receive(now, Seat(i as u16), &d.bytes)
-                    .expect("an honest client's packet");
-                continue;
-            }
-            let c = clients.iter_mut().find(|c| c.addr == d.to).unwrap();
-            if let Some((_, body)) = c.link.read_packet(now, &d.bytes).unwrap() {
-                let ServerMsg::Snapshot { body, .. } = ServerMsg::decode(body).unwrap();
-                c.bad_snapshots += u32::from(c.replica.read(body).is_err());
-            }
-            while c.link.poll_reliable(&mut event) {
-                match received(&event) {
-                    e @ (Received::Welcome { .. }
-                    | Received::Game(WalkEvent::Joined { .. } | WalkEvent::Mark { .. })) => {
-                        c.own_events.push(e)
-                    }
-                    e => c.shared_events.push(e),
-                }
-            }
-        }
-        for c in &mut clients {
-            // Walk about, marking one input in seven, until the network clears; then
-            // stand still.
-            let cmd = if t < clears_at {
-                let r = rng.next_u64();
-                WalkInput {
-                    dx: [3, 0, -3][(r % 3) as usize],
-                    dy: [3, 0, -3][(r / 3 % 3) as usize],
-                    flags: if r.is_multiple_of(7) {
-                        WalkInput::MARK
-                    } else {
-                        0
-                    },
-                }
-            } else {
-                WalkInput::default()
-            };
-            c.seq += 1;
-            input.clear();
-            ClientMsg::Input {
-                seq: c.seq,
-                view_tick: t.saturating_sub(8),
-                view_frac: 0,
-                cmd: &cmd.to_bytes(),
-            }
-            .encode(&mut input);
-            c.link.write_packet(now, Some((c.seq, &input)), &mut up);
-            sim.send(now, c.addr, server, &up);
-        }
-        m.run_tick(now, &scopes);
-        let states = (0..players)
-            .map(|s| m.game().position(Seat(s)).unwrap())
-            .collect();
-        sent.insert(t, states);
-        for (client, payload) in m.outbox().iter() {
-            let to = clients[usize::from(client.0)].addr;
-            sim.send(now, server, to, payload);
-        }
-    }
-    assert!(
-        sim.stats().lost > 500,
-        "the link was lossy: {:?}",
-        sim.stats()
-    );
-    let last = ticks - 1;
-    for (i, c) in clients.iter().enumerate() {
-        assert_eq!(c.bad_snapshots, 0, "client {i}: every snapshot decoded");
-        let newest = c.replica.newest_tick().expect("snapshots arrived");
-        assert!(
-            last - newest <= 4,
-            "client {i} is current: {newest} of {last}"
-        );
-        for s in 0..players {
-            let id = NetId(s);
-            if !m.replicator.is_relevant(i, id) {
-                assert_eq!(c.replica.entity(id), None, "client {i} dropped hidden {s}");
-                continue;
-            }
-            // Within a bounded number of ticks of the newest, at the server's state then.
-            let at = c
-                .replica
-                .entity_tick(id)
-                .expect("a relevant entity was sent");
-            assert!(
-                newest - at <= 8,
-                "client {i}, entity {s}: tick {at} of {newest}"
-            );
-            assert_eq!(
-                c.replica.entity(id).map(|q| [q.0[0], q.0[1]]),
-                Some(sent[&at][usize::from(s)])
-            );
-        }
-        // Every event every client is sent, once each and in order, as the client whose
-        // link never lost anything got them.
-        assert_eq!(c.shared_events, clients[0].shared_events, "client {i}");
-    }
+    // Every client current, holding the server's states, and every beat sent to all
+    // reaching each once and in order as it reached the client that lost nothing.
+    let clients = lossy::converge::<Walk, WalkUnderLoss>(&mut m, t0, replica_config);
+    let ticks = lossy::TICKS;
     // The reference client heard every beat of the run, in order.
     let beats: Vec<Received> = (0..ticks)
         .step_by(16)

@@ -47,7 +47,7 @@ mod entities;
 mod events;
 
 pub use config::{ConfigError, ConfigTable, ReadTable};
-pub use entities::{Entities, EntityChange, EntityId};
+pub use entities::{Entities, EntityChange, EntityId, REUSE_AFTER_TICKS};
 pub use events::{Events, Target};
 
 /// Reliable messages one seat's client may send a match between two ticks; more

@@ -1,5 +1,5 @@
 //! Dev-only test kit: a seeded network simulator on virtual time, and a client-server
-//! harness on top of it; with feature `game`, [`game::Walk`], a small deterministic game
+//! harness on top of it; with feature `game`, `game::Walk`, a small deterministic game
 //! for the runtime's own tests.
 //!
 //! What it does: [`VirtualClock`] stands in for the OS clock (an `Instant` origin plus an

@@ -250,7 +250,7 @@ pub struct Frame {
     pub sent: Instant,
 }
 
-/// Per-match figures since the match was created, kept beside its [`Match`].
+/// Per-match figures since the match was created, kept beside its match ([`HostedMatch`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MatchCounters {
     /// Ticks run.
@@ -261,7 +261,7 @@ pub struct MatchCounters {
     pub hitches: u64,
 }
 
-/// What the worker keeps about a match beside the [`Match`] itself (index for index).
+/// What the worker keeps about a match beside the match itself (index for index).
 struct Hosted {
     /// Deadline of the match's first tick: every later deadline is on this grid.
     grid: Instant,

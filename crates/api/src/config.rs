@@ -65,9 +65,25 @@ impl ReadTable for ConfigTable {
                 };
                 return ConfigError::new(key, known.to_string(), "an unknown key");
             }
-            ConfigError::new(path, "the form its documentation gives", inner)
+            match type_or_value(&inner) {
+                Some((got, expected)) => ConfigError::new(path, expected, got),
+                None => ConfigError::new(path, "the form its documentation gives", inner),
+            }
         })
     }
+}
+
+/// Splits serde's "invalid type: A, expected B" and "invalid value: A, expected B" into
+/// `(A, B)`: what the table held and the form the field takes.
+///
+/// The split is at the last ", expected ": A may be a string the table held (quoted,
+/// and free to contain the words), while B comes from the settings type.
+fn type_or_value(message: &str) -> Option<(&str, &str)> {
+    let rest = message
+        .strip_prefix("invalid type: ")
+        .or_else(|| message.strip_prefix("invalid value: "))?;
+    let (got, expected) = rest.rsplit_once(", expected ")?;
+    (!got.is_empty() && !expected.is_empty()).then_some((got, expected))
 }
 
 #[cfg(test)]
@@ -97,14 +113,83 @@ mod tests {
         assert_eq!(e.got, "an unknown key");
     }
 
+    #[derive(serde::Deserialize, Debug)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Nested {
+        rules: Option<Settings>,
+    }
+
     #[test]
-    fn a_value_of_the_wrong_form_names_its_key() {
+    fn a_value_out_of_range_gives_the_form_and_what_was_held() {
         let e = table(r#"{"rounds": 300}"#).read::<Settings>().unwrap_err();
-        assert_eq!(e.key, "rounds");
-        assert!(e.got.contains("300"), "{e}");
+        assert_eq!(
+            (e.key.as_str(), e.expected.as_str(), e.got.as_str()),
+            ("rounds", "u8", "integer `300`")
+        );
+        assert_eq!(e.to_string(), "rounds: expected u8, got integer `300`");
+        let e = table(r#"{"rounds": -1}"#).read::<Settings>().unwrap_err();
+        assert_eq!(e.to_string(), "rounds: expected u8, got integer `-1`");
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_gives_the_form_and_what_was_held() {
         let e = table(r#"{"map": 1}"#).read::<Settings>().unwrap_err();
-        assert_eq!(e.key, "map");
-        assert!(e.to_string().starts_with("map: expected"), "{e}");
+        assert_eq!(
+            (e.key.as_str(), e.expected.as_str(), e.got.as_str()),
+            ("map", "a string", "integer `1`")
+        );
+        let e = table(r#"{"rounds": "three"}"#)
+            .read::<Settings>()
+            .unwrap_err();
+        assert_eq!(e.to_string(), r#"rounds: expected u8, got string "three""#);
+        let e = table(r#"{"rounds": 2.5}"#).read::<Settings>().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "rounds: expected u8, got floating point `2.5`"
+        );
+    }
+
+    #[test]
+    fn a_nested_key_is_named_by_its_path() {
+        let e = table(r#"{"rules": {"map": false}}"#)
+            .read::<Nested>()
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "rules.map: expected a string, got boolean `false`"
+        );
+        let e = table(r#"{"rules": 3}"#).read::<Nested>().unwrap_err();
+        assert_eq!(e.key, "rules");
+        assert_eq!(e.got, "integer `3`");
+        assert!(e.expected.contains("Settings"), "{e}");
+    }
+
+    #[test]
+    fn serde_messages_split_at_the_last_expected() {
+        assert_eq!(
+            type_or_value("invalid type: integer `1`, expected a string"),
+            Some(("integer `1`", "a string"))
+        );
+        assert_eq!(
+            type_or_value(r#"invalid value: string "a, expected b", expected c"#),
+            Some((r#"string "a, expected b""#, "c"))
+        );
+        assert_eq!(type_or_value("missing field `map`"), None);
+        assert_eq!(type_or_value("invalid type: integer `1`"), None);
+        assert_eq!(type_or_value("invalid length 3, expected 2"), None);
+    }
+
+    #[test]
+    fn another_serde_message_is_kept_whole() {
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Needs {
+            map: String,
+        }
+        let e = table("{}").read::<Needs>().unwrap_err();
+        assert_eq!(e.expected, "the form its documentation gives");
+        assert!(e.got.contains("missing field `map`"), "{e}");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use tickforge_proto::netcode::{self, ServerEvent};
 use tickforge_proto::user_data::{UserData, ANY, ANY_SEAT};
 use tickforge_proto::MatchId;
 use tickforge_replication::{Coding, Field, NetId, Quantum};
-use tickforge_server::{HostedMatch, Match};
+use tickforge_server::{HostedMatch, Match, ReceiveError};
 use tickforge_sim::Tick;
 use tickforge_telemetry::Scopes;
 use tickforge_testkit::alloc::{allocations_in, Counting};
@@ -73,6 +73,20 @@ struct Seen {
     /// arrived at.
     first_snapshot: Option<u32>,
     welcomed_at: Option<u32>,
+    /// The emotes relayed to it, `(seat, emote)`, with room reserved so that recording
+    /// them allocates nothing.
+    emotes: Vec<(u16, u8)>,
+    /// Snapshot events since the last look.
+    recent_snapshots: u64,
+}
+
+impl Seen {
+    fn new() -> Seen {
+        Seen {
+            emotes: Vec::with_capacity(256),
+            ..Seen::default()
+        }
+    }
 }
 
 /// A capture-the-flag match of `seats` seats served at [`server_addr`], its clients
@@ -94,6 +108,15 @@ struct World {
     /// Allocations the sessions made in ticks from `measure_from` on.
     measure_from: u32,
     allocations: u64,
+    /// Allocations the match made in `receive` and `run_tick` in ticks from
+    /// `measure_server_from` on (not in `finish_if_over`: a start over allocates).
+    measure_server_from: u32,
+    server_allocations: u64,
+    /// The ticks, and the call, where the match allocated while measured.
+    server_allocating: Vec<(u32, &'static str, u64)>,
+    /// Packets the match refused, and the seat: as the worker does, the host
+    /// disconnects the client and unseats it.
+    refusals: Vec<(u32, Seat, ReceiveError)>,
 }
 
 impl World {
@@ -125,7 +148,7 @@ impl World {
             sessions: (0..clients)
                 .map(|n| Session::new(token(n), tickforge_ctf::schema(), Default::default(), start))
                 .collect(),
-            seen: (0..clients).map(|_| Seen::default()).collect(),
+            seen: (0..clients).map(|_| Seen::new()).collect(),
             scopes: Scopes::new(Instant::now),
             start,
             t: 0,
@@ -134,6 +157,10 @@ impl World {
             drop_first_payloads: 0,
             measure_from: u32::MAX,
             allocations: 0,
+            measure_server_from: u32::MAX,
+            server_allocations: 0,
+            server_allocating: Vec::with_capacity(64),
+            refusals: Vec::new(),
         }
     }
 
@@ -149,7 +176,16 @@ impl World {
                     }
                     Some(ServerEvent::Payload { client, data }) => {
                         if let Some(seat) = self.seats[client.as_usize()] {
-                            self.m.receive(now, seat, data).expect("an honest client");
+                            let m = &mut self.m;
+                            let (received, allocs) = allocations_in(|| m.receive(now, seat, data));
+                            self.count_server(allocs, "receive");
+                            if let Err(e) = received {
+                                // What the worker does with a refused client.
+                                self.refusals.push((self.t, seat, e));
+                                self.server.disconnect(client);
+                                self.seats[client.as_usize()] = None;
+                                self.m.unseat(seat);
+                            }
                         }
                     }
                     Some(ServerEvent::Disconnected { client, .. }) => {
@@ -228,7 +264,9 @@ impl World {
         while let Some(to) = self.server.poll_transmit(&mut self.frame) {
             self.net.send(now, server_addr(), to, &self.frame);
         }
-        self.m.run_tick(now, &self.scopes);
+        let (m, scopes) = (&mut self.m, &self.scopes);
+        let (_, allocs) = allocations_in(|| m.run_tick(now, scopes));
+        self.count_server(allocs, "run_tick");
         for (client, payload) in self.m.outbox().iter() {
             if let Some(tx) = self
                 .server
@@ -246,6 +284,16 @@ impl World {
         self.t += 1;
     }
 
+    /// Counts what the match allocated in one call, when the server is measured.
+    fn count_server(&mut self, allocations: u64, call: &'static str) {
+        if self.t >= self.measure_server_from && allocations > 0 {
+            self.server_allocations += allocations;
+            if self.server_allocating.len() < self.server_allocating.capacity() {
+                self.server_allocating.push((self.t, call, allocations));
+            }
+        }
+    }
+
     fn run(&mut self, ticks: u32) {
         for _ in 0..ticks {
             self.step();
@@ -261,7 +309,11 @@ fn record(seen: &mut Seen, e: SessionEvent<'_>, t: u32) {
         }
         SessionEvent::Epoch { epoch } => seen.epochs.push(epoch),
         SessionEvent::Game(bytes) => {
-            assert!(tickforge_ctf::Event::decode(bytes).is_some(), "{bytes:?}");
+            let event = tickforge_ctf::Event::decode(bytes);
+            assert!(event.is_some(), "{bytes:?}");
+            if let Some(tickforge_ctf::Event::Emote { seat, emote }) = event {
+                seen.emotes.push((seat, emote));
+            }
             seen.game_events += 1;
         }
         SessionEvent::Snapshot {
@@ -273,6 +325,7 @@ fn record(seen: &mut Seen, e: SessionEvent<'_>, t: u32) {
             );
             seen.first_snapshot.get_or_insert(tick);
             seen.snapshot_events += 1;
+            seen.recent_snapshots += 1;
             seen.newest_ack = seen.newest_ack.max(input_ack);
         }
         SessionEvent::Disconnected(ended) => seen.ended = Some(ended),
@@ -287,6 +340,7 @@ fn own_player(session: &Session) -> Option<tickforge_ctf::EntityState> {
 }
 
 fn assert_played(w: &World, ticks: u32, min_share: f64) {
+    assert!(w.refusals.is_empty(), "{:?}", w.refusals);
     for (n, (s, seen)) in w.sessions.iter().zip(&w.seen).enumerate() {
         let stats = s.stats();
         let welcome = seen
@@ -487,4 +541,170 @@ fn hostile_datagrams_change_nothing() {
         assert!(s.poll_event().is_none());
     }
     assert_eq!(s.stats().snapshots + s.stats().bad_snapshots, 0);
+}
+
+/// Runs `w` until every session is welcomed (at most two seconds).
+fn run_until_welcomed(w: &mut World) {
+    for _ in 0..256 {
+        if w.seen.iter().all(|s| s.welcome.is_some()) {
+            return;
+        }
+        w.step();
+    }
+    panic!("not every client was welcomed: {:?}", w.seen);
+}
+
+#[test]
+fn a_message_reaches_the_game_and_its_emote_every_seated_client() {
+    let mut w = World::new(
+        13,
+        LinkConditions::ideal(Duration::from_millis(15)),
+        3,
+        CtfConfig::default(),
+    );
+    run_until_welcomed(&mut w);
+    w.run(64);
+    assert!(w.seen.iter().all(|s| s.emotes.is_empty()));
+    let sender = w.seen[0].welcome.unwrap().seat;
+    w.sessions[0]
+        .send_message(&[1, 3])
+        .expect("the link takes a message");
+    w.run(64);
+    // Relayed to all, once: the others, and the sender too.
+    for (n, seen) in w.seen.iter().enumerate() {
+        assert_eq!(seen.emotes, [(sender, 3)], "client {n}");
+    }
+    assert!(w.refusals.is_empty(), "{:?}", w.refusals);
+    // A second emote within the second is accepted, not relayed; one after it is.
+    w.sessions[1].send_message(&[1, 5]).unwrap();
+    w.sessions[1].send_message(&[1, 6]).unwrap();
+    w.run(160);
+    w.sessions[1].send_message(&[1, 7]).unwrap();
+    w.run(128);
+    let other = w.seen[1].welcome.unwrap().seat;
+    for (n, seen) in w.seen.iter().enumerate() {
+        assert_eq!(
+            seen.emotes,
+            [(sender, 3), (other, 5), (other, 7)],
+            "client {n}"
+        );
+    }
+    assert_played(&w, w.t - w.seen[0].welcomed_at.unwrap(), 0.8);
+}
+
+#[test]
+fn a_message_the_game_refuses_is_a_receive_error_and_the_others_play_on() {
+    let mut w = World::new(
+        17,
+        LinkConditions::ideal(Duration::from_millis(15)),
+        2,
+        CtfConfig::default(),
+    );
+    run_until_welcomed(&mut w);
+    w.run(64);
+    let refused_seat = Seat(w.seen[1].welcome.unwrap().seat);
+    w.sessions[1].send_message(&[9]).unwrap();
+    let sent_at = w.t;
+    w.run(32);
+    assert_eq!(w.refusals.len(), 1, "{:?}", w.refusals);
+    let (at, seat, e) = &w.refusals[0];
+    assert_eq!(*seat, refused_seat);
+    assert!(
+        matches!(e, ReceiveError::Refused(tickforge_api::Refused(why)) if why.contains("ctf")),
+        "{e:?}"
+    );
+    // One way across the link, and the next packet of the client.
+    assert!(
+        (sent_at..sent_at + 8).contains(at),
+        "sent {sent_at}, refused {at}"
+    );
+    // The host disconnected it, as the worker does: its session ends.
+    w.run(64);
+    assert!(
+        matches!(w.seen[1].ended, Some(Ended::Transport(_))),
+        "{:?}",
+        w.seen[1].ended
+    );
+    assert!(!w.sessions[1].is_connected());
+    assert_eq!(w.m.connected(), 1);
+    // The other client goes on: snapshots every tick, its inputs applied.
+    w.seen[0].recent_snapshots = 0;
+    let ack = w.seen[0].newest_ack;
+    w.run(128);
+    let seen = &w.seen[0];
+    assert!(seen.recent_snapshots >= 120, "{}", seen.recent_snapshots);
+    assert!(seen.newest_ack > ack);
+    assert_eq!(seen.ended, None);
+    assert_eq!(w.sessions[0].stats().bad_snapshots, 0);
+    assert!(
+        seen.emotes.is_empty(),
+        "nothing was relayed of the refused message"
+    );
+    assert_eq!(w.refusals.len(), 1);
+}
+
+#[test]
+fn a_match_with_messages_and_start_overs_receives_and_ticks_without_allocating() {
+    let config = CtfConfig {
+        captures: 1,
+        time_limit_s: 1,
+        ..CtfConfig::default()
+    };
+    let mut w = World::new(
+        19,
+        LinkConditions::ideal(Duration::from_millis(10)),
+        4,
+        config,
+    );
+    run_until_welcomed(&mut w);
+    // Warm: a start over and emotes already seen once.
+    let emote = |w: &mut World, k: u32| {
+        for (n, s) in w.sessions.iter_mut().enumerate() {
+            s.send_message(&[1, ((k as usize + n) % 16) as u8]).unwrap();
+        }
+    };
+    for k in 0..256 {
+        if k % 48 == 0 {
+            emote(&mut w, k);
+        }
+        w.step();
+    }
+    assert!(w.m.epoch() >= 1, "warm-up saw a start over");
+    let (epoch, emotes, acks) = (
+        w.m.epoch(),
+        w.seen[0].emotes.len(),
+        w.seen.iter().map(|s| s.newest_ack).collect::<Vec<_>>(),
+    );
+    w.seen.iter_mut().for_each(|s| s.recent_snapshots = 0);
+    let ticks = 5 * 128;
+    w.measure_server_from = w.t;
+    for k in 0..ticks {
+        if k % 48 == 0 {
+            emote(&mut w, k);
+        }
+        w.step();
+    }
+    assert_eq!(
+        (w.server_allocations, &w.server_allocating[..]),
+        (0, &[][..]),
+        "(tick, call, allocations)"
+    );
+    // What was measured: start overs, relayed emotes, inputs and snapshots.
+    assert!(w.m.epoch() >= epoch + 4, "{} → {}", epoch, w.m.epoch());
+    assert!(
+        w.seen[0].emotes.len() >= emotes + 8,
+        "{:?}",
+        w.seen[0].emotes
+    );
+    for (n, seen) in w.seen.iter().enumerate() {
+        assert!(seen.newest_ack > acks[n], "client {n}");
+        assert!(
+            seen.recent_snapshots >= u64::from(ticks) * 9 / 10,
+            "client {n}: {}",
+            seen.recent_snapshots
+        );
+        assert_eq!(seen.ended, None, "client {n}");
+        assert!(seen.epochs.len() >= 5, "client {n}: {:?}", seen.epochs);
+    }
+    assert!(w.refusals.is_empty(), "{:?}", w.refusals);
 }

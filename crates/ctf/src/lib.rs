@@ -23,8 +23,12 @@
 //!   the flag goes home.
 //! - End: at `captures` captures by a team, or `time_limit_s`; more captures wins, equal
 //!   is a draw.
-//! - A seat whose client left ([`Game::leave`]) stands still, touches nothing, and drops
-//!   what it carried; [`Game::join`] brings it back.
+//! - Only seats with a client play. Every player starts idle: its entity stands at its
+//!   spawn (sent, with the idle bit set), it ignores its stick and touches nothing (no
+//!   pickup, return or tag; a carrier passes right through it). [`Game::join`] brings a
+//!   seat into play; one whose client left ([`Game::leave`]) is idle again, stands still
+//!   and drops what it carried. The runtime joins each seated client when it sits down
+//!   and again when the match starts over.
 //!
 //! Seats `0..seats` are entities `0..seats` (spawned first, in seat order); A's flag is
 //! entity `seats`, B's `seats + 1`.
@@ -50,8 +54,9 @@
 //!
 //! # Messages
 //!
-//! A client may send `[1, emote]`, emote `0..16`: relayed to all as [`Event::Emote`].
-//! Anything else is [`Refused`].
+//! A client may send `[1, emote]`, emote `0..16`: relayed to all as [`Event::Emote`], at
+//! most one a second per seat (one sent sooner is accepted and not relayed). Anything
+//! else is [`Refused`].
 //!
 //! # Result line
 //!
@@ -198,6 +203,8 @@ struct Player {
     tag_ready: u32,
     /// First tick it may pick a flag up again.
     pickup_ready: u32,
+    /// First tick an emote of its seat is relayed again.
+    emote_ready: u32,
 }
 
 /// One capture-the-flag match.
@@ -445,7 +452,7 @@ impl Ctf {
                     velocity,
                     carrying: matches!(f.at, FlagAt::Carried(_)),
                     dropped: f.at == FlagAt::Dropped,
-                    idle: false,
+                    idle: true,
                 };
                 (f.id, s)
             };
@@ -514,12 +521,14 @@ impl Game for Ctf {
                 position: config.spawn(s, seats),
                 velocity: [0.0; 2],
                 input: Input::default(),
-                idle: false,
+                // A seat plays once its client joins.
+                idle: true,
                 carrying: false,
                 captures: 0,
                 tags: 0,
                 tag_ready: 0,
                 pickup_ready: 0,
+                emote_ready: 0,
             })
             .collect();
         let flags = [Team::A, Team::B].map(|team| Flag {
@@ -582,13 +591,20 @@ impl Game for Ctf {
     fn message(&mut self, seat: Seat, bytes: &[u8], events: &mut Events) -> Result<(), Refused> {
         match *bytes {
             [1, emote] if emote < 16 => {
-                send(
-                    events,
-                    Event::Emote {
-                        seat: seat.0,
-                        emote,
-                    },
-                );
+                // At most one relayed a second per seat: more are accepted, not relayed.
+                let Some(p) = self.players.get_mut(seat.index()) else {
+                    return Ok(());
+                };
+                if self.ticks >= p.emote_ready {
+                    p.emote_ready = self.ticks + self.tick_hz;
+                    send(
+                        events,
+                        Event::Emote {
+                            seat: seat.0,
+                            emote,
+                        },
+                    );
+                }
                 Ok(())
             }
             _ => Err(Refused("ctf messages are [1, emote < 16]")),

@@ -332,12 +332,19 @@ fn players_come_first_in_seat_order_then_the_flags_and_only_changes_are_written(
     for (id, s) in &log[..5] {
         assert_eq!((s.kind, s.team), (Kind::Player, Team::of(*id)));
         assert_eq!(s.position, config.spawn(*id, seats));
+        assert!(s.idle, "seat {id} is idle until its client joins");
     }
     assert_eq!((log[5].1.kind, log[5].1.team), (Kind::Flag, Team::A));
     assert_eq!((log[6].1.kind, log[6].1.team), (Kind::Flag, Team::B));
     assert_eq!(log[6].1.position, config.base(Team::B));
 
     let mut m = Match::new(config, 4);
+    m.tick(|_, _| Input::default());
+    assert_eq!(
+        m.sets, 4,
+        "the first step writes the joined players, no longer idle"
+    );
+    assert!((0..4).all(|s| !m.player(s).idle));
     m.tick(|_, _| Input::default());
     assert_eq!(m.sets, 0, "nothing moved");
     let right = Input {
@@ -386,6 +393,10 @@ fn a_joiner_gets_the_score_and_emotes_are_relayed_others_refused() {
         got,
         [(Target::All, Some(Event::Emote { seat: 1, emote: 7 }))]
     );
+    // Seat 0's first emote is relayed too: the limit is per seat.
+    events.clear();
+    assert_eq!(m.game.message(Seat(0), &[1, 15], &mut events), Ok(()));
+    assert_eq!(events.len(), 1);
     for bad in [&[][..], &[1], &[1, 16], &[2, 0], &[1, 0, 0]] {
         assert!(
             m.game.message(Seat(0), bad, &mut events).is_err(),
@@ -461,5 +472,173 @@ proptest! {
             prop_assert!(x * x + y * y <= 1.0001);
         }
         let _ = Event::decode(&bytes);
+    }
+}
+
+#[test]
+fn at_most_one_emote_a_second_per_seat_is_relayed() {
+    let mut m = Match::new(CtfConfig::default(), 2);
+    let mut events = Events::with_capacity(64, 8);
+    let mut relayed = |m: &mut Match, seat: u16, emote: u8| {
+        events.clear();
+        assert_eq!(m.game.message(Seat(seat), &[1, emote], &mut events), Ok(()));
+        let got: Vec<Option<Event>> = events.iter().map(|(_, b)| Event::decode(b)).collect();
+        match got[..] {
+            [] => false,
+            [Some(Event::Emote { seat: s, emote: e })] => {
+                assert_eq!((s, e), (seat, emote));
+                true
+            }
+            _ => panic!("{got:?}"),
+        }
+    };
+    assert!(relayed(&mut m, 0, 1));
+    // Sooner than a second after: accepted, not relayed; seat 1 has its own second.
+    assert!(!relayed(&mut m, 0, 2));
+    assert!(relayed(&mut m, 1, 3));
+    for _ in 0..HZ - 1 {
+        m.tick(|_, _| Input::default());
+        assert!(!relayed(&mut m, 0, 4));
+    }
+    m.tick(|_, _| Input::default());
+    assert!(relayed(&mut m, 0, 5), "a second after the first");
+    assert!(!relayed(&mut m, 0, 6));
+    // One a tick for four seconds: four relayed.
+    let mut n = 0;
+    for _ in 0..4 * HZ {
+        m.tick(|_, _| Input::default());
+        n += u32::from(relayed(&mut m, 1, 7));
+    }
+    assert_eq!(n, 4);
+    // A refused message is still refused, limit or not.
+    assert!(m.game.message(Seat(0), &[1, 16], &mut events).is_err());
+}
+
+/// The seats an event names.
+fn seats_named(e: &Event) -> Vec<u16> {
+    match *e {
+        Event::Pickup { seat, .. } | Event::Drop { seat, .. } | Event::Capture { seat, .. } => {
+            vec![seat]
+        }
+        Event::Return { seat, .. } => seat.into_iter().collect(),
+        Event::Tag { tagger, tagged } => vec![tagger, tagged],
+        Event::Score { .. } | Event::Emote { .. } | Event::Over { .. } => vec![],
+    }
+}
+
+#[test]
+fn empty_seats_never_tag_pick_up_or_return() {
+    let config = CtfConfig::default();
+    let seats = 10;
+    // Seats 0 (A) and 1 (B) have clients; 2..10 are empty.
+    let mut m = Match::seated(config, seats, [0, 1]);
+    let (a_flag, b_flag) = (seats, seats + 1);
+    let spawn: Vec<[f32; 2]> = (0..seats).map(|s| config.spawn(s, seats)).collect();
+    // The middle of each spawn wall, on the line between the bases: seat 4 (A), 5 (B).
+    let mid = config.arena_h / 2.0;
+    assert_eq!((spawn[4][1], spawn[5][1]), (mid, mid));
+    let wall_b = spawn[5];
+    let [ne, sw] = [[config.arena_w - 1.0, config.arena_h - 1.0], [1.0, 1.0]];
+    let drop_at = |me: [f32; 2], at: [f32; 2]| {
+        let mut i = steer(me, at);
+        if (me[0] - at[0]).hypot(me[1] - at[1]) < 0.5 {
+            i.buttons = buttons::DROP;
+        }
+        i
+    };
+    // What the two clients do, phase by phase; the empty seats' sticks are full on (a
+    // runtime would apply none: the game must ignore them anyway).
+    let script = |phase: u8, seat: u16, world: &[Option<tickforge_ctf::EntityState>]| {
+        let me = world[usize::from(seat)].unwrap().position;
+        let flag = |i: u16| world[usize::from(i)].unwrap().position;
+        match (phase, seat) {
+            (_, 2..) => Input {
+                move_x: -127,
+                move_y: 127,
+                buttons: 0,
+            },
+            // A takes B's flag, drops it in B's spawn wall, takes it again, captures.
+            (0, 0) => steer(me, config.base(Team::B)),
+            (1, 0) => drop_at(me, wall_b),
+            (2, 0) => steer(me, flag(b_flag)),
+            (3, 0) => steer(me, config.base(Team::A)),
+            (_, 0) => steer(me, sw),
+            // Then B takes A's flag through A's spawn wall, and drops it in its own.
+            (4, 1) => steer(me, config.base(Team::A)),
+            (5, 1) => drop_at(me, wall_b),
+            (6, 1) => steer(me, flag(a_flag)),
+            (_, 1) => steer(me, ne),
+        }
+    };
+    let mut phase = 0u8;
+    let mut dropped_at = 0;
+    // Ticks a carrier touched an empty enemy seat in that seat's half, and ticks a dropped
+    // flag lay within reach of an empty seat.
+    let (mut carrier_touched, mut flag_in_reach) = ([0u32; 2], 0u32);
+    let mut seen = Vec::new();
+    for t in 0..90 * HZ {
+        m.tick(|seat, world| script(phase, seat, world));
+        for s in 2..seats {
+            let p = m.player(s);
+            assert!(
+                p.idle && p.position == spawn[usize::from(s)] && p.velocity == [0.0; 2],
+                "tick {t}: empty seat {s}: {p:?}"
+            );
+            for c in 0..2 {
+                let carrier = m.player(c);
+                let touching = (carrier.position[0] - p.position[0])
+                    .hypot(carrier.position[1] - p.position[1])
+                    <= tickforge_ctf::TOUCH;
+                if carrier.carrying && touching && config.in_half(p.team, p.position) {
+                    carrier_touched[usize::from(c)] += 1;
+                }
+            }
+            for f in [a_flag, b_flag] {
+                let flag = m.flag(f);
+                let d = (flag.position[0] - p.position[0]).hypot(flag.position[1] - p.position[1]);
+                if flag.dropped && d <= tickforge_ctf::TOUCH {
+                    flag_in_reach += 1;
+                }
+            }
+        }
+        for e in m.events() {
+            assert!(
+                seats_named(&e).iter().all(|&s| s < 2),
+                "tick {t}: an empty seat in {e:?}"
+            );
+            let next = match (phase, e) {
+                (0, Event::Pickup { seat: 0, .. }) => 1,
+                (1, Event::Drop { seat: 0, .. }) | (5, Event::Drop { seat: 1, .. }) => {
+                    dropped_at = t;
+                    phase + 1
+                }
+                (2, Event::Pickup { seat: 0, .. }) | (6, Event::Pickup { seat: 1, .. }) => {
+                    // Nobody took it for the second its dropper could not: not the empty
+                    // seats it lay among.
+                    assert_eq!(t - dropped_at, HZ, "phase {phase}: {seen:?}");
+                    phase + 1
+                }
+                (3, Event::Capture { seat: 0, .. }) => 4,
+                (4, Event::Pickup { seat: 1, .. }) => 5,
+                _ => panic!("tick {t}, phase {phase}: {e:?}; saw {seen:?}"),
+            };
+            phase = next;
+            seen.push(e);
+        }
+        if phase == 7 {
+            break;
+        }
+    }
+    assert_eq!(phase, 7, "the script ran out of time: {seen:?}");
+    assert_eq!(m.game.captures(), [1, 0]);
+    assert!(
+        carrier_touched[0] > 0 && carrier_touched[1] > 0,
+        "both carriers passed through an empty seat: {carrier_touched:?}"
+    );
+    assert!(flag_in_reach >= 2 * HZ, "{flag_in_reach}");
+    let end = m.game.finish().result;
+    for s in 2..seats {
+        let team = if s % 2 == 0 { 'a' } else { 'b' };
+        assert!(end.contains(&format!(" player={s},{team},0,0")), "{end}");
     }
 }

@@ -98,7 +98,14 @@ impl ShooterConfig {
 
     /// Reads the `[game]` table; see the module doc for the keys.
     pub fn from_table(table: &ConfigTable) -> Result<ShooterConfig, ConfigError> {
-        let t: Table = table.read()?;
+        let t: Table = table.read().map_err(|mut e| {
+            // A value of the wrong type (`rounds = "five"`, `map = 3`): the key's own form,
+            // not serde's name of the Rust type it is read as.
+            if let Some((_, form)) = FORMS.iter().find(|(key, _)| *key == e.key) {
+                e.expected = (*form).to_string();
+            }
+            e
+        })?;
         let d = ShooterConfig::default();
         let map = match t.map {
             None => d.map,
@@ -107,58 +114,34 @@ impl ShooterConfig {
         };
         let round = seconds("round_s", t.round_s, d.rules.round)?;
         if round.is_zero() {
-            return Err(ConfigError::new(
-                "round_s",
-                "seconds, more than 0 and at most 86400",
-                "0",
-            ));
+            return Err(ConfigError::new("round_s", ROUND_FORM, "0"));
         }
         let rules = RulesConfig {
             buy: seconds("buy_s", t.buy_s, d.rules.buy)?,
             round,
             round_end: seconds("round_end_s", t.round_end_s, d.rules.round_end)?,
-            rounds: nonzero(
-                t.rounds,
-                d.rules.rounds,
-                "rounds",
-                "an integer from 1 to 255",
-            )?,
-            max_health_hp: match t.max_health_hp {
+            rounds: match ranged("rounds", t.rounds, 1, 255)? {
+                None => d.rules.rounds,
+                Some(n) => NonZeroU8::new(n as u8).expect("checked from 1"),
+            },
+            max_health_hp: match ranged("max_health_hp", t.max_health_hp, 1, 65_535)? {
                 None => d.rules.max_health_hp,
-                Some(hp) => NonZeroU16::new(hp).ok_or_else(|| {
-                    ConfigError::new("max_health_hp", "an integer from 1 to 65535", hp)
-                })?,
+                Some(hp) => NonZeroU16::new(hp as u16).expect("checked from 1"),
             },
             ..d.rules
         };
-        let pose_every = nonzero(
-            t.pose_every
-                .filter(|&n| n <= 32)
-                .or(t.pose_every.map(|_| 0)),
-            d.pose_every,
-            "pose_every",
-            "an integer from 1 to 32 (ticks)",
-        )
-        .map_err(|e| with_got(e, t.pose_every))?;
-        let fow_every = nonzero(
-            t.fow_every.filter(|&n| n <= 16).or(t.fow_every.map(|_| 0)),
-            d.fow_every,
-            "fow_every",
-            "an integer from 1 to 16 (ticks)",
-        )
-        .map_err(|e| with_got(e, t.fow_every))?;
-        let max_rewind = match t.max_rewind_ms {
+        let pose_every = match ranged("pose_every", t.pose_every, 1, 32)? {
+            None => d.pose_every,
+            Some(n) => NonZeroU8::new(n as u8).expect("checked from 1"),
+        };
+        let fow_every = match ranged("fow_every", t.fow_every, 1, 16)? {
+            None => d.fow_every,
+            Some(n) => NonZeroU8::new(n as u8).expect("checked from 1"),
+        };
+        let cap_ms = MAX_REWIND_CAP.as_millis() as i64;
+        let max_rewind = match ranged("max_rewind_ms", t.max_rewind_ms, 0, cap_ms)? {
             None => d.max_rewind,
-            Some(ms) if u128::from(ms) <= MAX_REWIND_CAP.as_millis() => {
-                Duration::from_millis(u64::from(ms))
-            }
-            Some(ms) => {
-                return Err(ConfigError::new(
-                    "max_rewind_ms",
-                    "milliseconds from 0 to 1000",
-                    ms,
-                ))
-            }
+            Some(ms) => Duration::from_millis(ms as u64),
         };
         Ok(ShooterConfig {
             map,
@@ -170,7 +153,35 @@ impl ShooterConfig {
     }
 }
 
-/// The table as written: every key optional, no other key allowed.
+/// What `round_s` takes.
+const ROUND_FORM: &str = "seconds, more than 0 and at most 86400";
+/// What the other seconds keys take.
+const SECONDS_FORM: &str = "seconds from 0 to 86400";
+
+/// Each key and the form it takes, as a refusal states it.
+const FORMS: [(&str, &str); 9] = [
+    ("map", MAP_FORM),
+    ("buy_s", SECONDS_FORM),
+    ("round_s", ROUND_FORM),
+    ("round_end_s", SECONDS_FORM),
+    ("rounds", "an integer from 1 to 255"),
+    ("max_health_hp", "an integer from 1 to 65535"),
+    ("pose_every", "an integer from 1 to 32 (ticks)"),
+    ("fow_every", "an integer from 1 to 16 (ticks)"),
+    ("max_rewind_ms", "milliseconds from 0 to 1000"),
+];
+
+/// The form `key` takes, from [`FORMS`].
+fn form(key: &str) -> &'static str {
+    FORMS
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map_or("the form the module documentation gives", |(_, f)| f)
+}
+
+/// The table as written: every key optional, no other key allowed. Integers are read as
+/// `i64` whatever their range, so a value out of range is refused with the key's form
+/// ([`FORMS`]) rather than serde's "expected u8".
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Table {
@@ -178,39 +189,27 @@ struct Table {
     buy_s: Option<f64>,
     round_s: Option<f64>,
     round_end_s: Option<f64>,
-    rounds: Option<u8>,
-    max_health_hp: Option<u16>,
-    pose_every: Option<u8>,
-    fow_every: Option<u8>,
-    max_rewind_ms: Option<u32>,
+    rounds: Option<i64>,
+    max_health_hp: Option<i64>,
+    pose_every: Option<i64>,
+    fow_every: Option<i64>,
+    max_rewind_ms: Option<i64>,
 }
 
 fn seconds(key: &str, value: Option<f64>, default: Duration) -> Result<Duration, ConfigError> {
     match value {
         None => Ok(default),
         Some(v) if v.is_finite() && (0.0..=86_400.0).contains(&v) => Ok(Duration::from_secs_f64(v)),
-        Some(v) => Err(ConfigError::new(key, "seconds from 0 to 86400", v)),
+        Some(v) => Err(ConfigError::new(key, SECONDS_FORM, v)),
     }
 }
 
-fn nonzero(
-    value: Option<u8>,
-    default: NonZeroU8,
-    key: &str,
-    expected: &str,
-) -> Result<NonZeroU8, ConfigError> {
+/// `value` when it is in `lo..=hi`; out of range, a refusal of `key` with its form.
+fn ranged(key: &str, value: Option<i64>, lo: i64, hi: i64) -> Result<Option<i64>, ConfigError> {
     match value {
-        None => Ok(default),
-        Some(v) => NonZeroU8::new(v).ok_or_else(|| ConfigError::new(key, expected, v)),
+        Some(v) if !(lo..=hi).contains(&v) => Err(ConfigError::new(key, form(key), v)),
+        v => Ok(v),
     }
-}
-
-/// `e` naming the value the table held rather than the 0 a range check mapped it to.
-fn with_got(mut e: ConfigError, held: Option<u8>) -> ConfigError {
-    if let Some(v) = held {
-        e.got = v.to_string();
-    }
-    e
 }
 
 #[cfg(test)]
@@ -247,43 +246,119 @@ mod tests {
     #[test]
     fn bad_keys_are_named_with_the_form_they_take() {
         for (json, says) in [
-            (r#"{"map": "dust2"}"#, "map: expected a built-in map"),
+            (
+                r#"{"map": "dust2"}"#,
+                r#"map: expected a built-in map: "arena" or "flat2km", got "dust2""#,
+            ),
+            (
+                r#"{"map": 3}"#,
+                r#"map: expected a built-in map: "arena" or "flat2km", got integer `3`"#,
+            ),
             (
                 r#"{"rounds": 0}"#,
                 "rounds: expected an integer from 1 to 255, got 0",
             ),
-            (r#"{"rounds": 256}"#, "rounds: expected"),
+            (
+                r#"{"rounds": 256}"#,
+                "rounds: expected an integer from 1 to 255, got 256",
+            ),
+            (
+                r#"{"rounds": 300}"#,
+                "rounds: expected an integer from 1 to 255, got 300",
+            ),
+            (
+                r#"{"rounds": -3}"#,
+                "rounds: expected an integer from 1 to 255, got -3",
+            ),
+            (
+                r#"{"rounds": 2.5}"#,
+                "rounds: expected an integer from 1 to 255, got floating point `2.5`",
+            ),
+            (
+                r#"{"rounds": "five"}"#,
+                r#"rounds: expected an integer from 1 to 255, got string "five""#,
+            ),
             (
                 r#"{"round_s": 0}"#,
-                "round_s: expected seconds, more than 0",
+                "round_s: expected seconds, more than 0 and at most 86400, got 0",
+            ),
+            (
+                r#"{"round_s": "long"}"#,
+                r#"round_s: expected seconds, more than 0 and at most 86400, got string "long""#,
             ),
             (
                 r#"{"buy_s": -1}"#,
                 "buy_s: expected seconds from 0 to 86400, got -1",
             ),
             (
+                r#"{"round_end_s": true}"#,
+                "round_end_s: expected seconds from 0 to 86400, got boolean `true`",
+            ),
+            (
                 r#"{"pose_every": 33}"#,
                 "pose_every: expected an integer from 1 to 32 (ticks), got 33",
+            ),
+            (
+                r#"{"pose_every": 300}"#,
+                "pose_every: expected an integer from 1 to 32 (ticks), got 300",
             ),
             (
                 r#"{"fow_every": 0}"#,
                 "fow_every: expected an integer from 1 to 16 (ticks), got 0",
             ),
             (
+                r#"{"fow_every": 256}"#,
+                "fow_every: expected an integer from 1 to 16 (ticks), got 256",
+            ),
+            (
                 r#"{"max_rewind_ms": 1001}"#,
-                "max_rewind_ms: expected milliseconds from 0 to 1000",
+                "max_rewind_ms: expected milliseconds from 0 to 1000, got 1001",
+            ),
+            (
+                r#"{"max_rewind_ms": -1}"#,
+                "max_rewind_ms: expected milliseconds from 0 to 1000, got -1",
             ),
             (
                 r#"{"max_health_hp": 0}"#,
-                "max_health_hp: expected an integer from 1 to 65535",
+                "max_health_hp: expected an integer from 1 to 65535, got 0",
             ),
             (
-                r#"{"players": 3}"#,
-                "players: expected one of `map`, `buy_s`",
+                r#"{"max_health_hp": 70000}"#,
+                "max_health_hp: expected an integer from 1 to 65535, got 70000",
             ),
         ] {
-            let e = read(json).unwrap_err().to_string();
-            assert!(e.starts_with(says), "{json}: {e}");
+            assert_eq!(read(json).unwrap_err().to_string(), says, "{json}");
         }
+        let e = read(r#"{"players": 3}"#).unwrap_err();
+        assert_eq!(
+            (e.key.as_str(), e.got.as_str()),
+            ("players", "an unknown key")
+        );
+        assert!(
+            e.expected.starts_with("one of `map`, `buy_s`")
+                && e.expected.contains("`max_rewind_ms`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_ends_of_each_range_are_taken() {
+        let c = read(
+            r#"{"rounds": 255, "pose_every": 32, "fow_every": 16, "max_rewind_ms": 1000,
+                "max_health_hp": 65535}"#,
+        )
+        .unwrap();
+        assert_eq!(c.rules.rounds.get(), 255);
+        assert_eq!((c.pose_every.get(), c.fow_every.get()), (32, 16));
+        assert_eq!(c.max_rewind, Duration::from_millis(1000));
+        assert_eq!(c.rules.max_health_hp.get(), 65535);
+        let c = read(
+            r#"{"rounds": 1, "pose_every": 1, "fow_every": 1, "max_rewind_ms": 0,
+                "max_health_hp": 1}"#,
+        )
+        .unwrap();
+        assert_eq!(c.rules.rounds.get(), 1);
+        assert_eq!(c.max_rewind, Duration::ZERO);
+        assert_eq!(c.rules.max_health_hp.get(), 1);
     }
 }

@@ -24,7 +24,15 @@ pub struct Match {
 }
 
 impl Match {
+    /// A match of `seats` seats, a client in each: every seat joined, as the runtime joins
+    /// each client it seats.
     pub fn new(config: CtfConfig, seats: u16) -> Match {
+        Match::seated(config, seats, 0..seats)
+    }
+
+    /// A match of `seats` seats where only `joined` have a client: the others stay idle.
+    /// The joiners' events (the score) are this match's events until the first tick.
+    pub fn seated(config: CtfConfig, seats: u16, joined: impl IntoIterator<Item = u16>) -> Match {
         let max = Ctf::max_entities(&config, seats);
         let mut entities = Entities::new(max);
         let setup = MatchSetup {
@@ -43,6 +51,9 @@ impl Match {
             sets: 0,
         };
         m.drain();
+        for s in joined {
+            m.game.join(Seat(s), &mut m.events);
+        }
         m
     }
 

@@ -505,6 +505,16 @@ impl Game for Ctf {
         })
     }
 
+    fn settings(config: &CtfConfig) -> ConfigTable {
+        let mut t = ConfigTable::new();
+        t.insert("captures".into(), config.captures.into());
+        t.insert("time_limit_s".into(), config.time_limit_s.into());
+        t.insert("arena_w".into(), (config.arena_w as i64).into());
+        t.insert("arena_h".into(), (config.arena_h as i64).into());
+        t.insert("flag_return_s".into(), config.flag_return_s.into());
+        t
+    }
+
     fn max_entities(_: &CtfConfig, seats: u16) -> u16 {
         seats.saturating_add(2)
     }

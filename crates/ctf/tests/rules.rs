@@ -289,6 +289,10 @@ fn settings_default_and_refuse_bad_keys_by_name() {
     .unwrap();
     assert_eq!((c.captures, c.time_limit_s, c.flag_return_s), (5, 600, 10));
     assert_eq!((c.arena_w, c.arena_h), (64.0, 32.0));
+    // The settings it plays with read back as the same settings, every key filled.
+    let settings = Ctf::settings(&c);
+    assert_eq!(settings.len(), 5);
+    assert_eq!(Ctf::configure(&settings).unwrap(), c);
     for (json, key, got) in [
         (r#"{"captures": 0}"#, "captures", "0"),
         (r#"{"captures": 256}"#, "captures", "256"),

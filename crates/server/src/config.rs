@@ -1439,11 +1439,7 @@ mod tests {
         for (toml, key, range) in [
             ("ticks = 0", "ticks", "1 to 10000000, got 0"),
             ("ticks = 20000000", "ticks", "1 to 10000000, got 20000000"),
-            (
-                "ticks = 1.5",
-                "ticks",
-                "got invalid type: floating point `1.5`",
-            ),
+            ("ticks = 1.5", "ticks", "i64, got floating point `1.5`"),
             ("every = 0", "every", "1 to 65535, got 0"),
             ("every = \"often\"", "every", "\"often\""),
             ("arena = -1", "arena", "1 to 1000000, got -1"),

@@ -190,3 +190,142 @@ fn a_match_that_starts_over_tells_its_new_game_who_is_seated() {
     assert_eq!(joins[1].1, 0, "the new game, at its tick 0");
     assert!(a.events.contains(&Event::Epoch { epoch: 1 }));
 }
+
+/// A game whose one entity blinks: spawned at the start, destroyed at tick 10, spawned
+/// again once its index may be reused, with a new state. No seat has an entity.
+mod blink {
+    use tickforge_api::{
+        Coding, ConfigError, ConfigTable, Entities, EntityId, Field, Game, InputInfo, Lanes,
+        MatchEnd, MatchSetup, Position, Quantum, Schema, Seat, StepContext, View,
+        REUSE_AFTER_TICKS,
+    };
+
+    static SCHEMA: Schema = match Schema::new(&[Field::new("n", Coding::Scalar, Quantum::Whole)]) {
+        Ok(s) => s,
+        Err(_) => panic!("a valid table"),
+    };
+
+    /// The tick the entity is destroyed in.
+    pub const GONE_AT: u32 = 10;
+
+    pub struct Blink {
+        pub id: Option<EntityId>,
+        /// Ids it was given, in order.
+        pub given: Vec<EntityId>,
+        tick: u32,
+    }
+
+    impl Game for Blink {
+        type Config = ();
+        type Input = ();
+        const NAME: &'static str = "blink";
+        const ABOUT: &'static str = "one entity that goes and comes back";
+
+        fn schema() -> &'static Schema {
+            &SCHEMA
+        }
+        fn configure(_: &ConfigTable) -> Result<(), ConfigError> {
+            Ok(())
+        }
+        fn max_entities(_: &(), _: u16) -> u16 {
+            1
+        }
+        fn new(_: &(), _: &MatchSetup, _: &mut Entities) -> Blink {
+            Blink {
+                id: None,
+                given: Vec::new(),
+                tick: 0,
+            }
+        }
+        fn decode_input(_: &[u8]) -> Option<()> {
+            Some(())
+        }
+        fn apply_input(&mut self, _: Seat, _: &(), _: InputInfo) {}
+        fn step(&mut self, cx: &mut StepContext<'_>) {
+            let t = self.tick;
+            self.tick += 1;
+            if t == GONE_AT {
+                let id = self.id.take().expect("alive until now");
+                assert!(cx.entities.destroy(id));
+                assert!(
+                    !cx.entities.set(id, Position::default(), &Lanes::ZERO),
+                    "stale"
+                );
+            }
+            if self.id.is_none() && (t == 0 || t > GONE_AT) {
+                // Refused until the freed index has waited out the baseline ring.
+                if let Some(id) = cx.entities.spawn() {
+                    assert!(t == 0 || t >= GONE_AT + REUSE_AFTER_TICKS, "tick {t}");
+                    self.id = Some(id);
+                    self.given.push(id);
+                }
+            }
+            if let Some(id) = self.id {
+                let mut lanes = Lanes::ZERO;
+                lanes.0[0] = self.given.len() as i32 * 100;
+                cx.entities.set(id, Position::default(), &lanes);
+            }
+        }
+        fn view(&self, _: Seat) -> View<'_> {
+            View::default()
+        }
+        fn is_over(&self) -> bool {
+            false
+        }
+        fn finish(&mut self) -> MatchEnd {
+            MatchEnd::default()
+        }
+    }
+}
+
+#[test]
+fn a_destroyed_entity_leaves_every_client_and_its_index_comes_back_as_a_new_one() {
+    use tickforge_api::REUSE_AFTER_TICKS;
+    use tickforge_replication::{NetId, Replica, ReplicaConfig};
+    let t0 = Instant::now();
+    let scopes = Scopes::new(Instant::now);
+    let setup = MatchSetup {
+        seats: 1,
+        tick_hz: 128,
+        record: false,
+    };
+    let mut m = Match::<blink::Blink>::new(MatchId(1), Arc::new(()), setup, t0);
+    let seat = m.seat(t0, ClientIndex(0), None).unwrap();
+    let mut link = Endpoint::new(msg::link_config(), t0);
+    let mut replica = Replica::new(
+        ReplicaConfig::matching(m.replicator.config()),
+        blink::Blink::schema(),
+    );
+    let mut packet = Vec::new();
+    let mut seen = Vec::new();
+    let mut now = t0;
+    for _ in 0..(blink::GONE_AT + REUSE_AFTER_TICKS + 8) {
+        m.run_tick(now, &scopes);
+        for (_, payload) in m.outbox().iter() {
+            if let Some((_, body)) = link.read_packet(now, payload).unwrap() {
+                let Ok(ServerMsg::Snapshot { body, .. }) = ServerMsg::decode(body) else {
+                    panic!("a snapshot");
+                };
+                replica.read(body).expect("every snapshot reads");
+            }
+        }
+        while link.poll_reliable(&mut packet) {}
+        seen.push(replica.entity(NetId(0)).map(|l| l.0[0]));
+        link.write_packet(now, None, &mut packet);
+        m.receive(now, seat, &packet).unwrap();
+        now += m.period();
+    }
+    let gone = blink::GONE_AT as usize;
+    let back = gone + REUSE_AFTER_TICKS as usize;
+    assert_eq!(seen[gone - 1], Some(100), "the first entity");
+    assert!(seen[gone..back].iter().all(Option::is_none), "{seen:?}");
+    assert_eq!(
+        seen[back + 1],
+        Some(200),
+        "the second, in the same index: {seen:?}"
+    );
+    let given = &m.game().given;
+    assert_eq!(given.len(), 2);
+    assert_eq!(given[0].index, given[1].index);
+    assert_eq!(given[1].generation, given[0].generation + 1);
+}

@@ -1,8 +1,8 @@
 //! tickforge's client session ([`tickforge_client::Session`]) behind a C ABI, for game
 //! engines (Unity, Unreal, Godot) and any language with a C FFI.
 //!
-//! Built as a `cdylib` (`libtickforge_client.so`, `tickforge_client.dll`,
-//! `libtickforge_client.dylib`) and a `staticlib`; `include/tickforge.h` is generated from
+//! Built as a `cdylib` (`libtickforge_client_c.so`, `tickforge_client_c.dll`,
+//! `libtickforge_client_c.dylib`) and a `staticlib`; `include/tickforge.h` is generated from
 //! this file by cbindgen (`tests/header.rs` fails when it is stale). `docs/engines.md`
 //! says how each engine loads it.
 //!
@@ -316,6 +316,8 @@ pub struct tf_session {
     tx: Vec<u8>,
     /// In engine mode: a datagram `tf_session_next_datagram` could not hand out yet.
     tx_pending: bool,
+    /// An input went out since the last update: its packet carried the acks and messages.
+    sent_since_update: bool,
     disconnect_text: CString,
     last_error: CString,
     poisoned: bool,
@@ -577,12 +579,6 @@ impl tf_session {
         }
         self.io = Io::Socket(socket);
     }
-
-    /// Own-socket mode: sends now; engine mode: the datagrams wait for
-    /// `tf_session_next_datagram`.
-    fn after_send(&mut self, now: Instant) {
-        self.flush(now);
-    }
 }
 
 /// Creates a session that connects with the connect token `token` (`len` bytes, 2048 for
@@ -691,6 +687,7 @@ pub unsafe extern "C" fn tf_session_create(
             rx: vec![0; TF_MAX_DATAGRAM_BYTES],
             tx: Vec::with_capacity(MAX_PACKET_BYTES.max(TF_MAX_DATAGRAM_BYTES)),
             tx_pending: false,
+            sent_since_update: false,
             disconnect_text: CString::default(),
             last_error: CString::default(),
             poisoned: false,
@@ -720,8 +717,10 @@ pub unsafe extern "C" fn tf_session_free(s: *mut tf_session) {
 
 /// Drives the session at the caller's time `now_s`: in `TF_MODE_SOCKET` it receives
 /// every datagram waiting (non-blocking), handles timeouts and sends what is due
-/// (connection requests, keep-alives, acks); in `TF_MODE_ENGINE_IO` it handles timeouts
-/// only. Call once a frame or tick, then poll the events.
+/// (connection requests, keep-alives; acks and queued messages when no input went out
+/// since the last update); in `TF_MODE_ENGINE_IO` it does the same but receiving, and
+/// what is due waits for `tf_session_next_datagram`. Call once a frame or tick, then
+/// poll the events.
 ///
 /// # Safety
 /// `s` is a live session used by no other thread.
@@ -733,6 +732,11 @@ pub unsafe extern "C" fn tf_session_update(s: *mut tf_session, now_s: f64) -> tf
         t.receive_all(now);
         t.session.handle_timeout(now);
         t.drain();
+        // No input since the last update: a packet of its own carries the acks and any
+        // messages queued.
+        if !std::mem::take(&mut t.sent_since_update) {
+            t.session.send_packet(now);
+        }
         t.flush(now);
         Ok(())
     };
@@ -954,7 +958,8 @@ unsafe fn send_input(
                 "not connected: nothing sent",
             );
         }
-        t.after_send(now);
+        t.sent_since_update = true;
+        t.flush(now);
         Ok(())
     };
     // SAFETY: forwarded from the caller.

@@ -13,81 +13,21 @@
 //! `TICKFORGE_REQUIRE_LANGS=1`, as CI sets it: then it fails.
 
 use std::io::Read;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
-use tickforge_proto::netcode::PrivateKey;
-use tickforge_proto::user_data::{UserData, ANY, ANY_SEAT};
-use tickforge_proto::MatchId;
-use tickforge_server::{Host, ServerConfig, Shutdown};
+mod common;
 
 /// Seconds each program plays after its welcome.
 const PLAY_SECONDS: f64 = 2.0;
 /// The longest a program may run (compiling excluded) before it is killed and fails.
 const RUN_BOUND: Duration = Duration::from_secs(40);
 
-/// The host every test connects to: one worker, a match per language.
-struct Server {
-    addr: SocketAddr,
-    key: PrivateKey,
-    protocol_id: u64,
-}
-
-fn server() -> &'static Server {
-    static SERVER: OnceLock<Server> = OnceLock::new();
-    SERVER.get_or_init(|| {
-        tickforge_server::games::register::<tickforge_shooter::Shooter>();
-        let cores = tickforge_io::cpu::allowed_cores();
-        let config = ServerConfig {
-            bind: "127.0.0.1:0".parse().unwrap(),
-            matches: 3,
-            players_per_match: 2,
-            cores: Some(cores[..1].to_vec()),
-            unjoined_match_ttl: Duration::from_secs(600),
-            ..ServerConfig::default()
-        };
-        let host = Host::start(&config, Shutdown::new(), None, std::sync::Arc::new(|_| {}))
-            .expect("the host starts");
-        let addr = host.addrs()[0];
-        // It serves until the test process exits.
-        std::mem::forget(host);
-        Server {
-            addr,
-            key: config.private_key.clone(),
-            protocol_id: config.protocol_id,
-        }
-    })
-}
-
 /// A connect token for a seat in match `m`, written to a file; its path.
 fn token_file(m: u32, name: &str) -> PathBuf {
-    let s = server();
-    let params = TokenParams {
-        protocol_id: s.protocol_id,
-        create_timestamp: tickforge_io::entropy::unix_now(),
-        expire_seconds: 120,
-        timeout_seconds: 5,
-        server_addresses: vec![s.addr],
-    };
-    let user_data = UserData {
-        match_id: MatchId(m),
-        team: ANY,
-        seat: ANY_SEAT,
-    }
-    .encode();
-    let token = ConnectToken::mint(
-        &params,
-        u64::from_le_bytes(tickforge_io::entropy::random_bytes()),
-        &user_data,
-        &s.key.0,
-        &tickforge_io::entropy::random_bytes(),
-    );
     let path = scratch().join(format!("{name}.token"));
-    std::fs::write(&path, token.to_bytes()).unwrap();
+    std::fs::write(&path, common::token(m).to_bytes()).unwrap();
     path
 }
 
@@ -105,11 +45,11 @@ fn lib_dir() -> PathBuf {
 
 fn lib_file() -> &'static str {
     if cfg!(windows) {
-        "tickforge_client.dll"
+        "tickforge_client_c.dll"
     } else if cfg!(target_os = "macos") {
-        "libtickforge_client.dylib"
+        "libtickforge_client_c.dylib"
     } else {
-        "libtickforge_client.so"
+        "libtickforge_client_c.so"
     }
 }
 
@@ -248,7 +188,7 @@ fn c_example_plays_the_shooter() {
             .arg(crate_dir().join("examples/c/play.c"))
             .arg("-L")
             .arg(&lib)
-            .arg("-ltickforge_client")
+            .arg("-ltickforge_client_c")
             .arg(format!("-Wl,-rpath,{}", lib.display()))
             .arg("-o")
             .arg(&exe),

@@ -1,4 +1,4 @@
-// Tickforge.cs: the C# binding of tickforge's client library (libtickforge_client), by
+// Tickforge.cs: the C# binding of tickforge's client library (libtickforge_client_c), by
 // P/Invoke. The file a Unity project drops into Assets/ (next to the native library in
 // Assets/Plugins/<platform>/); it also builds with Mono's mcs and .NET. See
 // docs/engines.md.
@@ -149,9 +149,13 @@ namespace Tickforge
     /// <summary>The raw C entry points (see tickforge.h for each one's contract).</summary>
     public static class Native
     {
-        // libtickforge_client.so / .dylib, tickforge_client.dll. On iOS (static linking)
-        // Unity needs "__Internal" instead.
-        public const string Lib = "tickforge_client";
+        // libtickforge_client_c.so / .dylib, tickforge_client_c.dll; on iOS the static
+        // library is linked into the player, which P/Invoke names "__Internal".
+#if UNITY_IOS && !UNITY_EDITOR
+        public const string Lib = "__Internal";
+#else
+        public const string Lib = "tickforge_client_c";
+#endif
 
         public const int ShooterInputBytes = 7;
         public const byte ShooterJump = 1;

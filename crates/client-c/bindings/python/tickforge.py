@@ -1,7 +1,7 @@
-"""tickforge's client library (libtickforge_client) from Python, through ctypes.
+"""tickforge's client library (libtickforge_client_c) from Python, through ctypes.
 
 It mirrors crates/client-c/include/tickforge.h. The library is found at $TICKFORGE_LIB,
-else by the platform's name for it (libtickforge_client.so, .dylib, tickforge_client.dll)
+else by the platform's name for it (libtickforge_client_c.so, .dylib, tickforge_client_c.dll)
 on the loader's search path.
 
     s = tickforge.Session(open("token.bin", "rb").read(), "shooter")
@@ -78,10 +78,10 @@ class ShooterState(Structure):
 
 def _default_name():
     if sys.platform.startswith("win"):
-        return "tickforge_client.dll"
+        return "tickforge_client_c.dll"
     if sys.platform == "darwin":
-        return "libtickforge_client.dylib"
-    return "libtickforge_client.so"
+        return "libtickforge_client_c.dylib"
+    return "libtickforge_client_c.so"
 
 
 def load(path=None):

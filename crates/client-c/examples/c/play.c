@@ -2,7 +2,7 @@
  * seconds (one input per tick: run forward, turning), prints what it sees, disconnects.
  *
  *   cc -std=c99 -I crates/client-c/include crates/client-c/examples/c/play.c \
- *      -L target/debug -ltickforge_client -Wl,-rpath,target/debug -o play
+ *      -L target/debug -ltickforge_client_c -Wl,-rpath,target/debug -o play
  *   ./play token.bin [seconds]
  *
  * token.bin holds the 2048-byte connect token a matchmaker handed out (tickforge's

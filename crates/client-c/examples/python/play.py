@@ -1,7 +1,7 @@
 """Connects to a tickforge shooter match with a connect token, plays a few seconds (one
 input per tick: run forward, turning), prints what it sees, disconnects.
 
-    TICKFORGE_LIB=target/debug/libtickforge_client.so python3 play.py token.bin [seconds]
+    TICKFORGE_LIB=target/debug/libtickforge_client_c.so python3 play.py token.bin [seconds]
 
 Exits 0 when welcomed, snapshots came at 90% of the tick rate or better, and the
 disconnect was clean.

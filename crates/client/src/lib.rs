@@ -30,18 +30,25 @@
 //! with the session and the replica with the welcome).
 
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tickforge_proto::msg::{self, ClientMsg, Event, ServerMsg};
-use tickforge_proto::netcode::token::ConnectToken;
+use tickforge_proto::netcode::token::{ConnectToken, TokenError};
 use tickforge_proto::netcode::{Client, ClientEvent, ClientState};
 use tickforge_proto::reliable::{Endpoint, LinkStats, ReliableError};
 use tickforge_proto::{DisconnectReason, MAX_PACKET_BYTES};
-use tickforge_replication::{ReadInfo, Replica, ReplicaConfig, Schema, MAX_ENTITIES};
+use tickforge_replication::{Lanes, NetId, ReadInfo, Replica, ReplicaConfig, Schema, MAX_ENTITIES};
 use tickforge_sim::ViewTime;
+
+mod interp;
+pub mod timing;
 
 #[cfg(test)]
 mod tests;
+
+use interp::Frames;
+pub use interp::{lerp, INTERP_FRAMES};
+use timing::Clock;
 
 /// Snapshots kept while the welcome has not arrived yet: half a second at 128 Hz. The
 /// welcome is the link's first reliable message, resent within a few ticks if lost.
@@ -163,12 +170,49 @@ pub struct SessionStats {
     pub bytes_sent: u64,
     /// Inputs sent.
     pub inputs: u64,
+    /// The reliable link's smoothed round trip ([`LinkStats::rtt`]).
+    pub rtt: Duration,
+    /// The reliable link's round-trip deviation ([`LinkStats::jitter`]).
+    pub rtt_jitter: Duration,
+    /// Share of this client's packets the link judged lost, parts per million
+    /// ([`LinkStats::loss`]: the way up).
+    pub loss_ppm: u32,
+    /// Jitter of snapshot arrivals: the mean deviation from the filtered arrival clock
+    /// (see [`timing`]).
+    pub snapshot_jitter: Duration,
+    /// Smoothed share of ticks skipped between successive newest snapshots, parts per
+    /// million: the way down's loss (and reordering).
+    pub snapshot_gap_ppm: u32,
+    /// The interpolation delay as of the newest snapshot ([`Session::interp_delay_ticks`]).
+    pub interp_delay: Duration,
+}
+
+/// Why a session could not be made from a token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CreateError {
+    /// The token's bytes are not a connect token (length, version, addresses,
+    /// timestamps).
+    #[error("malformed connect token: {0}")]
+    Malformed(TokenError),
+    /// The token expired at `expire_timestamp` (Unix seconds), at or before `unix_now`.
+    #[error("connect token expired at {expire_timestamp}, now is {unix_now}")]
+    Expired {
+        /// When it expired.
+        expire_timestamp: u64,
+        /// The caller's Unix time.
+        unix_now: u64,
+    },
+    /// The token names no server to connect to.
+    #[error("connect token names no server")]
+    NoServer,
 }
 
 /// A snapshot body waiting to be read: its tick, its input ack, and its bytes.
 struct Held {
     tick: u32,
     input_ack: u32,
+    /// When its datagram arrived.
+    at: Instant,
     body: Vec<u8>,
 }
 
@@ -203,6 +247,10 @@ pub struct Session {
     sealed: Vec<u8>,
     sealed_to: Option<SocketAddr>,
     stats: SessionStats,
+    /// The server-tick estimate and the interpolation delay.
+    clock: Clock,
+    /// The interpolation ring, made with the welcome.
+    frames: Option<Frames>,
 }
 
 impl Session {
@@ -228,6 +276,7 @@ impl Session {
             pending: Held {
                 tick: 0,
                 input_ack: 0,
+                at: now,
                 body: Vec::with_capacity(MAX_PACKET_BYTES),
             },
             pending_ready: false,
@@ -239,7 +288,90 @@ impl Session {
             sealed: Vec::with_capacity(MAX_PACKET_BYTES),
             sealed_to: None,
             stats: SessionStats::default(),
+            clock: Clock::new(now),
+            frames: None,
         }
+    }
+
+    /// A session from a parsed token, checked first: an expired token (by the caller's
+    /// `unix_now`, Unix seconds) or one naming no server is an error, not a session that
+    /// fails later. Otherwise as [`Session::new`].
+    pub fn try_new(
+        token: ConnectToken,
+        unix_now: u64,
+        schema: &'static Schema,
+        config: SessionConfig,
+        now: Instant,
+    ) -> Result<Session, CreateError> {
+        if token.server_addresses.is_empty() {
+            return Err(CreateError::NoServer);
+        }
+        if token.expire_timestamp <= unix_now {
+            return Err(CreateError::Expired {
+                expire_timestamp: token.expire_timestamp,
+                unix_now,
+            });
+        }
+        Ok(Session::new(token, schema, config, now))
+    }
+
+    /// A session from a connect token's 2048-byte wire form: a malformed or expired token
+    /// is an error (see [`Session::try_new`]).
+    pub fn from_token_bytes(
+        token: &[u8],
+        unix_now: u64,
+        schema: &'static Schema,
+        config: SessionConfig,
+        now: Instant,
+    ) -> Result<Session, CreateError> {
+        let token = ConnectToken::from_bytes(token).map_err(CreateError::Malformed)?;
+        Session::try_new(token, unix_now, schema, config, now)
+    }
+
+    /// The server's current tick at `now`, a continuous value: the filtered arrival clock
+    /// of the snapshots plus half the link's round trip (the method is in [`timing`]).
+    /// `None` before the first snapshot of the current run.
+    pub fn server_tick(&self, now: Instant) -> Option<f64> {
+        self.clock.server_tick(now, self.link.stats().rtt)
+    }
+
+    /// The tick to show at `now`: [`Session::server_tick`] less the one-way trip less the
+    /// adaptive interpolation delay ([`Session::interp_delay_ticks`]). Changes smoothly;
+    /// `None` before the first snapshot of the current run. Read entities at it with
+    /// [`Session::entity_at`].
+    pub fn render_tick(&self, now: Instant) -> Option<f64> {
+        self.clock.render_tick(now)
+    }
+
+    /// The interpolation delay, ticks behind the arrival clock, as of the newest snapshot:
+    /// `2 + 3 × jitter + 8 × gap loss`, bounded to 1..=24 and followed smoothly.
+    pub fn interp_delay_ticks(&self) -> f64 {
+        self.clock.delay()
+    }
+
+    /// The interpolation delay at `now` (it moves towards its target between snapshots).
+    pub fn interp_delay_ticks_at(&self, now: Instant) -> f64 {
+        self.clock.delay_at(now)
+    }
+
+    /// The delay the interpolation delay is heading for, ticks.
+    pub fn interp_delay_target_ticks(&self) -> f64 {
+        self.clock.delay_target()
+    }
+
+    /// Entity `id` at `render_tick` (normally [`Session::render_tick`]): its lanes
+    /// interpolated between the two snapshots around that tick (numeric fields linearly,
+    /// angles the short way round, bytes from the earlier snapshot; see [`lerp`]). Past
+    /// the newest snapshot the newest state is held, never extrapolated; before the
+    /// oldest kept ([`INTERP_FRAMES`] ticks) the oldest is. `None` when the entity is not
+    /// in the world at that tick (or before the welcome). Allocates nothing.
+    pub fn entity_at(&self, id: NetId, render_tick: f64) -> Option<Lanes> {
+        self.frames.as_ref()?.entity_at(id, render_tick)
+    }
+
+    /// The newest snapshot tick held for interpolation, in this run.
+    pub fn interp_newest_tick(&self) -> Option<u32> {
+        self.frames.as_ref()?.newest()
     }
 
     /// The schema this session decodes with.
@@ -328,12 +460,16 @@ impl Session {
         };
         let body = match self.link.read_packet(now, payload) {
             Ok(Some((_tag, body))) => body,
-            Ok(None) => return,
+            Ok(None) => {
+                Self::copy_link_stats(&mut self.stats, self.link.stats());
+                return;
+            }
             Err(_) => {
                 self.stats.link_errors += 1;
                 return;
             }
         };
+        Self::copy_link_stats(&mut self.stats, self.link.stats());
         match ServerMsg::decode(body) {
             Ok(ServerMsg::Snapshot {
                 tick,
@@ -343,6 +479,7 @@ impl Session {
                 let held = &mut self.pending;
                 held.tick = tick;
                 held.input_ack = input_ack;
+                held.at = now;
                 held.body.clear();
                 held.body.extend_from_slice(body);
                 self.pending_ready = true;
@@ -404,6 +541,7 @@ impl Session {
                         if let Some(r) = self.replica.as_mut() {
                             r.reset();
                         }
+                        self.reset_run();
                         // Nothing of the old run is read after its end.
                         self.early.clear();
                         self.early_next = 0;
@@ -422,9 +560,13 @@ impl Session {
             if self.replica.is_some() && self.early_next < self.early.len() {
                 let i = self.early_next;
                 self.early_next += 1;
-                let (tick, input_ack) = (self.early[i].tick, self.early[i].input_ack);
+                let (tick, input_ack, at) = (
+                    self.early[i].tick,
+                    self.early[i].input_ack,
+                    self.early[i].at,
+                );
                 let body = std::mem::take(&mut self.early[i].body);
-                let read = self.read(tick, &body);
+                let read = self.read(tick, at, &body);
                 self.early[i].body = body;
                 if self.early_next == self.early.len() {
                     self.early.clear();
@@ -445,7 +587,8 @@ impl Session {
                 return None;
             }
             self.pending_ready = false;
-            let (tick, input_ack) = (self.pending.tick, self.pending.input_ack);
+            let (tick, input_ack, at) =
+                (self.pending.tick, self.pending.input_ack, self.pending.at);
             if self.replica.is_none() {
                 // The link has acknowledged it: the server may encode against it later.
                 if self.early.len() < EARLY_SNAPSHOTS {
@@ -453,6 +596,7 @@ impl Session {
                     self.early.push(Held {
                         tick,
                         input_ack,
+                        at,
                         body,
                     });
                 } else {
@@ -461,7 +605,7 @@ impl Session {
                 continue;
             }
             let body = std::mem::take(&mut self.pending.body);
-            let read = self.read(tick, &body);
+            let read = self.read(tick, at, &body);
             self.pending.body = body;
             if let Some(read) = read {
                 return Some(SessionEvent::Snapshot {
@@ -473,18 +617,47 @@ impl Session {
         }
     }
 
-    /// Reads one snapshot body into the replica; `None` when refused (counted).
-    fn read(&mut self, tick: u32, body: &[u8]) -> Option<ReadInfo> {
+    /// Forgets the timing and the frames of the run that ended.
+    fn reset_run(&mut self) {
+        self.clock.reset_run();
+        if let Some(f) = self.frames.as_mut() {
+            f.reset();
+        }
+    }
+
+    fn copy_link_stats(stats: &mut SessionStats, link: &LinkStats) {
+        stats.rtt = link.rtt;
+        stats.rtt_jitter = link.jitter;
+        stats.loss_ppm = (f64::from(link.loss.clamp(0.0, 1.0)) * 1e6) as u32;
+    }
+
+    /// Reads one snapshot body, which arrived at `at`, into the replica, the clock and
+    /// the interpolation frames; `None` when refused (counted).
+    fn read(&mut self, tick: u32, at: Instant, body: &[u8]) -> Option<ReadInfo> {
         let replica = self.replica.as_mut()?;
         if replica
             .newest_tick()
             .is_some_and(|newest| newest > tick && newest - tick > TICK_JUMP)
         {
             replica.reset();
+            self.clock.reset_run();
+            if let Some(f) = self.frames.as_mut() {
+                f.reset();
+            }
         }
         match replica.read(body) {
             Ok(read) => {
                 self.stats.snapshots += 1;
+                if !read.duplicate {
+                    self.clock.sample(read.tick, at);
+                    if let Some(f) = self.frames.as_mut() {
+                        f.record(read.tick, replica);
+                    }
+                    let clock = &self.clock;
+                    self.stats.snapshot_jitter = clock.duration(clock.jitter());
+                    self.stats.snapshot_gap_ppm = (clock.gap_loss() * 1e6) as u32;
+                    self.stats.interp_delay = clock.duration(clock.delay());
+                }
                 Some(read)
             }
             Err(_) => {
@@ -518,6 +691,12 @@ impl Session {
             Some(r) if *r.config() == config => r.reset(),
             _ => self.replica = Some(Replica::new(config, self.schema)),
         }
+        match self.frames.as_mut() {
+            Some(f) if f.entities() == config.max_entities => f.reset(),
+            _ => self.frames = Some(Frames::new(self.schema, config.max_entities)),
+        }
+        self.clock.set_rate(welcome.tick_hz);
+        self.clock.reset_run();
         self.welcome = Some(welcome);
         self.epoch = welcome.epoch;
         Ok(())

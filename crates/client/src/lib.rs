@@ -22,6 +22,22 @@
 //! the snapshots that arrive before the welcome and reads them once it has it (the link
 //! has acknowledged them, so the server may encode against them); numbers inputs.
 //!
+//! Timing, for rendering: every snapshot's tick and arrival time feed a filtered estimate
+//! of the server's clock ([`Session::server_tick`], method in [`timing`]); the render
+//! clock ([`Session::render_tick`]) trails it by an interpolation delay that adapts to the
+//! arrival jitter and the snapshots skipped ([`Session::interp_delay_ticks`]); a ring of
+//! the last [`INTERP_FRAMES`] ticks of the world gives each entity between the two
+//! snapshots around the render tick ([`Session::entity_at`]), held at the newest past it.
+//!
+//! ```text
+//! each frame      ──► Session::render_tick(now) ──► r
+//!                     Session::entity_at(id, r) ──► lanes (interpolated)
+//! ```
+//!
+//! A token is checked when the session is made from it ([`Session::from_token_bytes`],
+//! [`Session::try_new`]): malformed or expired is a [`CreateError`]. A server that goes
+//! silent ends the session with [`Ended::Transport`]`(TimedOut)` after the token's timeout.
+//!
 //! What it does not do: open sockets, read clocks, know a game. Game events and messages
 //! are the game's bytes, in and out.
 //!
@@ -35,7 +51,7 @@ use std::time::{Duration, Instant};
 use tickforge_proto::msg::{self, ClientMsg, Event, ServerMsg};
 use tickforge_proto::netcode::token::{ConnectToken, TokenError};
 use tickforge_proto::netcode::{Client, ClientEvent, ClientState};
-use tickforge_proto::reliable::{Endpoint, LinkStats, ReliableError};
+use tickforge_proto::reliable::{ConfigError, Endpoint, LinkStats, ReliableConfig, ReliableError};
 use tickforge_proto::{DisconnectReason, MAX_PACKET_BYTES};
 use tickforge_replication::{Lanes, NetId, ReadInfo, Replica, ReplicaConfig, Schema, MAX_ENTITIES};
 use tickforge_sim::ViewTime;
@@ -65,6 +81,35 @@ pub struct SessionConfig {
     /// baselines (`ReplicationConfig::ring_ticks`) plus the ticks a snapshot may arrive
     /// late by.
     pub history_ticks: u32,
+}
+
+impl SessionConfig {
+    /// The smallest replica that still works with a server of the default replication
+    /// settings: its ring of 64 baselines plus 8 ticks (62 ms at 128 Hz) of lateness,
+    /// rather than the default's second ring. With [`compact_link_config`] a session of the
+    /// reference shooter at ten players fits in 128 KiB (`tests/memory.rs`); a snapshot
+    /// that arrives later than that behind the newest may miss its baseline, and is
+    /// refused (counted in [`SessionStats::bad_snapshots`]).
+    pub const COMPACT: SessionConfig = SessionConfig { history_ticks: 72 };
+}
+
+/// The reliable link of [`msg::link_config`] with the client's side made small: a send
+/// queue of one largest message (16 KiB) and 64 messages, reassembly room for one largest
+/// message from the server, a receive window of 32 messages and a packet history of 64
+/// (half a second at 128 Hz). Message sizes are the protocol's; a server that has more
+/// than 32 reliable messages in flight to one client, or two large ones at once, has some
+/// wait for a resend. About 56 KiB rather than 127 KiB.
+pub fn compact_link_config() -> ReliableConfig {
+    let base = msg::link_config();
+    let cells = base.max_message_bytes.div_ceil(base.fragment_bytes);
+    ReliableConfig {
+        send_queue_bytes: base.max_message_bytes,
+        send_queue_messages: 64,
+        reassembly_bytes: cells * base.fragment_bytes,
+        receive_window_messages: 32,
+        packet_history: 64,
+        ..base
+    }
 }
 
 impl Default for SessionConfig {
@@ -205,6 +250,9 @@ pub enum CreateError {
     /// The token names no server to connect to.
     #[error("connect token names no server")]
     NoServer,
+    /// The reliable link's configuration is unusable.
+    #[error("link configuration: {0}")]
+    LinkConfig(ConfigError),
 }
 
 /// A snapshot body waiting to be read: its tick, its input ack, and its bytes.
@@ -262,11 +310,35 @@ impl Session {
         config: SessionConfig,
         now: Instant,
     ) -> Session {
+        Session::build(token, schema, config, msg::link_config(), now)
+    }
+
+    /// As [`Session::new`] with the reliable link configured by `link` rather than
+    /// [`msg::link_config`] (for instance [`compact_link_config`]): the limits of the
+    /// client's side; the protocol's message sizes must be kept.
+    pub fn with_link_config(
+        token: ConnectToken,
+        schema: &'static Schema,
+        config: SessionConfig,
+        link: ReliableConfig,
+        now: Instant,
+    ) -> Result<Session, CreateError> {
+        link.validate().map_err(CreateError::LinkConfig)?;
+        Ok(Session::build(token, schema, config, link, now))
+    }
+
+    fn build(
+        token: ConnectToken,
+        schema: &'static Schema,
+        config: SessionConfig,
+        link: ReliableConfig,
+        now: Instant,
+    ) -> Session {
         Session {
             schema,
             config,
             transport: Client::new(token, now),
-            link: Endpoint::new(msg::link_config(), now),
+            link: Endpoint::new(link, now),
             replica: None,
             welcome: None,
             epoch: 0,

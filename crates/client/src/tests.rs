@@ -991,3 +991,42 @@ fn a_malformed_or_expired_token_is_an_error_at_create_time() {
         Some(CreateError::NoServer)
     );
 }
+
+#[test]
+fn compact_sessions_play_through_loss_duplication_and_reordering() {
+    let conditions = LinkConditions {
+        latency: Duration::from_millis(20),
+        jitter: Duration::from_millis(5),
+        loss_probability: 0.1,
+        duplicate_probability: 0.05,
+        reorder_probability: 0.1,
+        reorder_delay: Duration::from_millis(15),
+    };
+    let mut w = World::new(31, conditions, 3, CtfConfig::default());
+    for n in 0..3 {
+        w.sessions[n] = Session::with_link_config(
+            token(n),
+            tickforge_ctf::schema(),
+            SessionConfig::COMPACT,
+            compact_link_config(),
+            w.start,
+        )
+        .unwrap();
+    }
+    w.run(4 * 128);
+    assert_played(&w, 4 * 128, 0.7);
+    let bad = tickforge_proto::reliable::ReliableConfig {
+        packet_history: 3,
+        ..compact_link_config()
+    };
+    assert!(matches!(
+        Session::with_link_config(
+            token(0),
+            tickforge_ctf::schema(),
+            SessionConfig::COMPACT,
+            bad,
+            w.start
+        ),
+        Err(CreateError::LinkConfig(_))
+    ));
+}

@@ -134,16 +134,18 @@ impl Frames {
             return self.get(Self::slot(newest), id);
         }
         let r = render_tick.max(0.0);
-        // r < newest, so floor(r) < newest.
+        // r < newest, so floor(r) < newest. Every search below spans at most the ring.
         let floor = r.floor() as u32;
         let oldest = newest.saturating_sub(INTERP_FRAMES as u32 - 1);
         let before = (oldest..=floor).rev().find(|&t| self.holds(t));
+        let Some(before) = before else {
+            // Before the oldest frame kept: the oldest.
+            let first = (oldest..=newest).find(|&t| self.holds(t)).unwrap_or(newest);
+            return self.get(Self::slot(first), id);
+        };
         let after = (floor + 1..=newest)
             .find(|&t| self.holds(t))
             .unwrap_or(newest);
-        let Some(before) = before else {
-            return self.get(Self::slot(after), id);
-        };
         let a = self.get(Self::slot(before), id)?;
         let Some(b) = self.get(Self::slot(after), id) else {
             return Some(a);
@@ -191,4 +193,27 @@ fn lerp_angle(a: i32, b: i32, f: f64, bits: u8) -> i32 {
         d -= turn;
     }
     (i64::from(a) + (d as f64 * f).round() as i64).rem_euclid(turn) as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the fuzz target: a hostile snapshot of a huge tick, then a render tick
+    /// near 0, searched every tick in between (seconds per call). Searches span the ring.
+    #[test]
+    fn a_render_tick_far_behind_the_newest_frame_costs_a_ring_not_the_distance() {
+        let schema = tickforge_shooter::schema();
+        let mut f = Frames::new(schema, 4);
+        let newest = u32::MAX - 3;
+        f.ticks[Frames::slot(newest)] = Some(newest);
+        f.newest = Some(newest);
+        f.present[Frames::slot(newest) * 4 + 1] = true;
+        let t0 = std::time::Instant::now();
+        for r in [0.0, 1.5, f64::from(newest) - 40.0, f64::from(newest) - 0.5] {
+            assert_eq!(f.entity_at(NetId(1), r), Some(Lanes::ZERO), "{r}");
+            assert_eq!(f.entity_at(NetId(0), r), None, "{r}");
+        }
+        assert!(t0.elapsed() < std::time::Duration::from_millis(100));
+    }
 }

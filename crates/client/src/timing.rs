@@ -55,6 +55,9 @@ pub const MAX_DELAY: f64 = 24.0;
 pub const GROW: f64 = 0.1;
 /// Fastest shrinking of the delay, per tick of elapsed time.
 pub const SHRINK: f64 = 0.02;
+/// The largest jitter tracked, ticks (a minute at 128 Hz): past it the delay is at its
+/// bound long since, and a hostile server's ticks cannot grow it further.
+const MAX_JITTER: f64 = 8192.0;
 /// The jitter assumed before any is measured, ticks.
 const INITIAL_JITTER: f64 = 0.5;
 
@@ -155,7 +158,9 @@ impl Clock {
                     GAIN
                 };
                 self.offset += gain * rc;
-                self.jitter += JITTER_GAIN * (rc.abs() - self.jitter);
+                // Bounded: residuals at the bound would grow it without end.
+                self.jitter =
+                    (self.jitter + JITTER_GAIN * (rc.abs() - self.jitter)).min(MAX_JITTER);
             }
         }
         match self.newest {
@@ -245,6 +250,37 @@ impl Clock {
         if self.hz == 0.0 || !ticks.is_finite() || ticks <= 0.0 {
             return Duration::ZERO;
         }
-        Duration::from_secs_f64(ticks / self.hz)
+        Duration::try_from_secs_f64(ticks / self.hz).unwrap_or(Duration::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ticks from a hostile server, far apart each time: nothing overflows, the delay
+    /// stays in its bounds and the figures stay finite.
+    #[test]
+    fn wild_ticks_keep_the_clock_finite_and_the_delay_bounded() {
+        let t0 = Instant::now();
+        let mut c = Clock::new(t0);
+        c.set_rate(128);
+        for k in 0..10_000u32 {
+            let tick = if k % 2 == 0 { u32::MAX - k } else { k };
+            let at = t0 + Duration::from_micros(u64::from(k) * 100);
+            c.sample(tick, at);
+            let now = at + Duration::from_millis(1);
+            assert!(c
+                .server_tick(now, Duration::from_millis(50))
+                .unwrap()
+                .is_finite());
+            let r = c.render_tick(now).unwrap();
+            assert!(r.is_finite() && r >= 0.0);
+            assert!((MIN_DELAY..=MAX_DELAY).contains(&c.delay_at(now)));
+        }
+        assert!(c.jitter() <= MAX_JITTER);
+        let _ = c.duration(c.jitter());
+        assert_eq!(c.duration(f64::INFINITY), Duration::ZERO);
+        assert_eq!(c.duration(1e300), Duration::MAX);
     }
 }

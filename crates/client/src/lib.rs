@@ -22,6 +22,22 @@
 //! the snapshots that arrive before the welcome and reads them once it has it (the link
 //! has acknowledged them, so the server may encode against them); numbers inputs.
 //!
+//! Timing, for rendering: every snapshot's tick and arrival time feed a filtered estimate
+//! of the server's clock ([`Session::server_tick`], method in [`timing`]); the render
+//! clock ([`Session::render_tick`]) trails it by an interpolation delay that adapts to the
+//! arrival jitter and the snapshots skipped ([`Session::interp_delay_ticks`]); a ring of
+//! the last [`INTERP_FRAMES`] ticks of the world gives each entity between the two
+//! snapshots around the render tick ([`Session::entity_at`]), held at the newest past it.
+//!
+//! ```text
+//! each frame      ──► Session::render_tick(now) ──► r
+//!                     Session::entity_at(id, r) ──► lanes (interpolated)
+//! ```
+//!
+//! A token is checked when the session is made from it ([`Session::from_token_bytes`],
+//! [`Session::try_new`]): malformed or expired is a [`CreateError`]. A server that goes
+//! silent ends the session with [`Ended::Transport`]`(TimedOut)` after the token's timeout.
+//!
 //! What it does not do: open sockets, read clocks, know a game. Game events and messages
 //! are the game's bytes, in and out.
 //!
@@ -30,18 +46,25 @@
 //! with the session and the replica with the welcome).
 
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tickforge_proto::msg::{self, ClientMsg, Event, ServerMsg};
-use tickforge_proto::netcode::token::ConnectToken;
+use tickforge_proto::netcode::token::{ConnectToken, TokenError};
 use tickforge_proto::netcode::{Client, ClientEvent, ClientState};
-use tickforge_proto::reliable::{Endpoint, LinkStats, ReliableError};
+use tickforge_proto::reliable::{ConfigError, Endpoint, LinkStats, ReliableConfig, ReliableError};
 use tickforge_proto::{DisconnectReason, MAX_PACKET_BYTES};
-use tickforge_replication::{ReadInfo, Replica, ReplicaConfig, Schema, MAX_ENTITIES};
+use tickforge_replication::{Lanes, NetId, ReadInfo, Replica, ReplicaConfig, Schema, MAX_ENTITIES};
 use tickforge_sim::ViewTime;
+
+mod interp;
+pub mod timing;
 
 #[cfg(test)]
 mod tests;
+
+use interp::Frames;
+pub use interp::{lerp, INTERP_FRAMES};
+use timing::Clock;
 
 /// Snapshots kept while the welcome has not arrived yet: half a second at 128 Hz. The
 /// welcome is the link's first reliable message, resent within a few ticks if lost.
@@ -58,6 +81,35 @@ pub struct SessionConfig {
     /// baselines (`ReplicationConfig::ring_ticks`) plus the ticks a snapshot may arrive
     /// late by.
     pub history_ticks: u32,
+}
+
+impl SessionConfig {
+    /// The smallest replica that still works with a server of the default replication
+    /// settings: its ring of 64 baselines plus 8 ticks (62 ms at 128 Hz) of lateness,
+    /// rather than the default's second ring. With [`compact_link_config`] a session of the
+    /// reference shooter at ten players fits in 128 KiB (`tests/memory.rs`); a snapshot
+    /// that arrives later than that behind the newest may miss its baseline, and is
+    /// refused (counted in [`SessionStats::bad_snapshots`]).
+    pub const COMPACT: SessionConfig = SessionConfig { history_ticks: 72 };
+}
+
+/// The reliable link of [`msg::link_config`] with the client's side made small: a send
+/// queue of one largest message (16 KiB) and 64 messages, reassembly room for one largest
+/// message from the server, a receive window of 32 messages and a packet history of 64
+/// (half a second at 128 Hz). Message sizes are the protocol's; a server that has more
+/// than 32 reliable messages in flight to one client, or two large ones at once, has some
+/// wait for a resend. About 56 KiB rather than 127 KiB.
+pub fn compact_link_config() -> ReliableConfig {
+    let base = msg::link_config();
+    let cells = base.max_message_bytes.div_ceil(base.fragment_bytes);
+    ReliableConfig {
+        send_queue_bytes: base.max_message_bytes,
+        send_queue_messages: 64,
+        reassembly_bytes: cells * base.fragment_bytes,
+        receive_window_messages: 32,
+        packet_history: 64,
+        ..base
+    }
 }
 
 impl Default for SessionConfig {
@@ -163,12 +215,52 @@ pub struct SessionStats {
     pub bytes_sent: u64,
     /// Inputs sent.
     pub inputs: u64,
+    /// The reliable link's smoothed round trip ([`LinkStats::rtt`]).
+    pub rtt: Duration,
+    /// The reliable link's round-trip deviation ([`LinkStats::jitter`]).
+    pub rtt_jitter: Duration,
+    /// Share of this client's packets the link judged lost, parts per million
+    /// ([`LinkStats::loss`]: the way up).
+    pub loss_ppm: u32,
+    /// Jitter of snapshot arrivals: the mean deviation from the filtered arrival clock
+    /// (see [`timing`]).
+    pub snapshot_jitter: Duration,
+    /// Smoothed share of ticks skipped between successive newest snapshots, parts per
+    /// million: the way down's loss (and reordering).
+    pub snapshot_gap_ppm: u32,
+    /// The interpolation delay as of the newest snapshot ([`Session::interp_delay_ticks`]).
+    pub interp_delay: Duration,
+}
+
+/// Why a session could not be made from a token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CreateError {
+    /// The token's bytes are not a connect token (length, version, addresses,
+    /// timestamps).
+    #[error("malformed connect token: {0}")]
+    Malformed(TokenError),
+    /// The token expired at `expire_timestamp` (Unix seconds), at or before `unix_now`.
+    #[error("connect token expired at {expire_timestamp}, now is {unix_now}")]
+    Expired {
+        /// When it expired.
+        expire_timestamp: u64,
+        /// The caller's Unix time.
+        unix_now: u64,
+    },
+    /// The token names no server to connect to.
+    #[error("connect token names no server")]
+    NoServer,
+    /// The reliable link's configuration is unusable.
+    #[error("link configuration: {0}")]
+    LinkConfig(ConfigError),
 }
 
 /// A snapshot body waiting to be read: its tick, its input ack, and its bytes.
 struct Held {
     tick: u32,
     input_ack: u32,
+    /// When its datagram arrived.
+    at: Instant,
     body: Vec<u8>,
 }
 
@@ -203,6 +295,10 @@ pub struct Session {
     sealed: Vec<u8>,
     sealed_to: Option<SocketAddr>,
     stats: SessionStats,
+    /// The server-tick estimate and the interpolation delay.
+    clock: Clock,
+    /// The interpolation ring, made with the welcome.
+    frames: Option<Frames>,
 }
 
 impl Session {
@@ -214,11 +310,35 @@ impl Session {
         config: SessionConfig,
         now: Instant,
     ) -> Session {
+        Session::build(token, schema, config, msg::link_config(), now)
+    }
+
+    /// As [`Session::new`] with the reliable link configured by `link` rather than
+    /// [`msg::link_config`] (for instance [`compact_link_config`]): the limits of the
+    /// client's side; the protocol's message sizes must be kept.
+    pub fn with_link_config(
+        token: ConnectToken,
+        schema: &'static Schema,
+        config: SessionConfig,
+        link: ReliableConfig,
+        now: Instant,
+    ) -> Result<Session, CreateError> {
+        link.validate().map_err(CreateError::LinkConfig)?;
+        Ok(Session::build(token, schema, config, link, now))
+    }
+
+    fn build(
+        token: ConnectToken,
+        schema: &'static Schema,
+        config: SessionConfig,
+        link: ReliableConfig,
+        now: Instant,
+    ) -> Session {
         Session {
             schema,
             config,
             transport: Client::new(token, now),
-            link: Endpoint::new(msg::link_config(), now),
+            link: Endpoint::new(link, now),
             replica: None,
             welcome: None,
             epoch: 0,
@@ -228,6 +348,7 @@ impl Session {
             pending: Held {
                 tick: 0,
                 input_ack: 0,
+                at: now,
                 body: Vec::with_capacity(MAX_PACKET_BYTES),
             },
             pending_ready: false,
@@ -239,7 +360,90 @@ impl Session {
             sealed: Vec::with_capacity(MAX_PACKET_BYTES),
             sealed_to: None,
             stats: SessionStats::default(),
+            clock: Clock::new(now),
+            frames: None,
         }
+    }
+
+    /// A session from a parsed token, checked first: an expired token (by the caller's
+    /// `unix_now`, Unix seconds) or one naming no server is an error, not a session that
+    /// fails later. Otherwise as [`Session::new`].
+    pub fn try_new(
+        token: ConnectToken,
+        unix_now: u64,
+        schema: &'static Schema,
+        config: SessionConfig,
+        now: Instant,
+    ) -> Result<Session, CreateError> {
+        if token.server_addresses.is_empty() {
+            return Err(CreateError::NoServer);
+        }
+        if token.expire_timestamp <= unix_now {
+            return Err(CreateError::Expired {
+                expire_timestamp: token.expire_timestamp,
+                unix_now,
+            });
+        }
+        Ok(Session::new(token, schema, config, now))
+    }
+
+    /// A session from a connect token's 2048-byte wire form: a malformed or expired token
+    /// is an error (see [`Session::try_new`]).
+    pub fn from_token_bytes(
+        token: &[u8],
+        unix_now: u64,
+        schema: &'static Schema,
+        config: SessionConfig,
+        now: Instant,
+    ) -> Result<Session, CreateError> {
+        let token = ConnectToken::from_bytes(token).map_err(CreateError::Malformed)?;
+        Session::try_new(token, unix_now, schema, config, now)
+    }
+
+    /// The server's current tick at `now`, a continuous value: the filtered arrival clock
+    /// of the snapshots plus half the link's round trip (the method is in [`timing`]).
+    /// `None` before the first snapshot of the current run.
+    pub fn server_tick(&self, now: Instant) -> Option<f64> {
+        self.clock.server_tick(now, self.link.stats().rtt)
+    }
+
+    /// The tick to show at `now`: [`Session::server_tick`] less the one-way trip less the
+    /// adaptive interpolation delay ([`Session::interp_delay_ticks`]). Changes smoothly;
+    /// `None` before the first snapshot of the current run. Read entities at it with
+    /// [`Session::entity_at`].
+    pub fn render_tick(&self, now: Instant) -> Option<f64> {
+        self.clock.render_tick(now)
+    }
+
+    /// The interpolation delay, ticks behind the arrival clock, as of the newest snapshot:
+    /// `2 + 3 × jitter + 8 × gap loss`, bounded to 1..=24 and followed smoothly.
+    pub fn interp_delay_ticks(&self) -> f64 {
+        self.clock.delay()
+    }
+
+    /// The interpolation delay at `now` (it moves towards its target between snapshots).
+    pub fn interp_delay_ticks_at(&self, now: Instant) -> f64 {
+        self.clock.delay_at(now)
+    }
+
+    /// The delay the interpolation delay is heading for, ticks.
+    pub fn interp_delay_target_ticks(&self) -> f64 {
+        self.clock.delay_target()
+    }
+
+    /// Entity `id` at `render_tick` (normally [`Session::render_tick`]): its lanes
+    /// interpolated between the two snapshots around that tick (numeric fields linearly,
+    /// angles the short way round, bytes from the earlier snapshot; see [`lerp`]). Past
+    /// the newest snapshot the newest state is held, never extrapolated; before the
+    /// oldest kept ([`INTERP_FRAMES`] ticks) the oldest is. `None` when the entity is not
+    /// in the world at that tick (or before the welcome). Allocates nothing.
+    pub fn entity_at(&self, id: NetId, render_tick: f64) -> Option<Lanes> {
+        self.frames.as_ref()?.entity_at(id, render_tick)
+    }
+
+    /// The newest snapshot tick held for interpolation, in this run.
+    pub fn interp_newest_tick(&self) -> Option<u32> {
+        self.frames.as_ref()?.newest()
     }
 
     /// The schema this session decodes with.
@@ -328,12 +532,16 @@ impl Session {
         };
         let body = match self.link.read_packet(now, payload) {
             Ok(Some((_tag, body))) => body,
-            Ok(None) => return,
+            Ok(None) => {
+                Self::copy_link_stats(&mut self.stats, self.link.stats());
+                return;
+            }
             Err(_) => {
                 self.stats.link_errors += 1;
                 return;
             }
         };
+        Self::copy_link_stats(&mut self.stats, self.link.stats());
         match ServerMsg::decode(body) {
             Ok(ServerMsg::Snapshot {
                 tick,
@@ -343,6 +551,7 @@ impl Session {
                 let held = &mut self.pending;
                 held.tick = tick;
                 held.input_ack = input_ack;
+                held.at = now;
                 held.body.clear();
                 held.body.extend_from_slice(body);
                 self.pending_ready = true;
@@ -404,6 +613,7 @@ impl Session {
                         if let Some(r) = self.replica.as_mut() {
                             r.reset();
                         }
+                        self.reset_run();
                         // Nothing of the old run is read after its end.
                         self.early.clear();
                         self.early_next = 0;
@@ -422,9 +632,13 @@ impl Session {
             if self.replica.is_some() && self.early_next < self.early.len() {
                 let i = self.early_next;
                 self.early_next += 1;
-                let (tick, input_ack) = (self.early[i].tick, self.early[i].input_ack);
+                let (tick, input_ack, at) = (
+                    self.early[i].tick,
+                    self.early[i].input_ack,
+                    self.early[i].at,
+                );
                 let body = std::mem::take(&mut self.early[i].body);
-                let read = self.read(tick, &body);
+                let read = self.read(tick, at, &body);
                 self.early[i].body = body;
                 if self.early_next == self.early.len() {
                     self.early.clear();
@@ -445,7 +659,8 @@ impl Session {
                 return None;
             }
             self.pending_ready = false;
-            let (tick, input_ack) = (self.pending.tick, self.pending.input_ack);
+            let (tick, input_ack, at) =
+                (self.pending.tick, self.pending.input_ack, self.pending.at);
             if self.replica.is_none() {
                 // The link has acknowledged it: the server may encode against it later.
                 if self.early.len() < EARLY_SNAPSHOTS {
@@ -453,6 +668,7 @@ impl Session {
                     self.early.push(Held {
                         tick,
                         input_ack,
+                        at,
                         body,
                     });
                 } else {
@@ -461,7 +677,7 @@ impl Session {
                 continue;
             }
             let body = std::mem::take(&mut self.pending.body);
-            let read = self.read(tick, &body);
+            let read = self.read(tick, at, &body);
             self.pending.body = body;
             if let Some(read) = read {
                 return Some(SessionEvent::Snapshot {
@@ -473,18 +689,47 @@ impl Session {
         }
     }
 
-    /// Reads one snapshot body into the replica; `None` when refused (counted).
-    fn read(&mut self, tick: u32, body: &[u8]) -> Option<ReadInfo> {
+    /// Forgets the timing and the frames of the run that ended.
+    fn reset_run(&mut self) {
+        self.clock.reset_run();
+        if let Some(f) = self.frames.as_mut() {
+            f.reset();
+        }
+    }
+
+    fn copy_link_stats(stats: &mut SessionStats, link: &LinkStats) {
+        stats.rtt = link.rtt;
+        stats.rtt_jitter = link.jitter;
+        stats.loss_ppm = (f64::from(link.loss.clamp(0.0, 1.0)) * 1e6) as u32;
+    }
+
+    /// Reads one snapshot body, which arrived at `at`, into the replica, the clock and
+    /// the interpolation frames; `None` when refused (counted).
+    fn read(&mut self, tick: u32, at: Instant, body: &[u8]) -> Option<ReadInfo> {
         let replica = self.replica.as_mut()?;
         if replica
             .newest_tick()
             .is_some_and(|newest| newest > tick && newest - tick > TICK_JUMP)
         {
             replica.reset();
+            self.clock.reset_run();
+            if let Some(f) = self.frames.as_mut() {
+                f.reset();
+            }
         }
         match replica.read(body) {
             Ok(read) => {
                 self.stats.snapshots += 1;
+                if !read.duplicate {
+                    self.clock.sample(read.tick, at);
+                    if let Some(f) = self.frames.as_mut() {
+                        f.record(read.tick, replica);
+                    }
+                    let clock = &self.clock;
+                    self.stats.snapshot_jitter = clock.duration(clock.jitter());
+                    self.stats.snapshot_gap_ppm = (clock.gap_loss() * 1e6) as u32;
+                    self.stats.interp_delay = clock.duration(clock.delay());
+                }
                 Some(read)
             }
             Err(_) => {
@@ -518,6 +763,12 @@ impl Session {
             Some(r) if *r.config() == config => r.reset(),
             _ => self.replica = Some(Replica::new(config, self.schema)),
         }
+        match self.frames.as_mut() {
+            Some(f) if f.entities() == config.max_entities => f.reset(),
+            _ => self.frames = Some(Frames::new(self.schema, config.max_entities)),
+        }
+        self.clock.set_rate(welcome.tick_hz);
+        self.clock.reset_run();
         self.welcome = Some(welcome);
         self.epoch = welcome.epoch;
         Ok(())

@@ -235,6 +235,14 @@ impl World {
                 while let Some(e) = session.poll_event() {
                     record(seen, e, t);
                 }
+                // What a renderer does each frame: the render tick, every entity at it.
+                if let Some(r) = session.render_tick(now) {
+                    let n = session.welcome().map_or(0, |w| w.entities);
+                    for id in 0..n {
+                        std::hint::black_box(session.entity_at(NetId(id), r));
+                    }
+                    std::hint::black_box(session.server_tick(now));
+                }
                 let view = ViewTime::behind(Tick(session.newest_tick()), 4.5);
                 let input = Input {
                     move_x: 64,
@@ -707,4 +715,318 @@ fn a_match_with_messages_and_start_overs_receives_and_ticks_without_allocating()
         assert!(seen.epochs.len() >= 5, "client {n}: {:?}", seen.epochs);
     }
     assert!(w.refusals.is_empty(), "{:?}", w.refusals);
+}
+
+/// The time of the step just run, and the server tick due then (the truth the estimate
+/// is measured against): the match ran that tick in the step.
+fn just_run(w: &World) -> (Instant, f64) {
+    (w.start + PERIOD * (w.t - 1), f64::from(w.m.tick().0) - 1.0)
+}
+
+#[test]
+fn the_server_tick_estimate_is_within_a_fraction_of_a_tick_under_150ms_rtt() {
+    let conditions = LinkConditions {
+        latency: Duration::from_millis(70),
+        jitter: Duration::from_millis(10),
+        loss_probability: 0.05,
+        duplicate_probability: 0.05,
+        reorder_probability: 0.05,
+        reorder_delay: Duration::from_millis(15),
+    };
+    let mut w = World::new(21, conditions, 2, CtfConfig::default());
+    run_until_welcomed(&mut w);
+    // Warm-up: two seconds.
+    w.run(256);
+    let (mut worst, mut sum, mut n) = (0.0f64, 0.0f64, 0u32);
+    for _ in 0..3 * 128 {
+        w.step();
+        let (now, truth) = just_run(&w);
+        for s in &w.sessions {
+            let est = s.server_tick(now).expect("synced");
+            let err = est - truth;
+            worst = worst.max(err.abs());
+            sum += err.abs();
+            n += 1;
+        }
+    }
+    let mean = sum / f64::from(n);
+    eprintln!("server tick error: mean {mean:.3} ticks, worst {worst:.3} ticks");
+    for s in &w.sessions {
+        eprintln!("{:?}", s.stats());
+        let rtt = s.stats().rtt;
+        assert!(
+            rtt > Duration::from_millis(140) && rtt < Duration::from_millis(190),
+            "{rtt:?}"
+        );
+    }
+    assert!(mean < 0.25, "mean error {mean} ticks");
+    assert!(worst < 0.6, "worst error {worst} ticks");
+    assert!(w.net.stats().lost > 0 && w.net.stats().duplicated > 0 && w.net.stats().reordered > 0);
+}
+
+#[test]
+fn the_interpolation_delay_grows_with_jitter_and_shrinks_back_when_it_calms() {
+    let calm = LinkConditions::ideal(Duration::from_millis(40));
+    let rough = LinkConditions {
+        jitter: Duration::from_millis(40),
+        ..calm
+    };
+    let mut w = World::new(23, calm, 1, CtfConfig::default());
+    run_until_welcomed(&mut w);
+    w.run(3 * 128);
+    let calm_delay = w.sessions[0].interp_delay_ticks();
+    assert!((1.9..3.0).contains(&calm_delay), "{calm_delay}");
+    w.net.set_link(server_addr(), client_addr(0), rough);
+    // The render clock never jumps: it advances about a tick per tick while the delay
+    // adapts, and holds (render tick past the newest snapshot) are rare once adapted.
+    let (now, _) = just_run(&w);
+    let mut last = w.sessions[0].render_tick(now).unwrap();
+    let (mut steps, mut holds, mut max_step, mut min_step) = (0u32, 0u32, 0.0f64, f64::MAX);
+    let mut peak = calm_delay;
+    let mut observe = |w: &mut World, adapted: bool| {
+        w.step();
+        let (now, _) = just_run(w);
+        let s = &w.sessions[0];
+        let r = s.render_tick(now).unwrap();
+        max_step = max_step.max(r - last);
+        min_step = min_step.min(r - last);
+        last = r;
+        peak = peak.max(s.interp_delay_ticks());
+        if adapted {
+            steps += 1;
+            holds += u32::from(r > f64::from(s.interp_newest_tick().unwrap()));
+        }
+    };
+    for k in 0..6 * 128 {
+        observe(&mut w, k >= 3 * 128);
+    }
+    let rough_delay = w.sessions[0].interp_delay_ticks();
+    assert!(
+        rough_delay > calm_delay + 2.0,
+        "{calm_delay} → {rough_delay}"
+    );
+    w.net.set_link(server_addr(), client_addr(0), calm);
+    for _ in 0..8 * 128 {
+        observe(&mut w, false);
+    }
+    let hold_share = f64::from(holds) / f64::from(steps);
+    let calmed = w.sessions[0].interp_delay_ticks();
+    eprintln!(
+        "delay: calm {calm_delay:.2}, rough {rough_delay:.2} (peak {peak:.2}), calm again \
+         {calmed:.2} ticks; holds {hold_share:.3}; render steps {min_step:.3}..{max_step:.3}"
+    );
+    assert!(calmed < calm_delay + 0.5, "{calmed}");
+    assert!(hold_share < 0.05, "{hold_share}");
+    assert!(min_step > 0.5 && max_step < 1.5, "{min_step}..{max_step}");
+}
+
+#[test]
+fn entities_are_interpolated_between_the_snapshots_around_the_render_tick() {
+    let mut w = World::new(
+        25,
+        LinkConditions::ideal(Duration::from_millis(20)),
+        1,
+        CtfConfig::default(),
+    );
+    run_until_welcomed(&mut w);
+    w.run(128);
+    let s = &w.sessions[0];
+    let me = NetId(s.welcome().unwrap().seat);
+    let (now, _) = just_run(&w);
+    let r = s.render_tick(now).unwrap();
+    let newest = s.interp_newest_tick().unwrap();
+    assert!(r < f64::from(newest), "render {r}, newest {newest}");
+    assert!(f64::from(newest) - r < 6.0, "render {r}, newest {newest}");
+    // Every tick is held on a clean link: halfway between two ticks is halfway between
+    // their states (the player moves at a constant velocity).
+    let t = newest - 3;
+    let a = s.entity_at(me, f64::from(t)).unwrap();
+    let b = s.entity_at(me, f64::from(t + 1)).unwrap();
+    let mid = s.entity_at(me, f64::from(t) + 0.5).unwrap();
+    assert_ne!(a.0[2..4], b.0[2..4], "the player moves");
+    for lane in 0..4 {
+        let (lo, hi) = (a.0[lane].min(b.0[lane]), a.0[lane].max(b.0[lane]));
+        assert!(
+            (lo..=hi).contains(&mid.0[lane]),
+            "lane {lane}: {a:?} {mid:?} {b:?}"
+        );
+        assert!(
+            (i64::from(mid.0[lane]) * 2 - i64::from(a.0[lane]) - i64::from(b.0[lane])).abs() <= 1
+        );
+    }
+    // The byte field comes from the earlier snapshot.
+    assert_eq!(mid.0[4], a.0[4]);
+    // Past the newest: held at the newest, not extrapolated.
+    let newest_state = s.entity_at(me, f64::from(newest)).unwrap();
+    assert_eq!(s.entity_at(me, f64::from(newest) + 7.5), Some(newest_state));
+    assert_eq!(Some(newest_state), s.replica().unwrap().entity(me));
+    // An id past the match's, or before the welcome: nothing.
+    assert_eq!(s.entity_at(NetId(1000), r), None);
+}
+
+#[test]
+fn angles_interpolate_the_short_way_round_and_bytes_from_the_earlier_state() {
+    static SCHEMA: Schema = match Schema::new(&[
+        Field::new("x", Coding::Scalar, Quantum::Whole),
+        Field::new("yaw", Coding::Angle { bits: 8 }, Quantum::Turn { bits: 8 }),
+        Field::new(
+            "view",
+            Coding::AnglePair { bits: 16 },
+            Quantum::Turn { bits: 16 },
+        ),
+        Field::new("flags", Coding::Byte, Quantum::Whole),
+        Field::new("v", Coding::Pair, Quantum::Whole),
+    ]) {
+        Ok(s) => s,
+        Err(_) => panic!("a valid table"),
+    };
+    let mut a = Lanes::ZERO;
+    let mut b = Lanes::ZERO;
+    a.0[..7].copy_from_slice(&[-100, 250, 65000, -300, 3, 10, -10]);
+    b.0[..7].copy_from_slice(&[100, 6, 1000, 300, 9, 20, 10]);
+    let mid = lerp(&SCHEMA, &a, &b, 0.5);
+    // 250 → 6 is 12 units forward across the wrap: halfway is 256 ≡ 0.
+    assert_eq!(mid.0[..7], [0, 0, (65000 + 768) % 65536, 0, 3, 15, 0]);
+    let quarter = lerp(&SCHEMA, &a, &b, 0.25);
+    assert_eq!(quarter.0[1], 253);
+    // And backwards across the wrap.
+    assert_eq!(lerp(&SCHEMA, &b, &a, 0.75).0[1], 253);
+    assert_eq!(lerp(&SCHEMA, &a, &b, 0.0), a);
+    assert_eq!(lerp(&SCHEMA, &a, &b, 1.0).0[..4], b.0[..4]);
+    assert_eq!(
+        lerp(&SCHEMA, &a, &b, 1.0).0[4],
+        a.0[4],
+        "bytes from the earlier"
+    );
+    assert_eq!(lerp(&SCHEMA, &a, &b, f64::NAN), a);
+}
+
+#[test]
+fn a_start_over_resets_the_server_tick_estimate_and_the_frames() {
+    let config = CtfConfig {
+        time_limit_s: 1,
+        ..CtfConfig::default()
+    };
+    let mut w = World::new(
+        27,
+        LinkConditions::ideal(Duration::from_millis(30)),
+        1,
+        config,
+    );
+    run_until_welcomed(&mut w);
+    while w.seen[0].epochs.is_empty() {
+        w.step();
+    }
+    // The new run's first snapshots are read: the estimate is of the new run's ticks.
+    w.run(32);
+    let (now, truth) = just_run(&w);
+    let s = &w.sessions[0];
+    assert!(truth < 64.0, "{truth}");
+    let est = s.server_tick(now).unwrap();
+    assert!((est - truth).abs() < 1.0, "estimate {est}, truth {truth}");
+    assert!(s.interp_newest_tick().unwrap() < 64);
+    let r = s.render_tick(now).unwrap();
+    assert!(r < truth, "{r}");
+    let me = NetId(s.welcome().unwrap().seat);
+    assert!(s.entity_at(me, r).is_some());
+}
+
+#[test]
+fn a_server_that_vanishes_is_a_timeout_within_the_tokens_timeout() {
+    let mut w = World::new(
+        29,
+        LinkConditions::ideal(Duration::from_millis(20)),
+        1,
+        CtfConfig::default(),
+    );
+    run_until_welcomed(&mut w);
+    w.run(64);
+    let cut = w.t;
+    w.net
+        .set_link(server_addr(), client_addr(0), LinkConditions::dead());
+    while w.seen[0].ended.is_none() && w.t < cut + 10 * 128 {
+        w.step();
+    }
+    assert_eq!(
+        w.seen[0].ended,
+        Some(Ended::Transport(DisconnectReason::TimedOut))
+    );
+    // The token's timeout is 5 s: the last packet was in flight for 20 ms after the cut.
+    let waited = PERIOD * (w.t - cut);
+    assert!(
+        waited <= Duration::from_secs(5) + Duration::from_millis(40),
+        "{waited:?}"
+    );
+    assert!(waited >= Duration::from_secs(5), "{waited:?}");
+    assert!(!w.sessions[0].is_connected());
+}
+
+#[test]
+fn a_malformed_or_expired_token_is_an_error_at_create_time() {
+    let schema = tickforge_ctf::schema();
+    let now = Instant::now();
+    let bytes = token(0).to_bytes();
+    assert!(Session::from_token_bytes(&bytes, UNIX + 1, schema, Default::default(), now).is_ok());
+    assert_eq!(
+        Session::from_token_bytes(&bytes[..100], UNIX, schema, Default::default(), now).err(),
+        Some(CreateError::Malformed(TokenError::Length))
+    );
+    let mut bad = bytes.clone();
+    bad[0] ^= 1;
+    assert_eq!(
+        Session::from_token_bytes(&bad, UNIX, schema, Default::default(), now).err(),
+        Some(CreateError::Malformed(TokenError::Version))
+    );
+    assert_eq!(
+        Session::from_token_bytes(&bytes, UNIX + 60, schema, Default::default(), now).err(),
+        Some(CreateError::Expired {
+            expire_timestamp: UNIX + 60,
+            unix_now: UNIX + 60
+        })
+    );
+    let mut nowhere = token(0);
+    nowhere.server_addresses.clear();
+    assert_eq!(
+        Session::try_new(nowhere, UNIX, schema, Default::default(), now).err(),
+        Some(CreateError::NoServer)
+    );
+}
+
+#[test]
+fn compact_sessions_play_through_loss_duplication_and_reordering() {
+    let conditions = LinkConditions {
+        latency: Duration::from_millis(20),
+        jitter: Duration::from_millis(5),
+        loss_probability: 0.1,
+        duplicate_probability: 0.05,
+        reorder_probability: 0.1,
+        reorder_delay: Duration::from_millis(15),
+    };
+    let mut w = World::new(31, conditions, 3, CtfConfig::default());
+    for n in 0..3 {
+        w.sessions[n] = Session::with_link_config(
+            token(n),
+            tickforge_ctf::schema(),
+            SessionConfig::COMPACT,
+            compact_link_config(),
+            w.start,
+        )
+        .unwrap();
+    }
+    w.run(4 * 128);
+    assert_played(&w, 4 * 128, 0.7);
+    let bad = tickforge_proto::reliable::ReliableConfig {
+        packet_history: 3,
+        ..compact_link_config()
+    };
+    assert!(matches!(
+        Session::with_link_config(
+            token(0),
+            tickforge_ctf::schema(),
+            SessionConfig::COMPACT,
+            bad,
+            w.start
+        ),
+        Err(CreateError::LinkConfig(_))
+    ));
 }

@@ -401,6 +401,15 @@ typedef struct {
    */
   double loss;
   /**
+   * Jitter of snapshot arrivals against the server's tick clock, milliseconds.
+   */
+  double snapshot_jitter_ms;
+  /**
+   * The interpolation delay the session shows the world behind the server, ticks: it
+   * adapts to the snapshots' jitter and loss.
+   */
+  double interp_delay_ticks;
+  /**
    * Snapshots read into the replica.
    */
   uint64_t snapshots;
@@ -593,9 +602,8 @@ tf_result tf_session_poll_event(tf_session *s, tf_event *out);
 /**
  * The replica's newest lanes (the schema's quantized integer fields, in schema order)
  * of entity `id` into `lanes` (`cap` entries; `TF_MAX_LANES` always suffice), their
- * count into `*out_n`. The newest state, not interpolated: a renderer that shows the
- * world a little in the past will interpolate itself (an interpolated read,
- * `tf_session_entity_at`, is to come). Errors: `TF_ERR_NOT_FOUND` (not in view, or
+ * count into `*out_n`. The newest state, not interpolated (`tf_session_entity_at` reads
+ * at a render tick). Errors: `TF_ERR_NOT_FOUND` (not in view, or
  * before the welcome), `TF_ERR_BUFFER_TOO_SMALL` (`*out_n` is the count needed).
  *
  * # Safety
@@ -606,6 +614,56 @@ tf_result tf_session_entity_newest(tf_session *s,
                                    int32_t *lanes,
                                    size_t cap,
                                    size_t *out_n);
+
+/**
+ * The tick the session shows the world at, at `now_s`: the server's estimated tick less
+ * the one-way trip and the adaptive interpolation delay, into `*out`. Render entities at
+ * it with `tf_session_entity_at`, and pass it with inputs (`tf_session_send_input_viewed`)
+ * so the server tests shots against what was shown. Errors: `TF_ERR_NOT_FOUND` before
+ * the first snapshot.
+ *
+ * # Safety
+ * `s` is a live session; `out` is writable.
+ */
+tf_result tf_session_render_tick(tf_session *s, double now_s, double *out);
+
+/**
+ * The server's tick as the session estimates it at `now_s` (a continuous value: clock
+ * sync from the snapshots' ticks and arrival times, smoothed against jitter), into
+ * `*out`. Errors: `TF_ERR_NOT_FOUND` before the first snapshot.
+ *
+ * # Safety
+ * `s` is a live session; `out` is writable.
+ */
+tf_result tf_session_server_tick(tf_session *s, double now_s, double *out);
+
+/**
+ * Entity `id`'s lanes interpolated at `render_tick` (from `tf_session_render_tick`)
+ * into `lanes` (`cap` entries), their count into `*out_n`: numeric fields linearly
+ * between the two snapshots around it, angles the short way round, bytes from the
+ * earlier; held at the newest state past it. Errors as `tf_session_entity_newest`.
+ *
+ * # Safety
+ * `s` is a live session; `lanes` points at `cap` writable `int32_t`; `out_n` is writable.
+ */
+tf_result tf_session_entity_at(tf_session *s,
+                               uint16_t id,
+                               double render_tick,
+                               int32_t *lanes,
+                               size_t cap,
+                               size_t *out_n);
+
+/**
+ * The shooter's player `id` interpolated at `render_tick`, decoded into `*out` (its
+ * `tick` is the render tick's whole part). Errors as `tf_shooter_entity_newest`.
+ *
+ * # Safety
+ * `s` is a live session; `out` is writable.
+ */
+tf_result tf_shooter_entity_at(tf_session *s,
+                               uint16_t id,
+                               double render_tick,
+                               tf_shooter_state *out);
 
 /**
  * The shooter's player `id` (its seat) as the replica's newest state holds it, decoded

@@ -36,7 +36,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tickforge_client::{Ended, Session, SessionConfig, SessionEvent};
+use tickforge_client::{compact_link_config, Ended, Session, SessionConfig, SessionEvent};
 use tickforge_proto::netcode::token::ConnectToken;
 use tickforge_proto::{DisconnectReason, MAX_PACKET_BYTES};
 use tickforge_replication::{NetId, Schema};
@@ -222,6 +222,11 @@ pub struct tf_stats {
     pub jitter_ms: f64,
     /// Share of this client's packets presumed lost, 0 to 1.
     pub loss: f64,
+    /// Jitter of snapshot arrivals against the server's tick clock, milliseconds.
+    pub snapshot_jitter_ms: f64,
+    /// The interpolation delay the session shows the world behind the server, ticks: it
+    /// adapts to the snapshots' jitter and loss.
+    pub interp_delay_ticks: f64,
     /// Snapshots read into the replica.
     pub snapshots: u64,
     /// Snapshots refused (undecodable).
@@ -674,8 +679,18 @@ pub unsafe extern "C" fn tf_session_create(
             Io::Engine
         };
         let now = Instant::now();
+        // The compact settings: a session within 128 KiB (its reliable link's windows and
+        // the replica's history sized for one client, not a server's hundreds).
+        let session = Session::with_link_config(
+            token,
+            schema,
+            SessionConfig::COMPACT,
+            compact_link_config(),
+            now,
+        )
+        .map_err(|e| Fail(tf_result::TF_ERR_BAD_TOKEN, format!("the session: {e}")))?;
         let session = tf_session {
-            session: Session::new(token, schema, SessionConfig::default(), now),
+            session,
             io,
             epoch_s: now_s,
             epoch: now,
@@ -1032,9 +1047,8 @@ pub unsafe extern "C" fn tf_session_poll_event(
 
 /// The replica's newest lanes (the schema's quantized integer fields, in schema order)
 /// of entity `id` into `lanes` (`cap` entries; `TF_MAX_LANES` always suffice), their
-/// count into `*out_n`. The newest state, not interpolated: a renderer that shows the
-/// world a little in the past will interpolate itself (an interpolated read,
-/// `tf_session_entity_at`, is to come). Errors: `TF_ERR_NOT_FOUND` (not in view, or
+/// count into `*out_n`. The newest state, not interpolated (`tf_session_entity_at` reads
+/// at a render tick). Errors: `TF_ERR_NOT_FOUND` (not in view, or
 /// before the welcome), `TF_ERR_BUFFER_TOO_SMALL` (`*out_n` is the count needed).
 ///
 /// # Safety
@@ -1078,10 +1092,168 @@ pub unsafe extern "C" fn tf_session_entity_newest(
 }
 
 /// The newest lanes of `id` in the replica.
-// Switch point for interpolation: once `tickforge_client::Session::entity_at(id,
-// render_tick)` lands, `tf_session_entity_at` reads through it here.
 fn newest_lanes(t: &tf_session, id: u16) -> Option<tickforge_replication::Lanes> {
     t.session.replica()?.entity(NetId(id))
+}
+
+/// `id`'s lanes interpolated at `render_tick` (held at the newest past it).
+fn lanes_at(t: &tf_session, id: u16, render_tick: f64) -> Option<tickforge_replication::Lanes> {
+    if !render_tick.is_finite() {
+        return None;
+    }
+    t.session.entity_at(NetId(id), render_tick)
+}
+
+/// The tick the session shows the world at, at `now_s`: the server's estimated tick less
+/// the one-way trip and the adaptive interpolation delay, into `*out`. Render entities at
+/// it with `tf_session_entity_at`, and pass it with inputs (`tf_session_send_input_viewed`)
+/// so the server tests shots against what was shown. Errors: `TF_ERR_NOT_FOUND` before
+/// the first snapshot.
+///
+/// # Safety
+/// `s` is a live session; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn tf_session_render_tick(
+    s: *mut tf_session,
+    now_s: f64,
+    out: *mut f64,
+) -> tf_result {
+    let f = |t: &mut tf_session| -> Res {
+        let now = t.instant(now_s)?;
+        let Some(tick) = t.session.render_tick(now) else {
+            return fail(tf_result::TF_ERR_NOT_FOUND, "no snapshot yet");
+        };
+        // SAFETY: the caller vouches `out` is writable (null is refused).
+        unsafe { put(out, tick, "out") }
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { with_session(s, f) }
+}
+
+/// The server's tick as the session estimates it at `now_s` (a continuous value: clock
+/// sync from the snapshots' ticks and arrival times, smoothed against jitter), into
+/// `*out`. Errors: `TF_ERR_NOT_FOUND` before the first snapshot.
+///
+/// # Safety
+/// `s` is a live session; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn tf_session_server_tick(
+    s: *mut tf_session,
+    now_s: f64,
+    out: *mut f64,
+) -> tf_result {
+    let f = |t: &mut tf_session| -> Res {
+        let now = t.instant(now_s)?;
+        let Some(tick) = t.session.server_tick(now) else {
+            return fail(tf_result::TF_ERR_NOT_FOUND, "no snapshot yet");
+        };
+        // SAFETY: the caller vouches `out` is writable (null is refused).
+        unsafe { put(out, tick, "out") }
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { with_session(s, f) }
+}
+
+/// Entity `id`'s lanes interpolated at `render_tick` (from `tf_session_render_tick`)
+/// into `lanes` (`cap` entries), their count into `*out_n`: numeric fields linearly
+/// between the two snapshots around it, angles the short way round, bytes from the
+/// earlier; held at the newest state past it. Errors as `tf_session_entity_newest`.
+///
+/// # Safety
+/// `s` is a live session; `lanes` points at `cap` writable `int32_t`; `out_n` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn tf_session_entity_at(
+    s: *mut tf_session,
+    id: u16,
+    render_tick: f64,
+    lanes: *mut i32,
+    cap: usize,
+    out_n: *mut usize,
+) -> tf_result {
+    let f = |t: &mut tf_session| -> Res {
+        if out_n.is_null() {
+            return fail(tf_result::TF_ERR_NULL, "out_n is null");
+        }
+        let n = t.session.schema().lane_count();
+        // SAFETY: checked non-null.
+        unsafe { out_n.write(n) };
+        let Some(q) = lanes_at(t, id, render_tick) else {
+            return fail(
+                tf_result::TF_ERR_NOT_FOUND,
+                format!("entity {id} is not in view at tick {render_tick}"),
+            );
+        };
+        if cap < n {
+            return fail(
+                tf_result::TF_ERR_BUFFER_TOO_SMALL,
+                format!("the schema has {n} lanes; the buffer {cap}"),
+            );
+        }
+        if lanes.is_null() {
+            return fail(tf_result::TF_ERR_NULL, "lanes is null");
+        }
+        // SAFETY: `lanes` has `cap` ≥ n writable entries.
+        unsafe { std::ptr::copy_nonoverlapping(q.0.as_ptr(), lanes, n) };
+        Ok(())
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { with_session(s, f) }
+}
+
+/// The shooter's player `id` interpolated at `render_tick`, decoded into `*out` (its
+/// `tick` is the render tick's whole part). Errors as `tf_shooter_entity_newest`.
+///
+/// # Safety
+/// `s` is a live session; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn tf_shooter_entity_at(
+    s: *mut tf_session,
+    id: u16,
+    render_tick: f64,
+    out: *mut tf_shooter_state,
+) -> tf_result {
+    let f = |t: &mut tf_session| -> Res {
+        if out.is_null() {
+            return fail(tf_result::TF_ERR_NULL, "out is null");
+        }
+        if !std::ptr::eq(t.session.schema(), tickforge_shooter::schema()) {
+            return fail(
+                tf_result::TF_ERR_WRONG_MODE,
+                "tf_shooter_entity_at needs a \"shooter\" session",
+            );
+        }
+        let Some(q) = lanes_at(t, id, render_tick) else {
+            return fail(
+                tf_result::TF_ERR_NOT_FOUND,
+                format!("entity {id} is not in view at tick {render_tick}"),
+            );
+        };
+        let state = shooter_state(&q, render_tick.max(0.0) as u32);
+        // SAFETY: the caller vouches `out` is writable (null is refused).
+        unsafe { put(out, state, "out") }
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { with_session(s, f) }
+}
+
+/// The shooter's state of lanes `q`, at `tick`.
+fn shooter_state(q: &tickforge_replication::Lanes, tick: u32) -> tf_shooter_state {
+    let e = tickforge_shooter::EntityState::from_lanes(q);
+    tf_shooter_state {
+        x: e.position.x,
+        y: e.position.y,
+        z: e.position.z,
+        vx: e.velocity.x,
+        vy: e.velocity.y,
+        vz: e.velocity.z,
+        yaw_deg: f32::from(e.yaw) * (360.0 / 65536.0),
+        pitch_deg: f32::from(e.pitch) * (360.0 / 65536.0),
+        tick,
+        flags: e.flags,
+        health: e.health,
+        weapon: e.weapon,
+        alive: u8::from(e.flags & tickforge_shooter::flags::ALIVE != 0),
+    }
 }
 
 /// The shooter's player `id` (its seat) as the replica's newest state holds it, decoded
@@ -1112,27 +1284,12 @@ pub unsafe extern "C" fn tf_shooter_entity_newest(
                 format!("entity {id} is not in view"),
             );
         };
-        let e = tickforge_shooter::EntityState::from_lanes(&q);
         let tick = t
             .session
             .replica()
             .and_then(|r| r.entity_tick(NetId(id)))
             .unwrap_or(0);
-        let state = tf_shooter_state {
-            x: e.position.x,
-            y: e.position.y,
-            z: e.position.z,
-            vx: e.velocity.x,
-            vy: e.velocity.y,
-            vz: e.velocity.z,
-            yaw_deg: f32::from(e.yaw) * (360.0 / 65536.0),
-            pitch_deg: f32::from(e.pitch) * (360.0 / 65536.0),
-            tick,
-            flags: e.flags,
-            health: e.health,
-            weapon: e.weapon,
-            alive: u8::from(e.flags & tickforge_shooter::flags::ALIVE != 0),
-        };
+        let state = shooter_state(&q, tick);
         // SAFETY: the caller vouches `out` is writable (null is refused).
         unsafe { put(out, state, "out") }
     };
@@ -1201,6 +1358,8 @@ pub unsafe extern "C" fn tf_session_stats(s: *mut tf_session, out: *mut tf_stats
             rtt_ms: link.rtt.as_secs_f64() * 1e3,
             jitter_ms: link.jitter.as_secs_f64() * 1e3,
             loss: f64::from(link.loss),
+            snapshot_jitter_ms: st.snapshot_jitter.as_secs_f64() * 1e3,
+            interp_delay_ticks: t.session.interp_delay_ticks(),
             snapshots: st.snapshots,
             bad_snapshots: st.bad_snapshots,
             events: st.events,

@@ -115,6 +115,8 @@ namespace Tickforge
         public double RttMs;
         public double JitterMs;
         public double Loss;
+        public double SnapshotJitterMs;
+        public double InterpDelayTicks;
         public ulong Snapshots;
         public ulong BadSnapshots;
         public ulong Events;
@@ -206,6 +208,20 @@ namespace Tickforge
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         public static extern Result tf_shooter_entity_newest(IntPtr s, ushort id, out ShooterState state);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        public static extern Result tf_session_render_tick(IntPtr s, double now, out double tick);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        public static extern Result tf_session_server_tick(IntPtr s, double now, out double tick);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        public static extern Result tf_session_entity_at(IntPtr s, ushort id, double renderTick,
+            int[] lanes, UIntPtr cap, out UIntPtr outN);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        public static extern Result tf_shooter_entity_at(IntPtr s, ushort id, double renderTick,
+            out ShooterState state);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         public static extern Result tf_shooter_encode_input(sbyte forward, sbyte side, byte buttons,
@@ -367,6 +383,28 @@ namespace Tickforge
         public bool ShooterEntityNewest(ushort id, out ShooterState state)
         {
             var r = Native.tf_shooter_entity_newest(Handle, id, out state);
+            if (r == Result.NotFound) return false;
+            Check(r);
+            return true;
+        }
+
+        /// <summary>
+        /// The tick to render the world at, now: the server's estimated tick less the one-way
+        /// trip and the adaptive interpolation delay. Null before the first snapshot.
+        /// </summary>
+        public double? RenderTick(double now)
+        {
+            double tick;
+            var r = Native.tf_session_render_tick(Handle, now, out tick);
+            if (r == Result.NotFound) return null;
+            Check(r);
+            return tick;
+        }
+
+        /// <summary>The shooter's player id interpolated at renderTick; false when not in view.</summary>
+        public bool ShooterEntityAt(ushort id, double renderTick, out ShooterState state)
+        {
+            var r = Native.tf_shooter_entity_at(Handle, id, renderTick, out state);
             if (r == Result.NotFound) return false;
             Check(r);
             return true;

@@ -57,6 +57,7 @@ class Stats(Structure):
     """tf_stats."""
     _fields_ = [
         ("rtt_ms", c_double), ("jitter_ms", c_double), ("loss", c_double),
+        ("snapshot_jitter_ms", c_double), ("interp_delay_ticks", c_double),
         ("snapshots", c_uint64), ("bad_snapshots", c_uint64), ("events", c_uint64),
         ("packets_received", c_uint64), ("bytes_received", c_uint64),
         ("packets_sent", c_uint64), ("bytes_sent", c_uint64), ("inputs", c_uint64),
@@ -101,6 +102,11 @@ def load(path=None):
         "tf_session_poll_event": (c_int32, [P, POINTER(Event)]),
         "tf_session_entity_newest": (c_int32, [P, c_uint16, POINTER(c_int32), c_size_t, POINTER(c_size_t)]),
         "tf_shooter_entity_newest": (c_int32, [P, c_uint16, POINTER(ShooterState)]),
+        "tf_session_render_tick": (c_int32, [P, c_double, POINTER(c_double)]),
+        "tf_session_server_tick": (c_int32, [P, c_double, POINTER(c_double)]),
+        "tf_session_entity_at": (c_int32, [P, c_uint16, c_double, POINTER(c_int32), c_size_t,
+                                           POINTER(c_size_t)]),
+        "tf_shooter_entity_at": (c_int32, [P, c_uint16, c_double, POINTER(ShooterState)]),
         "tf_shooter_encode_input": (c_int32, [c_int8, c_int8, c_uint8, c_float, c_float,
                                               c_void_p, c_size_t, POINTER(c_size_t)]),
         "tf_session_stats": (c_int32, [P, POINTER(Stats)]),
@@ -185,6 +191,24 @@ class Session:
 
     def send_message(self, data):
         self._check(self._lib.tf_session_send_message(self._s, data, len(data)))
+
+    def render_tick(self, at):
+        """The tick to render the world at, at time `at`, or None before the first snapshot."""
+        tick = c_double()
+        r = self._lib.tf_session_render_tick(self._s, at, byref(tick))
+        if r == ERR_NOT_FOUND:
+            return None
+        self._check(r)
+        return tick.value
+
+    def shooter_entity_at(self, entity_id, render_tick):
+        """The shooter player's state interpolated at `render_tick`, or None when not in view."""
+        st = ShooterState()
+        r = self._lib.tf_shooter_entity_at(self._s, entity_id, render_tick, byref(st))
+        if r == ERR_NOT_FOUND:
+            return None
+        self._check(r)
+        return st
 
     def shooter_entity_newest(self, entity_id):
         """The shooter player's newest state (not interpolated), or None when not in view."""

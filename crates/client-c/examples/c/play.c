@@ -110,7 +110,17 @@ int main(int argc, char **argv) {
             if (check(s, tf_shooter_encode_input(127, 0, 0, (float)yaw, 0.0f, input,
                                                  sizeof input, &input_len),
                       "encode"))
-                check(s, tf_session_send_input(s, now_s(), input, input_len), "input");
+            {
+                /* The input names the moment it was made at: the render tick, the world
+                 * the player was shown (where the server tests its shots). */
+                double shown;
+                double t = now_s();
+                if (tf_session_render_tick(s, t, &shown) == TF_OK)
+                    check(s, tf_session_send_input_viewed(s, t, shown, input, input_len),
+                          "input");
+                else
+                    check(s, tf_session_send_input(s, t, input, input_len), "input");
+            }
         }
         next += 1.0 / tick_hz;
         if (next < now_s()) next = now_s();
@@ -122,11 +132,16 @@ int main(int argc, char **argv) {
     if (welcomed && tf_shooter_entity_newest(s, (uint16_t)seat, &me) == TF_OK)
         printf("me seat=%u at (%.2f, %.2f, %.2f) yaw=%.1f health=%u alive=%u tick=%u\n", seat,
                me.x, me.y, me.z, me.yaw_deg, me.health, me.alive, me.tick);
+    double shown;
+    if (welcomed && tf_session_render_tick(s, now_s(), &shown) == TF_OK &&
+        tf_shooter_entity_at(s, (uint16_t)seat, shown, &me) == TF_OK)
+        printf("me shown at tick %.2f: (%.2f, %.2f, %.2f)\n", shown, me.x, me.y, me.z);
     tf_stats st;
     if (check(s, tf_session_stats(s, &st), "stats"))
-        printf("stats rtt_ms=%.2f jitter_ms=%.2f loss=%.3f packets_in=%llu bytes_in=%llu "
-               "packets_out=%llu bytes_out=%llu inputs=%llu\n",
-               st.rtt_ms, st.jitter_ms, st.loss, (unsigned long long)st.packets_received,
+        printf("stats rtt_ms=%.2f jitter_ms=%.2f loss=%.3f interp_delay_ticks=%.2f "
+               "packets_in=%llu bytes_in=%llu packets_out=%llu bytes_out=%llu inputs=%llu\n",
+               st.rtt_ms, st.jitter_ms, st.loss, st.interp_delay_ticks,
+               (unsigned long long)st.packets_received,
                (unsigned long long)st.bytes_received, (unsigned long long)st.packets_sent,
                (unsigned long long)st.bytes_sent, (unsigned long long)st.inputs);
     printf("snapshots %lu in %.2f s (last tick %u), game events %lu\n", snapshots, played,

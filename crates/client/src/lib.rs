@@ -195,6 +195,9 @@ pub struct SessionStats {
     /// Snapshots refused: the replica could not decode them (a missing baseline, broken
     /// bytes) or they were not a snapshot message.
     pub bad_snapshots: u64,
+    /// Snapshots with an empty body: the server had nothing it could send that tick (its
+    /// budget was spent). Normal traffic, neither read nor refused.
+    pub empty_snapshots: u64,
     /// Snapshots that came before the welcome past [`EARLY_SNAPSHOTS`], dropped.
     pub early_dropped: u64,
     /// Reliable messages from the server (the welcome, epochs, game events).
@@ -707,6 +710,12 @@ impl Session {
     /// the interpolation frames; `None` when refused (counted).
     fn read(&mut self, tick: u32, at: Instant, body: &[u8]) -> Option<ReadInfo> {
         let replica = self.replica.as_mut()?;
+        if body.is_empty() {
+            // The server had nothing it could send this tick (its byte budget or rate was
+            // spent): normal traffic, nothing to read (PROTOCOL.md, "The snapshot body").
+            self.stats.empty_snapshots += 1;
+            return None;
+        }
         if replica
             .newest_tick()
             .is_some_and(|newest| newest > tick && newest - tick > TICK_JUMP)

@@ -418,6 +418,30 @@ fn sessions_play_a_match_on_a_clean_link() {
 }
 
 #[test]
+fn an_empty_snapshot_body_is_normal_traffic_not_a_bad_snapshot() {
+    let mut w = World::new(
+        1,
+        LinkConditions::ideal(Duration::from_millis(15)),
+        1,
+        CtfConfig::default(),
+    );
+    w.run(128);
+    let s = &mut w.sessions[0];
+    let (snapshots, bad) = (s.stats().snapshots, s.stats().bad_snapshots);
+    let tick = s.newest_tick() + 1;
+    // What the server sends when its budget left nothing to write: a body of no bytes.
+    assert!(s.read(tick, Instant::now(), &[]).is_none());
+    assert_eq!(s.stats().empty_snapshots, 1);
+    assert_eq!(
+        (s.stats().snapshots, s.stats().bad_snapshots),
+        (snapshots, bad)
+    );
+    // A broken body still counts as bad.
+    assert!(s.read(tick, Instant::now(), &[0xff]).is_none());
+    assert_eq!(s.stats().bad_snapshots, bad + 1);
+}
+
+#[test]
 fn sessions_play_through_loss_duplication_and_reordering() {
     let conditions = LinkConditions {
         latency: Duration::from_millis(20),

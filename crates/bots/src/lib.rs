@@ -700,7 +700,17 @@ impl Bot {
         let seed = config.seed.wrapping_mul(1_000_003).wrapping_add(i);
         Ok(Bot {
             socket,
-            session: Session::new(token, config.game.schema(), SessionConfig::default(), start),
+            // The bots read the replica themselves (their views keep their own history):
+            // no interpolation frames to copy.
+            session: Session::new(
+                token,
+                config.game.schema(),
+                SessionConfig {
+                    interpolation: false,
+                    ..SessionConfig::default()
+                },
+                start,
+            ),
             behaviour: match (config.game, role) {
                 (BotGame::Ctf, _) => Behaviour::Ctf(CtfPlayer {
                     config: config.ctf,

@@ -81,6 +81,10 @@ pub struct SessionConfig {
     /// baselines (`ReplicationConfig::ring_ticks`) plus the ticks a snapshot may arrive
     /// late by.
     pub history_ticks: u32,
+    /// Keep the interpolation frames ([`Session::entity_at`]): a copy of the world per
+    /// snapshot, about 1 µs a snapshot for ten players. A client that renders wants them;
+    /// a load-test bot that reads the replica itself does not.
+    pub interpolation: bool,
 }
 
 impl SessionConfig {
@@ -90,7 +94,10 @@ impl SessionConfig {
     /// reference shooter at ten players fits in 128 KiB (`tests/memory.rs`); a snapshot
     /// that arrives later than that behind the newest may miss its baseline, and is
     /// refused (counted in [`SessionStats::bad_snapshots`]).
-    pub const COMPACT: SessionConfig = SessionConfig { history_ticks: 72 };
+    pub const COMPACT: SessionConfig = SessionConfig {
+        history_ticks: 72,
+        interpolation: true,
+    };
 }
 
 /// The reliable link of [`msg::link_config`] with the client's side made small: a send
@@ -117,6 +124,7 @@ impl Default for SessionConfig {
     fn default() -> Self {
         SessionConfig {
             history_ticks: ReplicaConfig::default().history_ticks,
+            interpolation: true,
         }
     }
 }
@@ -773,6 +781,7 @@ impl Session {
             _ => self.replica = Some(Replica::new(config, self.schema)),
         }
         match self.frames.as_mut() {
+            _ if !self.config.interpolation => self.frames = None,
             Some(f) if f.entities() == config.max_entities => f.reset(),
             _ => self.frames = Some(Frames::new(self.schema, config.max_entities)),
         }

@@ -22,7 +22,10 @@
 //! nothing); the moment a round starts (a teleport to the spawn), a death or a revival, a
 //! match that starts over (skipped); the tick the buy phase's barriers drop (skipped);
 //! movement parameters other than [`MovementParams::default`] (the shooter's server uses
-//! them; a server configured otherwise would show as correction).
+//! them; a server configured otherwise would show as correction); an own entity the
+//! server's packet budget deferred (the replica then holds an older state, which shows as
+//! correction). A snapshot older than one already read (the network reordered them) is
+//! ignored, not counted.
 //!
 //! Consistency: the wire carries positions to 1/256 m, finer than any correction worth
 //! making. A snapshot whose quantized state equals the prediction's quantized state agrees

@@ -12,7 +12,9 @@
 //!
 //! For the shooter it also measures hit registration ([`hitreg`]): half the bots aim at
 //! enemies they see, judge each shot against their own view, and compare with the server's
-//! verdict. A simple network conditioner ([`BotsConfig::rtt`], [`BotsConfig::jitter`]) delays every datagram
+//! verdict. Every shooter bot predicts its own movement and reconciles it with the server's
+//! snapshots ([`predict`]), and reports how far the server's word corrected it. A simple
+//! network conditioner ([`BotsConfig::rtt`], [`BotsConfig::jitter`]) delays every datagram
 //! each way, so this can be measured at a given latency.
 //!
 //! What it does not do: decide the server's figures. It reports its own CPU use and
@@ -20,6 +22,7 @@
 
 pub mod behaviour;
 pub mod hitreg;
+pub mod predict;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -37,13 +40,16 @@ use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
 use tickforge_proto::netcode::PrivateKey;
 use tickforge_proto::user_data::{UserData, ANY, ANY_SEAT};
 use tickforge_proto::MatchId;
-use tickforge_replication::Schema;
+use tickforge_replication::{NetId, Schema};
 use tickforge_shooter::{cmd, flags, EntityState, ShooterEvent, NONE};
-use tickforge_telemetry::report::{BotsReport, Clients, Hitreg, ResponseTimeMs, ServerDelayMs};
+use tickforge_telemetry::report::{
+    BotsReport, Clients, CorrectionM, Hitreg, ResponseTimeMs, ServerDelayMs,
+};
 use tickforge_telemetry::DurationHistogram;
 
 use behaviour::{Aimer, Rng, Role, Runner, Wander};
 use hitreg::{verdict_of, ClientView, HitregCounts};
+use predict::{Outcome, PredictCounts, Predictor};
 
 /// The game the bots play: it decides their schema, their inputs and what they do.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -226,6 +232,8 @@ struct BotMetrics {
     packets_up: u64,
     /// The bot's shot verdicts against the server's.
     hitreg: HitregCounts,
+    /// Its own movement's prediction, in the window.
+    predict: PredictCounts,
 }
 
 /// What a bot does with its controls.
@@ -364,6 +372,8 @@ struct Bot {
     /// Deaths and revivals heard of before `view` was made.
     early_alive: Vec<(u8, bool)>,
     map: Arc<Map>,
+    /// The shooter bot's own movement, predicted and reconciled.
+    predict: Option<Predictor>,
     net: Conditioner,
     sent_at: [(u32, Option<Instant>); SENT_RING],
     input_ack: u32,
@@ -412,6 +422,9 @@ struct ClientHistograms {
     server_delay: DurationHistogram,
     /// The links' smoothed round trips, sampled at every snapshot.
     ping: DurationHistogram,
+    /// The shooter bots' prediction corrections, micrometres in the nanosecond slots (so
+    /// its "milliseconds" read as metres).
+    correction: DurationHistogram,
 }
 
 /// Connects the bots, runs them for warm-up plus the measured window, and reports.
@@ -552,10 +565,13 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         response,
         server_delay: delay,
         ping,
+        correction,
     } = scratch.hist;
     let mut hitreg = HitregCounts::default();
+    let mut predicted = PredictCounts::default();
     for b in &bots {
         hitreg.merge(&b.metrics.hitreg);
+        predicted.merge(&b.metrics.predict);
     }
     let agree_rate = (hitreg.shots > 0).then(|| hitreg.agree as f64 / hitreg.shots as f64);
     let rtt_ms = config.rtt.as_millis() as u32;
@@ -601,6 +617,7 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
                 bots.iter().map(|b| b.metrics.packets_up).sum::<u64>() as f64 / n / window_s,
             ),
             bad_snapshots: bots.iter().map(Bot::bad_snapshots).sum(),
+            correction_m: correction_report(&correction, &predicted),
         },
         cpu_util,
         rt_priority: realtime.map(u32::from),
@@ -624,6 +641,19 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
             other_victim: hitreg.other_victim,
         },
     })
+}
+
+/// The prediction corrections measured, metres (the histogram holds micrometres).
+fn correction_report(hist: &DurationHistogram, counts: &PredictCounts) -> CorrectionM {
+    CorrectionM {
+        mean: hist.mean_ms(),
+        p99: hist.quantile_ms(0.99),
+        max: hist.quantile_ms(1.0),
+        samples: counts.samples,
+        skipped: counts.skipped,
+        dead: counts.dead,
+        reconciled: counts.reconciled,
+    }
 }
 
 /// Where bot `i` sends from. Against a loopback server each bot gets its own loopback
@@ -726,6 +756,8 @@ impl Bot {
             last_move_seq: 0,
             early_alive: Vec::new(),
             map: map.clone(),
+            predict: (config.game == BotGame::Shooter)
+                .then(|| Predictor::new(config.map, config.tick_hz)),
             net: Conditioner::new(config, config.seed ^ i.wrapping_mul(0x9e37_79b9)),
             sent_at: [(0, None); SENT_RING],
             input_ack: 0,
@@ -808,8 +840,14 @@ impl Bot {
                 }
                 None => {}
             },
-            // The kill feed and the round's phase: nothing for a bot to act on.
-            ShooterEvent::Kill { .. } | ShooterEvent::Round { .. } => {}
+            // A new round teleports everyone to the spawns; the match's end holds them.
+            ShooterEvent::Round { phase, .. } => {
+                if let Some(p) = self.predict.as_mut() {
+                    p.round_phase(phase);
+                }
+            }
+            // The kill feed: nothing for a bot to act on.
+            ShooterEvent::Kill { .. } => {}
             ShooterEvent::ShotResult {
                 seq,
                 victim,
@@ -872,6 +910,9 @@ impl Bot {
                 // the old match's view holds.
                 SessionEvent::Epoch { .. } => {
                     self.early_alive.clear();
+                    if let Some(p) = self.predict.as_mut() {
+                        p.discontinuity();
+                    }
                     if let Some(view) = self.view.as_mut() {
                         view.start_over();
                     }
@@ -951,6 +992,27 @@ impl Bot {
                 ))
             });
             view.record(Tick(tick), posing, records);
+        }
+        if let (Some(p), Some(slot), Some(replica)) =
+            (self.predict.as_mut(), self.slot, self.session.replica())
+        {
+            let own = replica
+                .entity(NetId(u16::from(slot)))
+                .map(|q| EntityState::from_lanes(&q));
+            let before = p.counts;
+            let outcome = p.snapshot(tick, input_ack, own.as_ref());
+            if in_window {
+                let m = &mut self.metrics.predict;
+                m.samples += p.counts.samples - before.samples;
+                m.skipped += p.counts.skipped - before.skipped;
+                m.dead += p.counts.dead - before.dead;
+                m.reconciled += p.counts.reconciled - before.reconciled;
+                if let Outcome::Corrected(d) = outcome {
+                    s.hist
+                        .correction
+                        .record_ns((f64::from(d) * 1e6).round() as u64);
+                }
+            }
         }
         if !in_window {
             self.input_ack = self.input_ack.max(input_ack);
@@ -1049,7 +1111,11 @@ impl Bot {
                             self.delay.interp_delay_ticks,
                         )
                     });
-                self.session.send_input(now, shown, &cmd::to_bytes(&c))
+                let seq = self.session.send_input(now, shown, &cmd::to_bytes(&c));
+                if let (Some(p), Some(seq)) = (self.predict.as_mut(), seq) {
+                    p.sent(seq, &c);
+                }
+                seq
             };
             if let Some(seq) = sent {
                 self.sent_at[seq as usize % SENT_RING] = (seq, Some(now));
@@ -1091,6 +1157,8 @@ mod boundary_tests;
 mod ctf_tests;
 #[cfg(test)]
 mod no_alloc_tests;
+#[cfg(test)]
+mod predict_tests;
 #[cfg(test)]
 mod test_host;
 

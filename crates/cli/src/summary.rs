@@ -52,11 +52,30 @@ fn hitreg_line(out: &mut String, h: &Hitreg) {
     );
 }
 
+fn prediction_line(out: &mut String, c: &Clients) {
+    let p = &c.correction_m;
+    let cm = |m: Option<f64>| m.map_or("n/a".into(), |m| format!("{:.2} cm", m * 100.0));
+    let _ = writeln!(
+        out,
+        "  prediction    correction mean {} p99 {} max {} over {} snapshots ({} reconciled; {} skipped across deaths, revivals, rounds or epochs, {} while dead)",
+        cm(p.mean),
+        cm(p.p99),
+        cm(p.max),
+        p.samples,
+        p.reconciled,
+        p.skipped,
+        p.dead,
+    );
+}
+
 /// What `bots` prints when it ends.
 pub fn bots(r: &BotsReport) -> String {
     let mut out = String::from("tickforge bots:\n");
     clients_line(&mut out, &r.clients);
     hitreg_line(&mut out, &r.hitreg);
+    if r.clients.correction_m.samples > 0 {
+        prediction_line(&mut out, &r.clients);
+    }
     let _ = writeln!(
         out,
         "  bots          cpu {}{}",
@@ -187,6 +206,7 @@ pub fn bench(r: &Report) -> String {
     clients_line(&mut out, &r.clients);
     if shoots(&r.game) {
         hitreg_line(&mut out, &r.hitreg);
+        prediction_line(&mut out, &r.clients);
     }
     let rep = &r.server.replication;
     let _ = writeln!(

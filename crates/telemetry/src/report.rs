@@ -179,6 +179,34 @@ pub struct Clients {
     /// the whole run.
     #[serde(default)]
     pub bad_snapshots: u64,
+    /// The shooter bots' own-movement prediction: how far each snapshot's state moved the
+    /// client's prediction of it (after modelling the server's repeats and skips).
+    #[serde(default)]
+    pub correction_m: CorrectionM,
+}
+
+/// Client-side prediction corrections, metres: the distance between the state a client
+/// predicted for the input a snapshot acknowledges and the server's (quantized) state in
+/// that snapshot. `None` with no sample.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CorrectionM {
+    /// Mean correction.
+    pub mean: Option<f64>,
+    /// 99th percentile.
+    pub p99: Option<f64>,
+    /// Largest.
+    pub max: Option<f64>,
+    /// Corrections measured.
+    pub samples: u64,
+    /// Snapshots not measured: across a death, revival, round start, the buy phase's
+    /// barriers dropping, a new epoch, or a gap too long to model.
+    pub skipped: u64,
+    /// Snapshots not measured because the client's player was dead.
+    pub dead: u64,
+    /// Snapshots that disagreed with the prediction beyond the wire's quantum, so the
+    /// prediction was replayed from the server's state.
+    pub reconciled: u64,
 }
 
 /// Datagram counters of the server.

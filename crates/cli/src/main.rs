@@ -26,7 +26,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Host matches of a game (the reference shooter by default) on a UDP port.
-    Serve(tickforge_server::serve::ServeArgs),
+    Serve(games::ServeCmd),
     /// Connect bots to a running server and measure it from the client side.
     Bots(bots_cmd::BotsArgs),
     /// Run a scenario: a server and its bots as separate processes on 127.0.0.1.
@@ -53,7 +53,7 @@ fn main() {
         end_quietly_on_a_closed_pipe();
     }
     let result = match cli.command {
-        Command::Serve(args) => tickforge_server::serve::run(args),
+        Command::Serve(cmd) => tickforge_server::serve::run(cmd.into_args()),
         Command::Bots(args) => bots_cmd::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Token(args) => token_cmd::run(args),

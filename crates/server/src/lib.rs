@@ -66,13 +66,6 @@ pub fn run<G: tickforge_api::Game>() -> ! {
     )
     .about(format!("Host matches of {}: {}", G::NAME, G::ABOUT))
     .long_about(None);
-    // The reference shooter's flags mean nothing to another game: `--game-set` and the
-    // `[game]` table carry its keys instead.
-    if G::NAME != "shooter" {
-        for id in serve::SHOOTER_FLAGS {
-            command = command.mut_arg(id, |a| a.hide(true));
-        }
-    }
     // One game: nothing to choose.
     command = command.mut_arg("game", |a| a.hide(true));
     let args =

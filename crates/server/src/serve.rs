@@ -11,19 +11,6 @@ use anyhow::{Context, Result};
 use clap::Args;
 use tickforge_telemetry::summary;
 
-/// The ids of the flags that set the reference shooter's `[game]` keys.
-pub const SHOOTER_FLAGS: [&str; 9] = [
-    "map",
-    "buy_s",
-    "round_s",
-    "round_end_s",
-    "rounds",
-    "max_health_hp",
-    "pose_every",
-    "fow_every",
-    "max_rewind_ms",
-];
-
 /// Flags of `serve`. Each has the same key in the TOML config file (with `_` for `-`);
 /// a flag given on the command line wins over the file.
 #[derive(Args, Debug)]
@@ -50,14 +37,6 @@ pub struct ServeArgs {
     /// it parses (3, 0.5, true, "x"), else as a string; repeatable.
     #[arg(long = "game-set", value_name = "KEY=VALUE", value_parser = crate::games::parse_setting)]
     pub game_set: Vec<(String, serde_json::Value)>,
-    /// Shooter: the built-in map every match is played on: arena (5-v-5) or flat2km (2 km
-    /// square, 100 spawns on an 800 m circle, for the crowd) [default: arena].
-    #[arg(
-        long,
-        value_name = "NAME",
-        help_heading = "Shooter (the [game] table's keys)"
-    )]
-    pub map: Option<String>,
     /// Most microseconds before a deadline the worker stops sleeping and spins; it spins
     /// only as long as its recent wake-ups overslept, plus 10 µs [default: 100].
     #[arg(long, value_name = "US")]
@@ -138,64 +117,6 @@ pub struct ServeArgs {
     /// [default: 20].
     #[arg(long, value_name = "N")]
     pub requests_per_second_per_ip: Option<u32>,
-    /// Seconds of each round's buy phase, players held at their spawns [default: 15].
-    #[arg(
-        long,
-        value_name = "S",
-        help_heading = "Shooter (the [game] table\'s keys)"
-    )]
-    pub buy_s: Option<f64>,
-    /// Seconds of each round's combat phase [default: 100].
-    #[arg(
-        long,
-        value_name = "S",
-        help_heading = "Shooter (the [game] table\'s keys)"
-    )]
-    pub round_s: Option<f64>,
-    /// Seconds of the pause after each round [default: 5].
-    #[arg(
-        long,
-        value_name = "S",
-        help_heading = "Shooter (the [game] table\'s keys)"
-    )]
-    pub round_end_s: Option<f64>,
-    /// Rounds in a match, first to a majority wins [default: 5].
-    #[arg(
-        long,
-        value_name = "N",
-        help_heading = "Shooter (the [game] table\'s keys)"
-    )]
-    pub rounds: Option<u8>,
-    /// Each player's health at the start of a round, hit points [default: 100].
-    #[arg(
-        long,
-        value_name = "HP",
-        help_heading = "Shooter (the [game] table\'s keys)"
-    )]
-    pub max_health_hp: Option<u16>,
-    /// Pose players every Nth tick and lerp between when a shot rewinds; 1 poses every
-    /// tick [default: 4].
-    #[arg(
-        long,
-        value_name = "N",
-        help_heading = "Shooter (the [game] table\'s keys)"
-    )]
-    pub pose_every: Option<u8>,
-    /// Trace each enemy pair's line of sight every Nth tick for the fog of war; 1 traces
-    /// every tick [default: 4].
-    #[arg(
-        long,
-        value_name = "N",
-        help_heading = "Shooter (the [game] table\'s keys)"
-    )]
-    pub fow_every: Option<u8>,
-    /// Milliseconds lag compensation rewinds at most (hard cap 1000) [default: 200].
-    #[arg(
-        long,
-        value_name = "MS",
-        help_heading = "Shooter (the [game] table\'s keys)"
-    )]
-    pub max_rewind_ms: Option<u32>,
     /// File each finished match's result line is appended to and fsynced; `none`: no
     /// results file [default: tickforge-results.log].
     #[arg(long, value_name = "FILE")]
@@ -261,15 +182,6 @@ impl ServeArgs {
             }
         };
         put("name", self.game.clone().map(Value::from));
-        put("map", self.map.clone().map(Value::from));
-        put("buy_s", self.buy_s.map(Value::from));
-        put("round_s", self.round_s.map(Value::from));
-        put("round_end_s", self.round_end_s.map(Value::from));
-        put("rounds", self.rounds.map(Value::from));
-        put("max_health_hp", self.max_health_hp.map(Value::from));
-        put("pose_every", self.pose_every.map(Value::from));
-        put("fow_every", self.fow_every.map(Value::from));
-        put("max_rewind_ms", self.max_rewind_ms.map(Value::from));
         for (k, v) in &self.game_set {
             t.insert(k.clone(), v.clone());
         }

@@ -1062,33 +1062,51 @@ pub unsafe extern "C" fn tf_session_entity_newest(
     out_n: *mut usize,
 ) -> tf_result {
     let f = |t: &mut tf_session| -> Res {
-        if out_n.is_null() {
-            return fail(tf_result::TF_ERR_NULL, "out_n is null");
-        }
-        let n = t.session.schema().lane_count();
-        // SAFETY: checked non-null.
-        unsafe { out_n.write(n) };
-        let Some(q) = newest_lanes(t, id) else {
-            return fail(
-                tf_result::TF_ERR_NOT_FOUND,
-                format!("entity {id} is not in view"),
-            );
-        };
-        if cap < n {
-            return fail(
-                tf_result::TF_ERR_BUFFER_TOO_SMALL,
-                format!("the schema has {n} lanes; the buffer {cap}"),
-            );
-        }
-        if lanes.is_null() {
-            return fail(tf_result::TF_ERR_NULL, "lanes is null");
-        }
-        // SAFETY: `lanes` has `cap` ≥ n writable entries.
-        unsafe { std::ptr::copy_nonoverlapping(q.0.as_ptr(), lanes, n) };
-        Ok(())
+        let q = newest_lanes(t, id);
+        // SAFETY: forwarded from the caller.
+        unsafe { write_lanes(t, id, q, lanes, cap, out_n) }
     };
     // SAFETY: forwarded from the caller.
     unsafe { with_session(s, f) }
+}
+
+/// Writes entity `id`'s lanes `q` (`None`: not in view) into the caller's `lanes` (`cap`
+/// entries) and their count into `*out_n`: the one body of the lane reads.
+///
+/// # Safety
+/// `lanes` points at `cap` writable `int32_t` (or is null); `out_n` is writable or null.
+unsafe fn write_lanes(
+    t: &tf_session,
+    id: u16,
+    q: Option<tickforge_replication::Lanes>,
+    lanes: *mut i32,
+    cap: usize,
+    out_n: *mut usize,
+) -> Res {
+    if out_n.is_null() {
+        return fail(tf_result::TF_ERR_NULL, "out_n is null");
+    }
+    let n = t.session.schema().lane_count();
+    // SAFETY: checked non-null.
+    unsafe { out_n.write(n) };
+    let Some(q) = q else {
+        return fail(
+            tf_result::TF_ERR_NOT_FOUND,
+            format!("entity {id} is not in view"),
+        );
+    };
+    if cap < n {
+        return fail(
+            tf_result::TF_ERR_BUFFER_TOO_SMALL,
+            format!("the schema has {n} lanes; the buffer {cap}"),
+        );
+    }
+    if lanes.is_null() {
+        return fail(tf_result::TF_ERR_NULL, "lanes is null");
+    }
+    // SAFETY: `lanes` has `cap` ≥ n writable entries.
+    unsafe { std::ptr::copy_nonoverlapping(q.0.as_ptr(), lanes, n) };
+    Ok(())
 }
 
 /// The newest lanes of `id` in the replica.
@@ -1171,30 +1189,9 @@ pub unsafe extern "C" fn tf_session_entity_at(
     out_n: *mut usize,
 ) -> tf_result {
     let f = |t: &mut tf_session| -> Res {
-        if out_n.is_null() {
-            return fail(tf_result::TF_ERR_NULL, "out_n is null");
-        }
-        let n = t.session.schema().lane_count();
-        // SAFETY: checked non-null.
-        unsafe { out_n.write(n) };
-        let Some(q) = lanes_at(t, id, render_tick) else {
-            return fail(
-                tf_result::TF_ERR_NOT_FOUND,
-                format!("entity {id} is not in view at tick {render_tick}"),
-            );
-        };
-        if cap < n {
-            return fail(
-                tf_result::TF_ERR_BUFFER_TOO_SMALL,
-                format!("the schema has {n} lanes; the buffer {cap}"),
-            );
-        }
-        if lanes.is_null() {
-            return fail(tf_result::TF_ERR_NULL, "lanes is null");
-        }
-        // SAFETY: `lanes` has `cap` ≥ n writable entries.
-        unsafe { std::ptr::copy_nonoverlapping(q.0.as_ptr(), lanes, n) };
-        Ok(())
+        let q = lanes_at(t, id, render_tick);
+        // SAFETY: forwarded from the caller.
+        unsafe { write_lanes(t, id, q, lanes, cap, out_n) }
     };
     // SAFETY: forwarded from the caller.
     unsafe { with_session(s, f) }

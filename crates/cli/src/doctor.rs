@@ -8,10 +8,12 @@
 //!
 //! Each check is one line (name, verdict, what was read) and a warning adds the fix. A
 //! read that fails is "unknown" with the reason, never a panic. The checks are pure
-//! functions of the text read, so their tests feed them strings.
+//! functions of the text read, so their tests feed them strings. `--sysctl` prints the
+//! sysctl.d drop-in that makes the kernel checks pass.
 
 mod cpu;
 mod net;
+mod sysctl;
 mod wakeup;
 
 use std::fmt;
@@ -34,6 +36,10 @@ pub struct DoctorArgs {
     /// take it.
     #[arg(long, value_name = "P", default_value_t = 10, value_parser = clap::value_parser!(u8).range(1..=99))]
     pub rt_priority: u8,
+    /// Print the sysctl.d drop-in with the kernel settings the checks ask for (as
+    /// deploy/sysctl/90-tickforge.conf holds it) and run no check.
+    #[arg(long, conflicts_with_all = ["quick", "json"])]
+    pub sysctl: bool,
 }
 
 /// What a check concluded.
@@ -248,6 +254,10 @@ fn line(c: &Check) -> String {
 }
 
 pub fn run(args: DoctorArgs) -> Result<()> {
+    if args.sysctl {
+        print!("{}", sysctl::drop_in());
+        return Ok(());
+    }
     let allowed = tickforge_io::cpu::allowed_cores();
     println!("tickforge doctor: can this host hold many 128 Hz matches per core?");
     let mut checks = cpu::gather(&allowed);

@@ -18,6 +18,10 @@ const CPU_DIR: &str = "/sys/devices/system/cpu";
 /// still small against a tick.
 const MAX_IDLE_EXIT_US: u64 = 10;
 
+/// `kernel.sched_rt_runtime_us` as the kernel ships it: real-time threads get 95% of each
+/// one-second period. The fix when it is 0, and the value `doctor --sysctl` writes.
+pub const RT_RUNTIME_DEFAULT_US: i64 = 950_000;
+
 /// Reads the host and runs every check of this module.
 pub fn gather(allowed: &[usize]) -> Vec<Check> {
     let isolated_text = read(format!("{CPU_DIR}/isolated"));
@@ -282,7 +286,7 @@ pub fn rt_runtime(runtime: &Read, period: &Read) -> Check {
         (0, _) => Check::warn(
             NAME,
             "0: SCHED_FIFO threads may never run",
-            "sysctl -w kernel.sched_rt_runtime_us=950000",
+            format!("sysctl -w kernel.sched_rt_runtime_us={RT_RUNTIME_DEFAULT_US}"),
         ),
         (r, Some(p)) if p > 0 => Check::ok(
             NAME,

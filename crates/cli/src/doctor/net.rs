@@ -9,6 +9,10 @@ use super::{bytes, integer, read, Check, Read};
 /// `net.core.netdev_max_backlog` as the kernel ships it; the AWS paper doubles it.
 const KERNEL_DEFAULT_BACKLOG: i64 = 1000;
 
+/// `net.core.netdev_max_backlog` the fixes ask for at least, and the value `doctor
+/// --sysctl` writes: the kernel's default doubled, as the AWS paper does.
+pub const RECOMMENDED_BACKLOG: i64 = 2 * KERNEL_DEFAULT_BACKLOG;
+
 /// Reads the host and runs every check of this module.
 pub fn gather() -> Vec<Check> {
     let worker = SocketOptions::default();
@@ -69,7 +73,9 @@ pub fn buffer_max(
                 "{reading}, below the {} {direction} buffer a worker asks for: the kernel cuts it to this",
                 bytes(want as u64)
             ),
-            format!("sysctl -w {sysctl}={want} (and in /etc/sysctl.d to keep it)"),
+            format!(
+                "sysctl -w {sysctl}={want} (and in /etc/sysctl.d to keep it: `tickforge doctor --sysctl`)"
+            ),
         ),
         Some(want) => Check::ok(
             name,
@@ -161,13 +167,13 @@ pub fn backlog(max_backlog: &Read, softnet: &Read) -> Check {
             reading,
             format!(
                 "sysctl -w net.core.netdev_max_backlog={}",
-                (v * 2).max(2000)
+                (v * 2).max(RECOMMENDED_BACKLOG)
             ),
         ),
         _ if v < KERNEL_DEFAULT_BACKLOG => Check::warn(
             NAME,
             format!("{reading}; below the kernel's default"),
-            "sysctl -w net.core.netdev_max_backlog=2000",
+            format!("sysctl -w net.core.netdev_max_backlog={RECOMMENDED_BACKLOG}"),
         ),
         Some(_) => Check::ok(NAME, reading),
         None => Check::info(NAME, reading),
@@ -277,7 +283,10 @@ mod tests {
         assert_eq!(low.verdict, Verdict::Warn);
         assert_eq!(
             low.fix.as_deref(),
-            Some("sysctl -w net.core.rmem_max=4194304 (and in /etc/sysctl.d to keep it)")
+            Some(
+                "sysctl -w net.core.rmem_max=4194304 (and in /etc/sysctl.d to keep it: \
+                 `tickforge doctor --sysctl`)"
+            )
         );
         let enough = buffer_max(
             "rmem_max",

@@ -329,6 +329,67 @@ pub struct ServerReport {
     pub cpu_util: Option<f64>,
     /// Datagram counters over the whole run.
     pub datagrams: Datagrams,
+    /// The match frame second by second over the measured window, fewest seconds first;
+    /// seconds without a frame are left out. At most [`MAX_FRAME_SECONDS`] seconds.
+    #[serde(default)]
+    pub frame_seconds: Vec<FrameSecond>,
+}
+
+/// Seconds a [`ServerReport::frame_seconds`] series holds at most: an hour of window. The
+/// workers reserve this much at start, so recording never allocates; frames after the last
+/// second held are left out of the series (never of the whole-window figures).
+pub const MAX_FRAME_SECONDS: usize = 3600;
+
+/// The match frames whose deadline fell in one second of the measured window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FrameSecond {
+    /// Whole seconds from the window's start: the second `[s, s + 1)`.
+    pub s: u32,
+    /// Match frames run.
+    pub frames: u32,
+    /// Median match frame, milliseconds.
+    pub p50: f64,
+    /// 99th percentile, milliseconds.
+    pub p99: f64,
+    /// Largest, milliseconds.
+    pub max: f64,
+    /// Ticks that started more than 1 ms after their deadline (as [`Ticks::late`]).
+    pub late: u32,
+    /// Hitches (as [`Ticks::hitches`]).
+    pub hitches: u32,
+}
+
+/// Adds the series `other` (another worker's, of the same window) into `into`, second by
+/// second. Counts add and `max` is exact. `p50` and `p99` become the larger of the two: an
+/// upper bound of the merged percentile (no more than 1% of the merged frames lie above
+/// the larger p99, since no more than 1% of either side's do), exact with one worker.
+/// Both series must be ordered by second; the result is too.
+pub fn merge_frame_seconds(into: &mut Vec<FrameSecond>, other: &[FrameSecond]) {
+    let mut merged = Vec::with_capacity(into.len().max(other.len()));
+    let (mut a, mut b) = (into.iter().peekable(), other.iter().peekable());
+    loop {
+        let next = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) if x.s == y.s => {
+                let (x, y) = (a.next().unwrap(), b.next().unwrap());
+                FrameSecond {
+                    s: x.s,
+                    frames: x.frames + y.frames,
+                    p50: x.p50.max(y.p50),
+                    p99: x.p99.max(y.p99),
+                    max: x.max.max(y.max),
+                    late: x.late + y.late,
+                    hitches: x.hitches + y.hitches,
+                }
+            }
+            (Some(x), Some(y)) if x.s < y.s => *a.next().unwrap(),
+            (Some(_), Some(_)) | (None, Some(_)) => *b.next().unwrap(),
+            (Some(_), None) => *a.next().unwrap(),
+            (None, None) => break,
+        };
+        merged.push(next);
+    }
+    merged.truncate(MAX_FRAME_SECONDS);
+    *into = merged;
 }
 
 /// What replication sent: snapshot bodies against the same snapshots as full states.
@@ -625,6 +686,53 @@ mod tests {
         v.as_object_mut().unwrap().remove("game");
         let old: Report = serde_json::from_value(v).unwrap();
         assert_eq!(old.game, "");
+    }
+
+    fn second(s: u32, frames: u32, p50: f64, p99: f64, max: f64, late: u32) -> FrameSecond {
+        FrameSecond {
+            s,
+            frames,
+            p50,
+            p99,
+            max,
+            late,
+            hitches: late / 2,
+        }
+    }
+
+    #[test]
+    fn frame_seconds_merge_by_second_adding_counts_and_bounding_percentiles() {
+        let mut a = vec![
+            second(0, 128, 0.1, 0.2, 0.3, 0),
+            second(2, 128, 0.1, 0.5, 0.9, 4),
+        ];
+        let b = [
+            second(0, 256, 0.2, 0.15, 0.4, 2),
+            second(1, 10, 0.3, 0.3, 0.3, 0),
+            second(3, 1, 1.0, 1.0, 1.0, 1),
+        ];
+        merge_frame_seconds(&mut a, &b);
+        let seconds: Vec<u32> = a.iter().map(|x| x.s).collect();
+        assert_eq!(seconds, [0, 1, 2, 3]);
+        assert_eq!(a[0], second(0, 384, 0.2, 0.2, 0.4, 2));
+        assert_eq!(a[1], b[1]);
+        assert_eq!(a[3], b[2]);
+        // An empty side leaves the other as it was.
+        let before = a.clone();
+        merge_frame_seconds(&mut a, &[]);
+        assert_eq!(a, before);
+        let mut empty = Vec::new();
+        merge_frame_seconds(&mut empty, &before);
+        assert_eq!(empty, before);
+    }
+
+    #[test]
+    fn reports_from_before_the_frame_series_parse_with_none() {
+        let mut v = serde_json::to_value(ServerReport::default()).unwrap();
+        assert!(v["frame_seconds"].as_array().unwrap().is_empty());
+        v.as_object_mut().unwrap().remove("frame_seconds");
+        let old: ServerReport = serde_json::from_value(v).unwrap();
+        assert!(old.frame_seconds.is_empty());
     }
 
     #[test]

@@ -37,6 +37,12 @@ impl DurationHistogram {
         self.sum_ns += u128::from(ns);
     }
 
+    /// Forgets every value recorded; keeps the buckets (never allocates).
+    pub fn reset(&mut self) {
+        self.hist.reset();
+        self.sum_ns = 0;
+    }
+
     /// Number of values recorded.
     pub fn len(&self) -> u64 {
         self.hist.len()

@@ -6,7 +6,10 @@ use std::time::{Duration, Instant};
 use tickforge_io::cpu;
 use tickforge_io::udp::IoStats;
 use tickforge_replication::ReplicationStats;
-use tickforge_telemetry::report::{Datagrams, Replication, ServerReport, Ticks};
+use tickforge_telemetry::report::{
+    merge_frame_seconds, Datagrams, FrameSecond, Replication, ServerReport, Ticks,
+    MAX_FRAME_SECONDS,
+};
 use tickforge_telemetry::{
     match_budget_ms, projected_games_per_core, Category, DurationHistogram, FrameStats, Phase,
 };
@@ -65,8 +68,75 @@ pub(super) struct Measure {
     /// matches run before it, on top of the wake-up's own lateness.
     tick_late: DurationHistogram,
     pub(super) ticks: Ticks,
+    /// The match frames second by second.
+    seconds: FrameSeconds,
     cpu_start: Option<Duration>,
     cpu_end: Option<Duration>,
+}
+
+/// The match frames of the measured window second by second: one histogram for the second
+/// being filled, reset as the next begins, and the closed seconds in a vector reserved for
+/// [`MAX_FRAME_SECONDS`] at creation, so recording never allocates. Seconds past the last
+/// one held are not recorded.
+#[derive(Clone)]
+struct FrameSeconds {
+    /// The second being filled, from the window's start.
+    open: Option<u32>,
+    hist: DurationHistogram,
+    late: u32,
+    hitches: u32,
+    closed: Vec<FrameSecond>,
+}
+
+impl Default for FrameSeconds {
+    fn default() -> Self {
+        FrameSeconds {
+            open: None,
+            hist: DurationHistogram::new(),
+            late: 0,
+            hitches: 0,
+            closed: Vec::with_capacity(MAX_FRAME_SECONDS),
+        }
+    }
+}
+
+impl FrameSeconds {
+    /// Records one frame whose deadline fell `second` seconds into the window. A frame of
+    /// an earlier second than the one being filled (a worker runs due matches in one
+    /// wake-up, not strictly by deadline) counts in the open second.
+    fn record(&mut self, second: u32, frame_ns: u64, late: bool, hitch: bool) {
+        let second = self.open.map_or(second, |open| second.max(open));
+        if self.open != Some(second) {
+            self.close();
+            if self.closed.len() == MAX_FRAME_SECONDS {
+                return;
+            }
+            self.open = Some(second);
+        }
+        self.hist.record_ns(frame_ns);
+        self.late += u32::from(late);
+        self.hitches += u32::from(hitch);
+    }
+
+    /// Closes the open second into the series.
+    fn close(&mut self) {
+        let Some(s) = self.open.take() else { return };
+        if let Some(p) = self.hist.percentiles() {
+            if self.closed.len() < MAX_FRAME_SECONDS {
+                self.closed.push(FrameSecond {
+                    s,
+                    frames: self.hist.len() as u32,
+                    p50: p.p50,
+                    p99: p.p99,
+                    max: p.max,
+                    late: self.late,
+                    hitches: self.hitches,
+                });
+            }
+        }
+        self.hist.reset();
+        (self.late, self.hitches) = (0, 0);
+    }
 }
 
 impl Measure {
@@ -187,6 +257,8 @@ impl Worker {
                 continue;
             }
             self.measure.frames.record(&record);
+            let second = (deadline.saturating_duration_since(window.start)).as_secs();
+            (self.measure.seconds).record(second as u32, record.total_ns, is_late, hitch);
             self.measure.tick_late.record_ns(nanos(late));
             let t = &mut self.measure.ticks;
             if is_late {
@@ -211,6 +283,7 @@ impl Worker {
             .sum();
         let mut measure = self.measure.clone();
         measure.ticks.expected = expected;
+        measure.seconds.close();
         let mut retired = self.retired.clone();
         if let Some(p) = &self.persister {
             retired.results_failed += p.failed();
@@ -270,6 +343,7 @@ impl WorkerFigures {
         a.worker_frames.merge(&b.worker_frames);
         a.wake_late.merge(&b.wake_late);
         a.tick_late.merge(&b.tick_late);
+        merge_frame_seconds(&mut a.seconds.closed, &b.seconds.closed);
         let (t, u) = (&mut a.ticks, &b.ticks);
         t.expected += u.expected;
         t.on_time += u.on_time;
@@ -366,6 +440,7 @@ impl WorkerFigures {
                 per_send_call: (io.send_calls > 0).then(|| io.datagrams_per_send_call()),
                 dropped: self.dropped.clone(),
             },
+            frame_seconds: m.seconds.closed.clone(),
         }
     }
 
@@ -393,6 +468,42 @@ impl WorkerFigures {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frame_seconds_close_each_second_with_its_percentiles_and_counts() {
+        let mut f = FrameSeconds::default();
+        for i in 1..=100u64 {
+            f.record(0, i * 1000, i == 100, false);
+        }
+        f.record(2, 5_000_000, true, true);
+        // A straggler of second 0 recorded while second 2 is open counts in second 2.
+        f.record(0, 1_000, false, false);
+        f.close();
+        assert_eq!(f.closed.len(), 2, "second 1 had no frame: {:?}", f.closed);
+        let (a, b) = (f.closed[0], f.closed[1]);
+        assert_eq!((a.s, a.frames, a.late, a.hitches), (0, 100, 1, 0));
+        assert!(
+            (a.p50 - 0.050).abs() < 1e-3 && (a.p99 - 0.099).abs() < 1e-3,
+            "{a:?}"
+        );
+        assert!((a.max - 0.100).abs() < 1e-3, "{a:?}");
+        assert_eq!((b.s, b.frames, b.late, b.hitches), (2, 2, 1, 1));
+        assert!((b.max - 5.0).abs() < 0.01, "{b:?}");
+    }
+
+    #[test]
+    fn frame_seconds_stop_at_the_cap_without_growing() {
+        let mut f = FrameSeconds::default();
+        let reserved = f.closed.capacity();
+        assert!(reserved >= MAX_FRAME_SECONDS);
+        for s in 0..(MAX_FRAME_SECONDS as u32 + 10) {
+            f.record(s, 1_000, false, false);
+        }
+        f.close();
+        assert_eq!(f.closed.len(), MAX_FRAME_SECONDS);
+        assert_eq!(f.closed.capacity(), reserved, "never reallocated");
+        assert_eq!(f.closed.last().unwrap().s, MAX_FRAME_SECONDS as u32 - 1);
+    }
 
     #[test]
     fn expected_ticks_count_the_grid_inside_the_window() {

@@ -175,6 +175,10 @@ pub struct BenchArgs {
     /// Write the full report to FILE as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write the report as one self-contained HTML page (charts, verdicts, the raw JSON)
+    /// that opens offline.
+    #[arg(long, value_name = "OUT")]
+    pub html: Option<PathBuf>,
     /// Send N random datagrams at the server during the measured window (loopback only),
     /// some shaped like connection requests and packets: the clients must not notice.
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
@@ -301,6 +305,16 @@ pub fn run(args: BenchArgs) -> Result<()> {
     if !args.sweep_steps.is_empty() && !args.sweep && args.scenario != Scenario::Saturation {
         bail!("--sweep-steps needs --sweep (or --scenario saturation, which sweeps players)");
     }
+    // A page that cannot be written says so now, not after the run.
+    if let Some(dir) = args.html.as_deref().and_then(Path::parent) {
+        if !dir.as_os_str().is_empty() && !dir.is_dir() {
+            bail!(
+                "--html {}: no directory {}",
+                args.html.as_ref().unwrap().display(),
+                dir.display()
+            );
+        }
+    }
     let cores = tickforge_io::cpu::allowed_cores();
     let (server_core, bots_core) = match cores.as_slice() {
         [a, b, ..] => (Some(*a), Some(*b)),
@@ -316,6 +330,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
         bots_core,
     };
     let dir = scratch_dir()?;
+    let exe = std::env::current_exe().context("finding the tickforge binary")?;
+    let run = crate::report_html::run_info::gather(&exe, &dir);
     let result = if args.scenario == Scenario::Saturation {
         sweep::run(&args, &dir, &plan, sweep::Axis::Players)
     } else if args.sweep {
@@ -330,11 +346,16 @@ pub fn run(args: BenchArgs) -> Result<()> {
         server_core: server_core.map(|c| c as u32),
         bots_core: bots_core.map(|c| c as u32),
     };
+    report.run = Some(run);
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     print!("{}", summary::bench(&report));
+    if let Some(path) = &args.html {
+        crate::report_html::write(&report, path)?;
+        println!("  wrote         {}", path.display());
+    }
     Ok(())
 }
 
@@ -620,6 +641,7 @@ fn merge(scenario: &str, s: ServerReport, b: BotsReport, warmup_s: f64) -> Repor
         bots: b,
         host: Host::default(),
         sweep: None,
+        run: None,
     }
 }
 

@@ -7,6 +7,7 @@ mod flood;
 mod games;
 mod replay_cmd;
 mod report_cmd;
+mod report_html;
 mod summary;
 mod token_cmd;
 

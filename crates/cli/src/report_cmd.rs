@@ -1,12 +1,13 @@
-//! `tickforge report FILE`: a saved bench report again, in words, and its games-per-core
-//! curve as the VALORANT chart (`--svg`); `tickforge compare A B`: two reports side by side.
+//! `tickforge report FILE`: a saved bench report again, in words, its games-per-core
+//! curve as the VALORANT chart (`--svg`), and the whole report as one HTML page (`--html`);
+//! `tickforge compare A B`: two reports side by side.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use tickforge_telemetry::report::{Report, Sweep, SweepStep};
+use tickforge_telemetry::report::{Report, Sweep};
 
 /// Flags of `report`.
 #[derive(Args, Debug)]
@@ -18,6 +19,10 @@ pub struct ReportArgs {
     /// on one core, with the budget, as in VALORANT's article.
     #[arg(long, value_name = "OUT")]
     pub svg: Option<PathBuf>,
+    /// Write the report as one self-contained HTML page (charts, verdicts, the raw JSON)
+    /// that opens offline.
+    #[arg(long, value_name = "OUT")]
+    pub html: Option<PathBuf>,
 }
 
 /// Flags of `compare`.
@@ -51,6 +56,10 @@ pub fn run(args: ReportArgs) -> Result<()> {
         std::fs::write(out, sweep_svg(sweep, report.budget_ms, report.tick_hz))
             .with_context(|| format!("writing {}", out.display()))?;
         println!("  chart         {}", out.display());
+    }
+    if let Some(out) = &args.html {
+        crate::report_html::write(&report, out)?;
+        println!("  wrote         {}", out.display());
     }
     Ok(())
 }
@@ -120,169 +129,17 @@ fn comparison(a: &Report, b: &Report) -> String {
     out
 }
 
-/// The games-per-core curve as an SVG line chart: match frame p50 and p99 (ms) against
+/// The games-per-core curve as an SVG file: match frame p50 and p99 (ms) against
 /// matches on the worker core, the budget as a dashed line, and each step's ticks on time
-/// under its point. Axes start at zero, so steps compare by eye.
+/// under its point (the HTML report's chart, standalone).
 pub fn sweep_svg(sweep: &Sweep, budget_ms: f64, tick_hz: u32) -> String {
-    const W: f64 = 720.0;
-    const H: f64 = 420.0;
-    const L: f64 = 70.0; // left margin: the y labels
-    const R: f64 = 20.0;
-    const T: f64 = 40.0; // top: the title
-    const B: f64 = 60.0; // bottom: the x labels and the on-time row
-    let steps: Vec<_> = sweep
-        .steps
-        .iter()
-        .filter_map(|s| s.match_frame_ms.map(|p| (s, p)))
-        .collect();
-    // The x axis: matches on the core, or players in the one match (saturation).
-    let by_players = sweep.by == "players";
-    let count = |s: &SweepStep| f64::from(if by_players { s.players } else { s.matches });
-    let max_x = steps.iter().map(|(s, _)| count(s)).fold(1.0, f64::max);
-    let max_y = steps
-        .iter()
-        .map(|(_, p)| p.p99)
-        .fold(if by_players { 0.0 } else { budget_ms }, f64::max)
-        .max(1e-3)
-        * 1.15;
-    let x = |m: f64| L + (W - L - R) * m / max_x;
-    let y = |ms: f64| H - B - (H - T - B) * ms / max_y;
-    let title = if by_players {
-        format!("match frame against players in one match, {tick_hz} Hz")
-    } else {
-        format!(
-            "match frame against matches on one core, {tick_hz} Hz: {}",
-            sweep
-                .measured_games_per_core
-                .map_or("none held".to_string(), |g| format!(
-                    "{g} games per core held"
-                ))
-        )
-    };
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" \
-         font-family=\"sans-serif\" font-size=\"12\">\n\
-         <rect width=\"{W}\" height=\"{H}\" fill=\"white\"/>\n\
-         <text x=\"{L}\" y=\"24\" font-size=\"15\">{title}</text>\n"
-    );
-    // Axes and their ticks.
-    let _ = writeln!(
-        svg,
-        "<path d=\"M{L},{T} V{} H{}\" stroke=\"black\" fill=\"none\"/>",
-        H - B,
-        W - R
-    );
-    for k in 0..=4 {
-        let v = max_y * f64::from(k) / 4.0;
-        let _ = writeln!(
-            svg,
-            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{v:.3}</text>",
-            L - 6.0,
-            y(v) + 4.0
-        );
-    }
-    let _ = writeln!(
-        svg,
-        "<text x=\"16\" y=\"{:.1}\" transform=\"rotate(-90 16 {:.1})\" text-anchor=\"middle\">\
-         match frame (ms)</text>",
-        (T + H - B) / 2.0,
-        (T + H - B) / 2.0
-    );
-    let _ = writeln!(
-        svg,
-        "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{} (ticks on time below)</text>",
-        (L + W - R) / 2.0,
-        H - 8.0,
-        if by_players {
-            "players in the match"
-        } else {
-            "matches on the worker core"
-        }
-    );
-    // The budget per match tick: what 60 games on a core leave each; one match of many
-    // players (saturation) has the whole tick instead, so it gets no line.
-    if !by_players {
-        let _ = writeln!(
-            svg,
-            "<line x1=\"{L}\" y1=\"{by:.1}\" x2=\"{}\" y2=\"{by:.1}\" stroke=\"#c00\" \
-             stroke-dasharray=\"6 4\"/><text x=\"{}\" y=\"{:.1}\" fill=\"#c00\" \
-             text-anchor=\"end\">budget {budget_ms:.3} ms</text>",
-            W - R,
-            W - R,
-            y(budget_ms) + 15.0,
-            by = y(budget_ms)
-        );
-    }
-    // The two series.
-    for (name, colour, get) in [
-        (
-            "p50",
-            "#1f5fbf",
-            (|p| p.p50) as fn(&tickforge_telemetry::report::Percentiles) -> f64,
-        ),
-        ("p99", "#e08a00", |p| p.p99),
-    ] {
-        let points: Vec<String> = steps
-            .iter()
-            .map(|(s, p)| format!("{:.1},{:.1}", x(count(s)), y(get(p))))
-            .collect();
-        let _ = writeln!(
-            svg,
-            "<polyline class=\"{name}\" points=\"{}\" fill=\"none\" stroke=\"{colour}\" \
-             stroke-width=\"2\"/>",
-            points.join(" ")
-        );
-        for (s, p) in &steps {
-            let _ = writeln!(
-                svg,
-                "<circle class=\"{name}\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{colour}\"/>",
-                x(count(s)),
-                y(get(p))
-            );
-        }
-        if let Some((s, p)) = steps.first() {
-            let _ = writeln!(
-                svg,
-                "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{colour}\">{name}</text>",
-                x(count(s)) + 8.0,
-                y(get(p)) - 8.0
-            );
-        }
-    }
-    // Each step's matches and ticks on time; a step the bots saturated is marked.
-    for (s, _) in &steps {
-        let cx = x(count(s));
-        let on_time = s
-            .on_time_rate
-            .map_or("n/a".to_string(), |r| format!("{:.2}%", 100.0 * r));
-        let mark = if s.bots_saturated { "*" } else { "" };
-        let _ = writeln!(
-            svg,
-            "<text x=\"{cx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\
-             <text x=\"{cx:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"10\" \
-             fill=\"#555\">{on_time}{mark}</text>",
-            H - B + 16.0,
-            count(s),
-            H - B + 30.0
-        );
-    }
-    if steps.iter().any(|(s, _)| s.bots_saturated) {
-        let _ = writeln!(
-            svg,
-            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-size=\"10\" fill=\"#555\">\
-             * the bots' core saturated</text>",
-            W - R,
-            T
-        );
-    }
-    svg.push_str("</svg>\n");
-    svg
+    crate::report_html::figures::sweep_chart(sweep, budget_ms, tick_hz).svg(true)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tickforge_telemetry::report::Percentiles;
+    use tickforge_telemetry::report::{Percentiles, SweepStep};
 
     fn step(matches: u32, p50: f64, p99: f64, saturated: bool) -> SweepStep {
         SweepStep {

@@ -524,6 +524,61 @@ pub struct Report {
     /// The games-per-core curve (`bench --sweep`): one step per match count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<Sweep>,
+    /// What built and ran the bench, and on what host; `None` in reports written before
+    /// benches recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunInfo>,
+}
+
+/// What built a bench and where it ran: the record a report carries for whoever reads it
+/// later.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunInfo {
+    /// The tickforge version.
+    pub version: String,
+    /// The git commit the binary was built from; `None` when built outside a checkout.
+    pub commit: Option<String>,
+    /// When the bench started, seconds since the Unix epoch.
+    pub started_unix_s: u64,
+    /// The host's name.
+    pub hostname: String,
+    /// The kernel's release.
+    pub kernel: String,
+    /// The CPU's model name.
+    pub cpu_model: String,
+    /// The bench's command line, the program first.
+    pub command: Vec<String>,
+    /// `tickforge doctor --quick` on the host before the run; `None` when it did not run.
+    pub doctor: Option<DoctorSummary>,
+}
+
+/// The host checks of `tickforge doctor --quick` (the timed wake-up checks skipped).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DoctorSummary {
+    /// Checks as a host for many matches per core wants them.
+    pub ok: u32,
+    /// Checks that cost ticks or datagrams, each with its fix.
+    pub warn: u32,
+    /// Checks worth knowing, or that could not be read.
+    pub info: u32,
+    /// Every check, in the doctor's order.
+    pub checks: Vec<DoctorCheck>,
+}
+
+/// One check of the doctor.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DoctorCheck {
+    /// The check's stable name (`clocksource`, `rmem_max`).
+    pub name: String,
+    /// `ok`, `warn` or `info`.
+    pub verdict: String,
+    /// What was read or measured.
+    pub reading: String,
+    /// What to change, for a warning.
+    pub fix: Option<String>,
 }
 
 /// A sweep over match counts on one worker core (VALORANT's chart: frame time against

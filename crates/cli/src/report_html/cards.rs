@@ -1,0 +1,302 @@
+//! The verdicts at the top of the report: each key figure against the number DESIGN.md
+//! measures it by ("Numbers that everything is measured against").
+
+use tickforge_telemetry::report::Report;
+use tickforge_telemetry::TARGET_GAMES_PER_CORE;
+
+/// Ticks a run must start on time to hold (DESIGN.md's measured games per core).
+const ON_TIME: f64 = 0.995;
+/// Share of the tick rate a client must receive snapshots at: one snapshot a tick, 5% spare.
+const RESPONSE_RATE: f64 = 0.95;
+
+/// What a card concludes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Within its bound.
+    Pass,
+    /// Outside it.
+    Fail,
+    /// Within it, but worth a look (hitches, saturated bots, drops).
+    Warn,
+    /// A figure with no bound, shown for reading.
+    Info,
+    /// The run did not measure it.
+    NotMeasured,
+}
+
+impl Verdict {
+    /// The card's CSS class and its word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "fail",
+            Verdict::Warn => "warn",
+            Verdict::Info => "info",
+            Verdict::NotMeasured => "not measured",
+        }
+    }
+}
+
+/// One card: a figure, its verdict, and what it was held against.
+#[derive(Clone, Debug)]
+pub struct Card {
+    pub name: &'static str,
+    pub verdict: Verdict,
+    pub value: String,
+    pub detail: String,
+}
+
+fn card(name: &'static str, verdict: Verdict, value: String, detail: String) -> Card {
+    Card {
+        name,
+        verdict,
+        value,
+        detail,
+    }
+}
+
+fn missing(name: &'static str, detail: &str) -> Card {
+    card(name, Verdict::NotMeasured, "n/a".into(), detail.into())
+}
+
+/// Every card of `r`, in the order they show.
+pub fn cards(r: &Report) -> Vec<Card> {
+    let mut out = Vec::new();
+    out.push(match r.match_frame_ms {
+        Some(f) => card(
+            "match frame",
+            if f.mean <= r.budget_ms {
+                Verdict::Pass
+            } else {
+                Verdict::Fail
+            },
+            format!("{:.3} ms mean", f.mean),
+            format!(
+                "budget {:.3} ms a match tick; p50 {:.3} p99 {:.3} max {:.3} ms",
+                r.budget_ms, f.p50, f.p99, f.max
+            ),
+        ),
+        None => missing("match frame", "no match tick in the window"),
+    });
+    let t = &r.ticks;
+    out.push(if t.expected == 0 {
+        missing("ticks on time", "no tick was due in the window")
+    } else {
+        let rate = t.on_time as f64 / t.expected as f64;
+        card(
+            "ticks on time",
+            if rate >= ON_TIME && t.skipped == 0 {
+                Verdict::Pass
+            } else {
+                Verdict::Fail
+            },
+            format!("{:.2}%", 100.0 * rate),
+            format!(
+                "at least {:.1}% and none skipped; {} of {}, {} late, {} skipped",
+                100.0 * ON_TIME,
+                t.on_time,
+                t.expected,
+                t.late,
+                t.skipped
+            ),
+        )
+    });
+    out.push(card(
+        "hitches",
+        if t.hitches == 0 {
+            Verdict::Pass
+        } else {
+            Verdict::Warn
+        },
+        t.hitches.to_string(),
+        "ticks started over a tick late, or frames over twice the budget".into(),
+    ));
+    let g = &r.games_per_core;
+    out.push(match (g.measured, g.projected) {
+        (Some(v), _) | (None, Some(v)) => card(
+            "games per core",
+            if v >= f64::from(TARGET_GAMES_PER_CORE) {
+                Verdict::Pass
+            } else {
+                Verdict::Fail
+            },
+            format!(
+                "{v:.0} {}",
+                if g.measured.is_some() {
+                    "measured"
+                } else {
+                    "projected"
+                }
+            ),
+            format!(
+                "target {TARGET_GAMES_PER_CORE}; {}",
+                if g.measured.is_some() {
+                    "the most matches a core held (sweep)"
+                } else {
+                    "0.9 × tick ÷ mean match frame (a sweep measures it)"
+                }
+            ),
+        ),
+        (None, None) => missing("games per core", "no match frame to project from"),
+    });
+    out.push(match r.clients.response_rate_hz {
+        Some(hz) => {
+            let want = RESPONSE_RATE * f64::from(r.tick_hz);
+            card(
+                "response rate",
+                if hz >= want {
+                    Verdict::Pass
+                } else {
+                    Verdict::Fail
+                },
+                format!("{hz:.1} Hz"),
+                format!(
+                    "at least {want:.1} Hz (a snapshot a tick); slowest client {}",
+                    r.clients
+                        .min_response_rate_hz
+                        .map_or("n/a".into(), |m| format!("{m:.1} Hz"))
+                ),
+            )
+        }
+        None => missing("response rate", "no client measured it"),
+    });
+    out.push(match r.clients.response_time_ms.p99 {
+        Some(p99) => card(
+            "response time",
+            Verdict::Info,
+            format!("{p99:.2} ms p99"),
+            format!(
+                "input sent to the first snapshot showing it; p50 {}",
+                r.clients
+                    .response_time_ms
+                    .p50
+                    .map_or("n/a".into(), |v| format!("{v:.2} ms"))
+            ),
+        ),
+        None => missing("response time", "no client measured it"),
+    });
+    out.push(match r.bots_saturated {
+        Some(saturated) => card(
+            "bots",
+            if saturated {
+                Verdict::Warn
+            } else {
+                Verdict::Pass
+            },
+            if saturated { "saturated" } else { "kept up" }.into(),
+            if saturated {
+                "the client figures speak of the bots, not the server".into()
+            } else {
+                format!(
+                    "their core at {}",
+                    r.bots_cpu_util
+                        .map_or("n/a".into(), |u| format!("{:.0}%", 100.0 * u))
+                )
+            },
+        ),
+        None => missing("bots", "the report does not say"),
+    });
+    let dropped = r.server.datagrams.dropped_total();
+    out.push(card(
+        "datagrams dropped",
+        match (r.flood.is_some(), dropped) {
+            (true, _) => Verdict::Info,
+            (false, 0) => Verdict::Pass,
+            (false, _) => Verdict::Warn,
+        },
+        dropped.to_string(),
+        match &r.flood {
+            Some(f) => format!("a flood of {} hostile datagrams was sent", f.sent),
+            None => "none expected without a flood".into(),
+        },
+    ));
+    if r.game.is_empty() || r.game == "shooter" {
+        let h = &r.hitreg;
+        out.push(match h.agree_rate {
+            Some(rate) => card(
+                "hit registration",
+                Verdict::Info,
+                format!("{:.2}% agree", 100.0 * rate),
+                format!("{} shots judged at {:.0} ms round trip", h.shots, h.rtt_ms),
+            ),
+            None => missing("hit registration", "no shot judged in the window"),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickforge_telemetry::report::{Percentiles, Ticks};
+
+    fn verdict(cards: &[Card], name: &str) -> Verdict {
+        cards.iter().find(|c| c.name == name).unwrap().verdict
+    }
+
+    #[test]
+    fn each_card_holds_its_figure_to_its_bound() {
+        let mut r = Report {
+            tick_hz: 128,
+            budget_ms: 0.117,
+            match_frame_ms: Some(Percentiles {
+                mean: 0.1,
+                ..Percentiles::default()
+            }),
+            ticks: Ticks {
+                expected: 1000,
+                on_time: 995,
+                late: 5,
+                skipped: 0,
+                hitches: 0,
+            },
+            bots_saturated: Some(false),
+            ..Report::default()
+        };
+        r.games_per_core.projected = Some(70.0);
+        r.clients.response_rate_hz = Some(127.0);
+        let c = cards(&r);
+        for name in [
+            "match frame",
+            "ticks on time",
+            "hitches",
+            "games per core",
+            "response rate",
+            "bots",
+            "datagrams dropped",
+        ] {
+            assert_eq!(verdict(&c, name), Verdict::Pass, "{name}");
+        }
+        assert_eq!(verdict(&c, "hit registration"), Verdict::NotMeasured);
+        assert_eq!(verdict(&c, "response time"), Verdict::NotMeasured);
+
+        r.match_frame_ms.as_mut().unwrap().mean = 0.12;
+        r.ticks.on_time = 994;
+        r.ticks.hitches = 1;
+        r.games_per_core.measured = Some(50.0);
+        r.clients.response_rate_hz = Some(121.0);
+        r.bots_saturated = Some(true);
+        r.server.datagrams.dropped.insert("short".into(), 3);
+        let c = cards(&r);
+        for name in [
+            "match frame",
+            "ticks on time",
+            "games per core",
+            "response rate",
+        ] {
+            assert_eq!(verdict(&c, name), Verdict::Fail, "{name}");
+        }
+        for name in ["hitches", "bots", "datagrams dropped"] {
+            assert_eq!(verdict(&c, name), Verdict::Warn, "{name}");
+        }
+        assert!(c.iter().any(|c| c.value == "50 measured"));
+
+        // A skipped tick fails the run whatever the rate; ctf has no hit registration.
+        r.ticks.on_time = 1000;
+        r.ticks.skipped = 1;
+        r.game = "ctf".into();
+        let c = cards(&r);
+        assert_eq!(verdict(&c, "ticks on time"), Verdict::Fail);
+        assert!(!c.iter().any(|c| c.name == "hit registration"));
+    }
+}

@@ -156,7 +156,9 @@ fn section(page: &mut String, title: &str, figures: &[(&str, Figure)]) {
     for (name, figure) in figures {
         match figure {
             Figure::Chart(svg) => {
-                let _ = writeln!(page, "<figure class=\"chart\">{svg}</figure>");
+                // A series over the run's seconds takes the page's width.
+                let wide = if *name == "frame-time" { " wide" } else { "" };
+                let _ = writeln!(page, "<figure class=\"chart{wide}\">{svg}</figure>");
             }
             Figure::Missing(why) => {
                 let _ = writeln!(
@@ -329,8 +331,11 @@ h3 { font-size: 14px; margin: 16px 0 6px; }
 .card.warn { border-color: #e0a000; } .card.warn .verdict { color: #b07d00; }
 .card.info { border-color: #1f5fbf; } .card.info .verdict { color: #1f5fbf; }
 .card.not-measured { border-color: #bbb; color: #888; }
-figure.chart { display: inline-block; margin: 6px 10px 6px 0; vertical-align: top; }
-figure.chart svg { max-width: 100%; height: auto; border: 1px solid #ddd; }
+figure.chart { display: inline-block; width: calc(50% - 14px); margin: 6px 10px 6px 0;
+  vertical-align: top; }
+figure.chart.wide { width: calc(100% - 14px); }
+figure.chart svg { width: 100%; height: auto; border: 1px solid #ddd; }
+@media (max-width: 900px) { figure.chart { width: 100%; } }
 .missing { color: #777; font-style: italic; }
 table { border-collapse: collapse; font-size: 13px; background: white; }
 th, td { text-align: left; padding: 3px 10px; border-bottom: 1px solid #eee; vertical-align: top; }

@@ -112,11 +112,15 @@ pub fn cards(r: &Report) -> Vec<Card> {
         "ticks started over a tick late, or frames over twice the budget".into(),
     ));
     let g = &r.games_per_core;
+    // A sweep the bots' core ended did not find the server's limit.
+    let bots_ended = r.sweep.as_ref().is_some_and(|s| s.limited_by == "bots");
     out.push(match (g.measured, g.projected) {
         (Some(v), _) | (None, Some(v)) => card(
             "games per core",
             if v >= f64::from(TARGET_GAMES_PER_CORE) {
                 Verdict::Pass
+            } else if g.measured.is_some() && bots_ended {
+                Verdict::Warn
             } else {
                 Verdict::Fail
             },
@@ -130,7 +134,9 @@ pub fn cards(r: &Report) -> Vec<Card> {
             ),
             format!(
                 "target {TARGET_GAMES_PER_CORE}; {}",
-                if g.measured.is_some() {
+                if g.measured.is_some() && bots_ended {
+                    "the most a core held before the bots' core saturated: not the server's limit"
+                } else if g.measured.is_some() {
                     "the most matches a core held (sweep)"
                 } else {
                     "0.9 × tick ÷ mean match frame (a sweep measures it)"
@@ -290,6 +296,13 @@ mod tests {
             assert_eq!(verdict(&c, name), Verdict::Warn, "{name}");
         }
         assert!(c.iter().any(|c| c.value == "50 measured"));
+        // A sweep that the bots ended says so instead of failing the server.
+        r.sweep = Some(tickforge_telemetry::report::Sweep {
+            limited_by: "bots".into(),
+            ..Default::default()
+        });
+        assert_eq!(verdict(&cards(&r), "games per core"), Verdict::Warn);
+        r.sweep = None;
 
         // A skipped tick fails the run whatever the rate; ctf has no hit registration.
         r.ticks.on_time = 1000;

@@ -112,6 +112,9 @@ pub struct LineChart {
     pub y_limit: Option<f64>,
     /// A line in the top right corner.
     pub note: Option<String>,
+    /// A log₂ x axis (for steps that double: 1, 2, 4 … 128 players), from half a doubling
+    /// before the smallest x; x values are 1 or more.
+    pub x_log2: bool,
     pub width: f64,
     pub height: f64,
 }
@@ -135,6 +138,7 @@ impl LineChart {
             bands: Vec::new(),
             y_limit: None,
             note: None,
+            x_log2: false,
             width: 720.0,
             height: 420.0,
         }
@@ -167,7 +171,16 @@ impl LineChart {
                 .max(1e-3)
                 * 1.15
         });
-        let x = |v: f64| LEFT + (w - LEFT - RIGHT) * v / x_max;
+        let x_min = xs_min(self).max(1.0);
+        let x = |v: f64| {
+            let share = if self.x_log2 {
+                let lo = x_min.log2() - 0.5;
+                (v.max(1.0).log2() - lo) / (x_max.max(x_min).log2() - lo)
+            } else {
+                v / x_max
+            };
+            LEFT + (w - LEFT - RIGHT) * share
+        };
         let y = |v: f64| h - BOTTOM - (h - TOP - BOTTOM) * v.min(y_max) / y_max;
         let mut svg = open_svg(&self.name, w, h, standalone);
         let _ = writeln!(
@@ -245,7 +258,18 @@ impl LineChart {
             h - 8.0,
             esc(&self.x_label)
         );
-        if self.x_labels.is_empty() {
+        if self.x_labels.is_empty() && self.x_log2 {
+            let mut v = 2f64.powf(x_min.log2().ceil());
+            while v <= x_max * (1.0 + 1e-9) {
+                let _ = writeln!(
+                    svg,
+                    "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{v}</text>",
+                    x(v),
+                    h - BOTTOM + 16.0
+                );
+                v *= 2.0;
+            }
+        } else if self.x_labels.is_empty() {
             let step = nice_step(x_max, 8.0);
             let mut v = 0.0;
             while v <= x_max * (1.0 + 1e-9) {
@@ -318,6 +342,14 @@ impl LineChart {
         svg.push_str("</svg>\n");
         svg
     }
+}
+
+/// The smallest x of the chart's points and labels (infinity with none).
+fn xs_min(c: &LineChart) -> f64 {
+    let points = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.x));
+    points
+        .chain(c.x_labels.iter().map(|l| l.x))
+        .fold(f64::INFINITY, f64::min)
 }
 
 fn open_svg(name: &str, w: f64, h: f64, standalone: bool) -> String {
@@ -552,6 +584,38 @@ mod tests {
         };
         assert_eq!(cy(1), format!("{TOP:.1}"));
         assert_eq!(cy(2), cy(1));
+    }
+
+    #[test]
+    fn a_log_axis_spaces_doublings_evenly() {
+        let mut c = LineChart::new("log", "t".into(), "players", "Hz");
+        c.x_log2 = true;
+        c.series.push(Series {
+            name: "rate".into(),
+            colour: "#000",
+            points: [1.0, 2.0, 4.0, 8.0]
+                .iter()
+                .map(|&x| Point {
+                    x,
+                    y: 1.0,
+                    tip: String::new(),
+                })
+                .collect(),
+            dots: true,
+        });
+        let svg = c.svg(false);
+        let cx: Vec<f64> = svg
+            .lines()
+            .filter(|l| l.starts_with("<circle"))
+            .map(|l| {
+                let at = l.find("cx=\"").unwrap() + 4;
+                l[at..].split('"').next().unwrap().parse().unwrap()
+            })
+            .collect();
+        let gaps: Vec<f64> = cx.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps.iter().all(|g| (g - gaps[0]).abs() < 0.2), "{cx:?}");
+        assert!(cx[0] > LEFT, "the first point is off the axis: {cx:?}");
+        assert!(svg.contains(">8</text>"), "labelled at the powers of two");
     }
 
     #[test]

@@ -50,6 +50,7 @@ pub fn frame_time(r: &Report) -> Figure {
         "seconds into the measured window",
         "match frame (ms)",
     );
+    (c.width, c.height) = (1180.0, 400.0);
     let dots = seconds.len() <= 60;
     let tip = |s: &tickforge_telemetry::report::FrameSecond| {
         format!(
@@ -231,6 +232,7 @@ pub fn sweep_chart(sweep: &Sweep, budget_ms: f64, tick_hz: u32) -> LineChart {
         )
     };
     let mut c = LineChart::new(name, title, x_label, "match frame (ms)");
+    c.x_log2 = by_players;
     let tip = |s: &SweepStep, p: &Percentiles| {
         format!(
             "{} × {}: p50 {}, p99 {}, on time {}",
@@ -312,6 +314,20 @@ fn saturation_steps(r: &Report) -> Result<&Sweep, Figure> {
     }
 }
 
+/// A log₂ axis of players labelled at each step (the steps double).
+fn players_axis(c: &mut LineChart, sweep: &Sweep) {
+    c.x_log2 = true;
+    c.x_labels = sweep
+        .steps
+        .iter()
+        .map(|s| XLabel {
+            x: f64::from(s.players),
+            text: s.players.to_string(),
+            sub: String::new(),
+        })
+        .collect();
+}
+
 /// The Quake paper's response rate against players: snapshots a client receives per
 /// second, with the tick rate it should reach.
 pub fn saturation_rate(r: &Report) -> Figure {
@@ -325,6 +341,7 @@ pub fn saturation_rate(r: &Report) -> Figure {
         "players in the match",
         "snapshots per client per second",
     );
+    players_axis(&mut c, sweep);
     c.series.push(Series {
         name: "response rate".into(),
         colour: P50,
@@ -364,6 +381,7 @@ pub fn saturation_time(r: &Report) -> Figure {
         "players in the match",
         "response time (ms)",
     );
+    players_axis(&mut c, sweep);
     for (name, colour, get) in [
         (
             "max",

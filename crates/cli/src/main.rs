@@ -38,7 +38,8 @@ enum Command {
     Replay(replay_cmd::ReplayArgs),
     /// Check whether this host can hold many 128 Hz matches per core, and say what to fix.
     Doctor(doctor::DoctorArgs),
-    /// Print a saved bench report (`bench --json`) again; draw its sweep as an SVG chart.
+    /// Print a saved bench report (`bench --json`) again; draw its sweep as an SVG chart, or
+    /// the whole report as one HTML page.
     Report(report_cmd::ReportArgs),
     /// Put two bench reports side by side: each key figure before, after, and the ratio.
     Compare(report_cmd::CompareArgs),

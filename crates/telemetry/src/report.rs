@@ -234,10 +234,24 @@ pub struct Datagrams {
     pub dropped: BTreeMap<String, u64>,
 }
 
+/// Drop reasons a well-behaved client causes too: the repeats of a disconnect packet that
+/// reach the server after the first closed the connection (the netcode server's
+/// `ServerDrop::EXPECTED`).
+pub const EXPECTED_DROPS: [&str; 1] = ["disconnect_repeat"];
+
 impl Datagrams {
     /// Every datagram dropped, whatever the reason.
     pub fn dropped_total(&self) -> u64 {
         self.dropped.values().sum()
+    }
+
+    /// Datagrams dropped for a reason a well-behaved client does not cause
+    /// ([`EXPECTED_DROPS`] left out).
+    pub fn dropped_unexpected(&self) -> u64 {
+        (self.dropped.iter())
+            .filter(|(reason, _)| !EXPECTED_DROPS.contains(&reason.as_str()))
+            .map(|(_, n)| n)
+            .sum()
     }
 }
 

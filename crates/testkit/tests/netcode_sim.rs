@@ -81,7 +81,8 @@ fn connect_exchange_disconnect() {
     assert_eq!(events(&h, Side::Server, b).len(), 1);
 
     // a leaves: ten disconnect packets; the first frees its slot, the other nine reach an
-    // address with no connection and are dropped before any cryptography.
+    // address with no connection and are dropped before any cryptography, counted as the
+    // repeats they are rather than as unknown addresses.
     let slot_a = h.slot_of(a).unwrap();
     let dropped_before = h.server().stats().dropped_total();
     h.disconnect(a);
@@ -92,8 +93,10 @@ fn connect_exchange_disconnect() {
     );
     assert_eq!(h.server().connected(), 1);
     assert_eq!(h.slot_of(a), None);
-    assert_eq!(h.server().stats().dropped(ServerDrop::UnknownAddress), 9);
+    assert_eq!(h.server().stats().dropped(ServerDrop::DisconnectRepeat), 9);
+    assert_eq!(h.server().stats().dropped(ServerDrop::UnknownAddress), 0);
     assert_eq!(h.server().stats().dropped_total(), dropped_before + 9);
+    assert_eq!(h.server().stats().dropped_unexpected(), dropped_before);
     assert_eq!(
         h.client(a).state(),
         ClientState::Disconnected(DisconnectReason::ClientClosed)

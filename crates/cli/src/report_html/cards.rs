@@ -202,7 +202,11 @@ pub fn cards(r: &Report) -> Vec<Card> {
         ),
         None => missing("bots", "the report does not say"),
     });
-    let dropped = r.server.datagrams.dropped_total();
+    let d = &r.server.datagrams;
+    let (dropped, expected) = (
+        d.dropped_unexpected(),
+        d.dropped_total() - d.dropped_unexpected(),
+    );
     out.push(card(
         "datagrams dropped",
         match (r.flood.is_some(), dropped) {
@@ -213,6 +217,9 @@ pub fn cards(r: &Report) -> Vec<Card> {
         dropped.to_string(),
         match &r.flood {
             Some(f) => format!("a flood of {} hostile datagrams was sent", f.sent),
+            None if expected > 0 => format!(
+                "none expected without a flood; {expected} more were a disconnect's repeats"
+            ),
             None => "none expected without a flood".into(),
         },
     ));
@@ -261,6 +268,8 @@ mod tests {
         };
         r.games_per_core.projected = Some(70.0);
         r.clients.response_rate_hz = Some(127.0);
+        // A disconnect's repeats are what every well-behaved client sends.
+        (r.server.datagrams.dropped).insert("disconnect_repeat".into(), 9);
         let c = cards(&r);
         for name in [
             "match frame",

@@ -61,6 +61,10 @@ pub enum ServerDrop {
     BadBodySize,
     /// An encrypted packet from an address with no connection or pending connection.
     UnknownAddress,
+    /// A disconnect packet from an address with no connection: the repeats a netcode.io
+    /// client sends after the first one closed its connection (10 in all, by the
+    /// standard), or a late copy. Expected, so counted apart from [`ServerDrop::UnknownAddress`].
+    DisconnectRepeat,
     /// A connection request that is not exactly 1078 bytes.
     RequestSize,
     /// A request for another netcode version.
@@ -88,7 +92,10 @@ pub enum ServerDrop {
 }
 
 impl ServerDrop {
-    const COUNT: usize = 21;
+    /// Reasons a well-behaved client causes: a disconnect's repeats.
+    pub const EXPECTED: [ServerDrop; 1] = [ServerDrop::DisconnectRepeat];
+
+    const COUNT: usize = 22;
     const ALL: [ServerDrop; ServerDrop::COUNT] = [
         ServerDrop::Short,
         ServerDrop::TooLong,
@@ -99,6 +106,7 @@ impl ServerDrop {
         ServerDrop::Decrypt,
         ServerDrop::BadBodySize,
         ServerDrop::UnknownAddress,
+        ServerDrop::DisconnectRepeat,
         ServerDrop::RequestSize,
         ServerDrop::RequestVersion,
         ServerDrop::RequestProtocol,
@@ -125,6 +133,7 @@ impl ServerDrop {
             ServerDrop::Decrypt => "decrypt",
             ServerDrop::BadBodySize => "bad_body_size",
             ServerDrop::UnknownAddress => "unknown_address",
+            ServerDrop::DisconnectRepeat => "disconnect_repeat",
             ServerDrop::RequestSize => "request_size",
             ServerDrop::RequestVersion => "request_version",
             ServerDrop::RequestProtocol => "request_protocol",
@@ -185,6 +194,15 @@ impl ServerStats {
     /// Total dropped.
     pub fn dropped_total(&self) -> u64 {
         self.dropped.iter().sum()
+    }
+
+    /// Total dropped but the reasons a well-behaved client causes too
+    /// ([`ServerDrop::EXPECTED`]).
+    pub fn dropped_unexpected(&self) -> u64 {
+        self.dropped_total()
+            - (ServerDrop::EXPECTED.iter())
+                .map(|&r| self.dropped[r as usize])
+                .sum::<u64>()
     }
 }
 
@@ -404,14 +422,18 @@ impl Server {
                 self.handle_request(now, from, data);
                 None
             }
-            Ok(_) => {
+            Ok(kind) => {
                 if let Some(&client) = self.by_addr.get(&from) {
                     self.handle_connected(now, client, data)
                 } else if self.pending.contains_key(&from) {
                     self.handle_response(now, from, data)
                 } else {
-                    // No key for this address: drop before any cryptography.
-                    self.drop(ServerDrop::UnknownAddress);
+                    // No key for this address: drop before any cryptography. The type is
+                    // the prefix byte's, unauthenticated: it only sorts the count.
+                    self.drop(match kind {
+                        PacketType::Disconnect => ServerDrop::DisconnectRepeat,
+                        _ => ServerDrop::UnknownAddress,
+                    });
                     None
                 }
             }

@@ -1,6 +1,7 @@
 //! Dev-only test kit: a seeded network simulator on virtual time, and a client-server
 //! harness on top of it; with feature `game`, `game::Walk`, a small deterministic game
-//! for the runtime's own tests.
+//! for the runtime's own tests; and [`agones::FakeSdk`], a fake Agones SDK sidecar on
+//! loopback for tests of the server's Agones integration.
 //!
 //! What it does: [`VirtualClock`] stands in for the OS clock (an `Instant` origin plus an
 //! offset the test advances), and [`NetSim`] carries datagrams between `SocketAddr`s with
@@ -17,6 +18,7 @@
 //! broken by send order); simple enough to trust; fast in debug builds. It allocates
 //! freely: it is test code.
 
+pub mod agones;
 pub mod alloc;
 mod clock;
 #[cfg(feature = "game")]

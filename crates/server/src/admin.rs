@@ -29,13 +29,13 @@
 //! tokens once the worker has accepted.
 
 mod auth;
+mod create;
 pub mod http;
 mod link;
 mod spec;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -52,9 +52,10 @@ use tickforge_proto::netcode::PrivateKey;
 use tickforge_proto::user_data::{UserData, ANY};
 use tickforge_proto::MatchId;
 use tickforge_telemetry::prometheus::{self, MetricsSnapshot};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 
 pub use auth::{AdminToken, MAX_TOKEN_CHARS, MIN_TOKEN_CHARS, TOKEN_ENV};
+pub use create::{MatchCreator, Placed, Refusal};
 pub use link::{
     worker_link, AdminCommand, AdminHandle, CreateError, CreateMatch, MatchState, MatchStatus,
     WorkerLink, WorkerStatus,
@@ -105,6 +106,8 @@ pub struct AdminConfig {
     /// What a `POST /matches` gets for what it leaves out: the server's seats, tick rate,
     /// game and `[game]` table.
     pub defaults: SpecDefaults,
+    /// The Agones thread's call counts, for `/metrics`; `None`: Agones is off.
+    pub agones: Option<Arc<crate::agones::CallCounts>>,
 }
 
 impl AdminConfig {
@@ -137,6 +140,7 @@ impl AdminConfig {
                 tick_hz: 128,
                 game: crate::config::GameChoice::default(),
             },
+            agones: None,
         }
     }
 }
@@ -173,7 +177,7 @@ pub enum AdminError {
 /// stops it.
 pub struct AdminServer {
     stop: watch::Sender<bool>,
-    draining: Arc<AtomicBool>,
+    creator: Arc<MatchCreator>,
     thread: Option<JoinHandle<()>>,
     addr: SocketAddr,
     /// The open connections (tests look at their phases).
@@ -186,6 +190,16 @@ impl AdminServer {
     pub fn start(
         config: AdminConfig,
         workers: Vec<AdminHandle>,
+    ) -> Result<AdminServer, AdminError> {
+        let creator = MatchCreator::new(workers, config.first_match_id, config.reply_timeout);
+        AdminServer::start_shared(config, Arc::new(creator))
+    }
+
+    /// [`AdminServer::start`] creating matches through `creator`, which another thread
+    /// (Agones) may share; `config.first_match_id` and `reply_timeout` are the creator's.
+    pub fn start_shared(
+        config: AdminConfig,
+        creator: Arc<MatchCreator>,
     ) -> Result<AdminServer, AdminError> {
         let addr = config.bind;
         if config.token.is_none() && !addr.ip().is_loopback() {
@@ -215,7 +229,6 @@ impl AdminServer {
         };
         let local = listener.local_addr().map_err(bind_error)?;
         let (stop, stopped) = watch::channel(false);
-        let draining = Arc::new(AtomicBool::new(false));
         let limits = http::Limits {
             header_timeout: config.header_timeout,
             idle_timeout: config.idle_timeout,
@@ -225,10 +238,8 @@ impl AdminServer {
         };
         let connections = Arc::new(http::Shared::default());
         let admin = Arc::new(Admin {
-            next_id: AtomicU32::new(config.first_match_id.max(1)),
             config,
-            workers,
-            draining: Arc::clone(&draining),
+            creator: Arc::clone(&creator),
             stop: stopped.clone(),
             requests: Mutex::new(BTreeMap::new()),
             connections: Arc::clone(&connections),
@@ -239,7 +250,7 @@ impl AdminServer {
             .map_err(AdminError::Spawn)?;
         Ok(AdminServer {
             stop,
-            draining,
+            creator,
             thread: Some(thread),
             addr: local,
             connections,
@@ -253,7 +264,7 @@ impl AdminServer {
 
     /// Starts or ends draining: `/healthz` answers 503 and `POST /matches` is refused.
     pub fn set_draining(&self, draining: bool) {
-        self.draining.store(draining, Ordering::Release);
+        self.creator.set_draining(draining);
     }
 
     /// Stops serving and joins the thread: requests in hand get at most
@@ -281,9 +292,8 @@ impl Drop for AdminServer {
 /// The admin thread's state, shared by its connections' tasks.
 struct Admin {
     config: AdminConfig,
-    workers: Vec<AdminHandle>,
-    draining: Arc<AtomicBool>,
-    next_id: AtomicU32,
+    /// The workers, and the one way matches are created.
+    creator: Arc<MatchCreator>,
     /// Turns true when the server stops: a body still arriving is not waited for.
     stop: watch::Receiver<bool>,
     /// Requests answered, by status code, for `/metrics`.
@@ -453,10 +463,10 @@ impl Admin {
     /// `/healthz`: 503 while draining; 200 `degraded` while a worker holds results not yet
     /// on disk (alive: restarting it would lose them); 200 `ok` otherwise.
     fn health(&self) -> Reply {
-        if self.draining.load(Ordering::Acquire) {
+        if self.creator.is_draining() {
             return Reply::text(503, "draining");
         }
-        let pending: u64 = (self.workers.iter())
+        let pending: u64 = (self.creator.workers().iter())
             .map(|w| w.with_status(|s| s.metrics.results_pending))
             .sum();
         if pending > 0 {
@@ -520,7 +530,7 @@ impl Admin {
     fn metrics(&self) -> Reply {
         let mut total = MetricsSnapshot::default();
         let mut matches = Vec::new();
-        for w in &self.workers {
+        for w in self.creator.workers() {
             w.with_status(|s| {
                 total.merge(&s.metrics);
                 matches.extend(s.matches.iter().map(|m| prometheus::MatchTicks {
@@ -539,6 +549,7 @@ impl Admin {
         let admin = prometheus::AdminCounts {
             requests,
             connections_closed: self.connections.closed_counts(),
+            agones: self.config.agones.as_ref().map(|a| a.snapshot()),
         };
         let mut body = String::new();
         prometheus::render_with_matches(&total, &matches, &admin, &mut body);
@@ -551,7 +562,7 @@ impl Admin {
 
     fn list(&self) -> Reply {
         let mut list = Vec::new();
-        for (worker, w) in self.workers.iter().enumerate() {
+        for (worker, w) in self.creator.workers().iter().enumerate() {
             w.with_status(|s| {
                 list.extend(s.matches.iter().map(|m| MatchJson {
                     id: m.id.0,
@@ -570,68 +581,10 @@ impl Admin {
             Ok(spec) => spec,
             Err(e) => return Reply::error(400, e),
         };
-        if self.draining.load(Ordering::Acquire) {
-            return Reply::error(503, CreateError::Draining);
+        match self.creator.create(&spec).await {
+            Ok(placed) => self.created(placed.match_id, spec, placed.server),
+            Err(refusal) => Reply::error(refusal.status, refusal.reason),
         }
-        let match_id = self.allocate_id();
-        // Least loaded first; a full worker passes the match on to the next.
-        let mut order: Vec<(usize, usize)> = self
-            .workers
-            .iter()
-            .enumerate()
-            .map(|(i, w)| (w.with_status(|s| s.matches.len()), i))
-            .collect();
-        order.sort_unstable();
-        let mut refusal = String::from("no workers");
-        for (_, i) in order {
-            let (reply, mut answer) = oneshot::channel();
-            let command = AdminCommand::CreateMatch(CreateMatch {
-                match_id,
-                spec: spec.clone(),
-                reply,
-            });
-            if self.workers[i].commands.send(command).is_err() {
-                refusal = format!("worker {i} has stopped");
-                continue;
-            }
-            // Awaited: other requests are served meanwhile. Giving up closes `answer`,
-            // which tells the worker to remove the match it may create.
-            let answered = match tokio::time::timeout(self.config.reply_timeout, &mut answer).await
-            {
-                Ok(answered) => answered.ok(),
-                Err(_elapsed) => match take_late_answer(&mut answer) {
-                    Some(late) => Some(late),
-                    None => {
-                        return Reply::error(
-                            503,
-                            format!(
-                                "worker {i} did not answer within {} ms",
-                                self.config.reply_timeout.as_millis()
-                            ),
-                        )
-                    }
-                },
-            };
-            match answered {
-                Some(Ok(())) => return self.created(match_id, spec, self.workers[i].public_addr),
-                Some(Err(e @ CreateError::Full { .. })) => refusal = e.to_string(),
-                Some(Err(e @ CreateError::Unsupported { .. })) => return Reply::error(422, e),
-                Some(Err(e @ CreateError::Draining)) => return Reply::error(503, e),
-                None => refusal = format!("worker {i} dropped the request"),
-            }
-        }
-        Reply::error(503, refusal)
-    }
-
-    /// The next match id: counts up from `first_match_id`, skipping 0 when it wraps.
-    fn allocate_id(&self) -> MatchId {
-        let next = |id: u32| Some(id.checked_add(1).unwrap_or(1));
-        // `fetch_update` with a closure that always returns `Some` cannot fail.
-        let id = (self
-            .next_id
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, next))
-        .unwrap_or_else(|id| id);
-        MatchId(id)
     }
 
     fn created(&self, match_id: MatchId, spec: MatchSpec, server: SocketAddr) -> Reply {
@@ -679,17 +632,6 @@ impl Admin {
             },
         )
     }
-}
-
-/// Gives up waiting for a worker's answer: closes the channel, so a worker answering
-/// from now on sees it closed ([`CreateMatch::answer`] is false) and removes the match it
-/// made, and returns an answer that came between the timeout and the close (the match
-/// exists: it gets its tokens rather than left an orphan until the unjoined TTL).
-fn take_late_answer(
-    answer: &mut oneshot::Receiver<Result<(), CreateError>>,
-) -> Option<Result<(), CreateError>> {
-    answer.close();
-    answer.try_recv().ok()
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use tickforge_api::ConfigTable;
 use tickforge_proto::netcode::{KeyError, PrivateKey};
 
 use crate::admin::{AdminToken, TOKEN_ENV};
+use crate::agones::{AgonesConfig, DEFAULT_HTTP_PORT, GRPC_PORT_ENV, HTTP_PORT_ENV};
 
 /// The environment variable that may hold the private key (64 hex digits).
 pub const KEY_ENV: &str = "TICKFORGE_PRIVATE_KEY";
@@ -73,6 +74,8 @@ pub struct ServerConfig {
     /// Where each finished match's action file (every input) is written; `None`: not
     /// recorded.
     pub record_dir: Option<PathBuf>,
+    /// How to talk to the Agones SDK sidecar; `None`: Agones is off.
+    pub agones: Option<AgonesConfig>,
 }
 
 /// The results file `serve` writes when the configuration names none.
@@ -151,6 +154,7 @@ impl Default for ServerConfig {
             requests_per_second_per_ip: 20,
             results_file: None,
             record_dir: None,
+            agones: None,
         }
     }
 }
@@ -209,6 +213,11 @@ pub struct ConfigFile {
     pub results_file: Option<PathBuf>,
     /// `record_dir = "actions"`: write every match's inputs there (off when absent)
     pub record_dir: Option<PathBuf>,
+    /// `agones = true`: talk to the Agones SDK sidecar (absent: on when
+    /// `AGONES_SDK_HTTP_PORT` or `AGONES_SDK_GRPC_PORT` is set; `false`: off regardless)
+    pub agones: Option<bool>,
+    /// `agones_health_period_s = 5.0`: seconds between Agones health pings
+    pub agones_health_period_s: Option<f64>,
     /// `[game]`: `name = "shooter"` (the game; absent: the binary's first), and the game's
     /// own keys (`tickforge serve --game NAME --help` lists them)
     #[serde(default, deserialize_with = "de_game_table")]
@@ -359,6 +368,8 @@ impl ConfigFile {
                 .or(self.requests_per_second_per_ip),
             results_file: over.results_file.or(self.results_file),
             record_dir: over.record_dir.or(self.record_dir),
+            agones: over.agones.or(self.agones),
+            agones_health_period_s: over.agones_health_period_s.or(self.agones_health_period_s),
             // The game's keys merge one by one: a flag replaces its key only. A flag that
             // names another game than the file's starts from an empty table: the file's
             // keys are the other game's.
@@ -381,12 +392,18 @@ impl ConfigFile {
     }
 
     /// Checks every key and fills the defaults; the private key comes from `key_file`, or
-    /// else from the environment variable [`KEY_ENV`], and the admin token from
-    /// `admin_token_file`, or else [`TOKEN_ENV`].
+    /// else from the environment variable [`KEY_ENV`], the admin token from
+    /// `admin_token_file`, or else [`TOKEN_ENV`], and the Agones sidecar's port from
+    /// `AGONES_SDK_HTTP_PORT` (whose presence, or `AGONES_SDK_GRPC_PORT`'s, turns Agones
+    /// on unless `agones = false`).
     pub fn resolve(self) -> Result<ServerConfig, ConfigError> {
         let env = std::env::var(KEY_ENV).ok();
         let admin_token_env = std::env::var(TOKEN_ENV).ok();
-        self.resolve_with_envs(env, admin_token_env)
+        let agones_env = AgonesEnv {
+            http_port: std::env::var(HTTP_PORT_ENV).ok(),
+            grpc_port: std::env::var(GRPC_PORT_ENV).ok(),
+        };
+        self.resolve_with_all_envs(env, admin_token_env, agones_env)
     }
 
     /// [`ConfigFile::resolve`] with the environment's key passed in, and no admin token
@@ -395,13 +412,25 @@ impl ConfigFile {
         self.resolve_with_envs(key_env, None)
     }
 
-    /// [`ConfigFile::resolve`] with the environment's key and admin token passed in.
+    /// [`ConfigFile::resolve`] with the environment's key and admin token passed in, and no
+    /// Agones variables.
     pub fn resolve_with_envs(
         self,
         key_env: Option<String>,
         admin_token_env: Option<String>,
     ) -> Result<ServerConfig, ConfigError> {
+        self.resolve_with_all_envs(key_env, admin_token_env, AgonesEnv::default())
+    }
+
+    /// [`ConfigFile::resolve`] with every environment variable it reads passed in.
+    pub fn resolve_with_all_envs(
+        self,
+        key_env: Option<String>,
+        admin_token_env: Option<String>,
+        agones_env: AgonesEnv,
+    ) -> Result<ServerConfig, ConfigError> {
         let d = ServerConfig::default();
+        let agones = resolve_agones(self.agones, self.agones_health_period_s, agones_env)?;
         let bind = parse_addr("bind", self.bind)?.unwrap_or(d.bind);
         let public_addr = parse_addr("public_addr", self.public_addr)?;
         let private_key = match (&self.key_file, key_env) {
@@ -428,13 +457,24 @@ impl ConfigFile {
             "an integer from 1 to 10000",
             |v| (1..=10_000).contains(v),
         )?;
-        let matches = check(
-            self.matches,
-            d.matches,
-            "matches",
-            "an integer from 1 to 4096",
-            |v| (1..=4096).contains(v),
-        )?;
+        // Under Agones the matches usually all come from allocations: none at startup.
+        let matches = if agones.is_some() {
+            check(
+                self.matches,
+                d.matches,
+                "matches",
+                "an integer from 0 to 4096 (0 with agones)",
+                |v| *v <= 4096,
+            )?
+        } else {
+            check(
+                self.matches,
+                d.matches,
+                "matches",
+                "an integer from 1 to 4096 (0 with agones)",
+                |v| (1..=4096).contains(v),
+            )?
+        };
         let game = GameChoice::from_table(self.game.unwrap_or_default());
         let maker = crate::games::configure(game.name.as_deref(), &game.table)
             .map_err(|e| ConfigError::Game(e.to_string()))?;
@@ -581,8 +621,60 @@ impl ConfigFile {
                     Some(dir)
                 }
             },
+            agones,
         })
     }
+}
+
+/// The Agones environment variables as the process found them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AgonesEnv {
+    /// `AGONES_SDK_HTTP_PORT`: the REST gateway's port.
+    pub http_port: Option<String>,
+    /// `AGONES_SDK_GRPC_PORT`: present under Agones (its value is not used).
+    pub grpc_port: Option<String>,
+}
+
+/// Agones' settings: on with `agones = true`, or when Agones' variables are set and
+/// `agones` is absent; the REST port from `AGONES_SDK_HTTP_PORT` (default 9358).
+fn resolve_agones(
+    on: Option<bool>,
+    health_period_s: Option<f64>,
+    env: AgonesEnv,
+) -> Result<Option<AgonesConfig>, ConfigError> {
+    let health_period = match health_period_s {
+        None => None,
+        Some(v) if v.is_finite() && v > 0.0 && v <= 3600.0 => Some(Duration::from_secs_f64(v)),
+        Some(v) => {
+            return Err(ConfigError::Invalid {
+                key: "agones_health_period_s",
+                expected: "seconds, more than 0 and at most 3600",
+                got: v.to_string(),
+            })
+        }
+    };
+    let on = on.unwrap_or(env.http_port.is_some() || env.grpc_port.is_some());
+    if !on {
+        return Ok(None);
+    }
+    let port = match env.http_port {
+        None => DEFAULT_HTTP_PORT,
+        Some(text) => match text.trim().parse::<u16>() {
+            Ok(port) if port > 0 => port,
+            _ => {
+                return Err(ConfigError::Invalid {
+                    key: "agones",
+                    expected: "AGONES_SDK_HTTP_PORT to be a port from 1 to 65535",
+                    got: format!("{text:?}"),
+                })
+            }
+        },
+    };
+    let mut config = AgonesConfig::new(port);
+    if let Some(period) = health_period {
+        config.health_period = period;
+    }
+    Ok(Some(config))
 }
 
 /// What a key file holds.

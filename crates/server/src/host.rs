@@ -9,7 +9,7 @@
 //!
 //! Workers share nothing on the hot path. Worker `i` binds the configured port plus `i`
 //! (port 0: each its own free port). The host thread only starts them, relays draining to
-//! the admin server, and joins them.
+//! the admin server and Agones, joins them, and tells Agones Shutdown at the end.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,7 +21,8 @@ use tickforge_io::{cpu, time};
 use tickforge_proto::MatchId;
 use tickforge_telemetry::report::ServerReport;
 
-use crate::admin::{worker_link, AdminConfig, AdminError, AdminServer};
+use crate::admin::{worker_link, AdminConfig, AdminError, AdminServer, MatchCreator, SpecDefaults};
+use crate::agones::{Agones, CallCounts};
 use crate::config::ServerConfig;
 use crate::worker::{bind_game_socket, Shutdown, Worker, WorkerError, WorkerFigures, WorkerSetup};
 use crate::{RunId, WorkerStatus};
@@ -51,6 +52,9 @@ pub enum HostError {
     /// The admin server could not start.
     #[error(transparent)]
     Admin(#[from] AdminError),
+    /// The Agones threads could not be started.
+    #[error("starting the Agones threads")]
+    Agones(#[source] std::io::Error),
     /// A worker thread could not be started.
     #[error("starting worker {worker}")]
     Spawn {
@@ -223,6 +227,10 @@ fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// How long the admin server and Agones wait for a worker to accept a new match: many
+/// ticks for a worker that polls once per wake-up; short for a matchmaker.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// How long the host waits for its workers after a second signal before it returns anyway.
 const ABANDON_GRACE: Duration = Duration::from_secs(1);
 
@@ -290,6 +298,9 @@ pub struct Host {
     plan: Plan,
     addrs: Vec<SocketAddr>,
     admin: Option<AdminServer>,
+    /// The run-time way into the workers, when the admin server or Agones runs.
+    creator: Option<Arc<MatchCreator>>,
+    agones: Option<Agones>,
     threads: Vec<JoinHandle<Result<WorkerFigures, WorkerError>>>,
     shutdown: Shutdown,
     run_id: RunId,
@@ -343,29 +354,62 @@ impl Host {
         }
         let addrs = sockets.iter().map(|s| s.1).collect();
 
+        // Worker links exist when something creates matches at run time or reads the
+        // workers' status: the admin server, Agones, or both sharing one creator.
         let mut links = Vec::new();
-        let admin = match config.admin_bind {
-            None => None,
-            Some(bind) => {
-                let mut handles = Vec::new();
-                for (_, _, public) in &sockets {
-                    let (handle, link) = worker_link(*public);
-                    handles.push(handle);
-                    links.push(link);
-                }
+        let creator = (config.admin_bind.is_some() || config.agones.is_some()).then(|| {
+            let mut handles = Vec::new();
+            for (_, _, public) in &sockets {
+                let (handle, link) = worker_link(*public);
+                handles.push(handle);
+                links.push(link);
+            }
+            // Past the ids of the startup matches.
+            Arc::new(MatchCreator::new(
+                handles,
+                config.matches + 1,
+                REPLY_TIMEOUT,
+            ))
+        });
+        let defaults = SpecDefaults {
+            players: config.players_per_match,
+            tick_hz: config.tick_hz,
+            game: config.game.clone(),
+        };
+        let counts = config
+            .agones
+            .as_ref()
+            .map(|_| Arc::new(CallCounts::default()));
+        let admin = match (config.admin_bind, &creator) {
+            (Some(bind), Some(creator)) => {
                 let admin_config = AdminConfig {
                     first_match_id: config.matches + 1,
+                    reply_timeout: REPLY_TIMEOUT,
                     token: config.admin_token.clone(),
                     auth_probes: config.admin_auth_probes,
-                    defaults: crate::admin::SpecDefaults {
-                        players: config.players_per_match,
-                        tick_hz: config.tick_hz,
-                        game: config.game.clone(),
-                    },
+                    defaults: defaults.clone(),
+                    agones: counts.clone(),
                     ..AdminConfig::new(bind, config.protocol_id, config.private_key.clone())
                 };
-                Some(AdminServer::start(admin_config, handles)?)
+                Some(AdminServer::start_shared(
+                    admin_config,
+                    Arc::clone(creator),
+                )?)
             }
+            _ => None,
+        };
+        let agones = match (&config.agones, &creator, counts) {
+            (Some(agones), Some(creator), Some(counts)) => {
+                let mut agones = agones.clone();
+                // Several ticks without a wake-up is a stuck loop, whatever the tick rate.
+                let period = Duration::from_secs_f64(1.0 / f64::from(config.tick_hz.max(1)));
+                agones.worker_stall = agones.worker_stall.max(period * 4);
+                Some(
+                    Agones::start(agones, Arc::clone(creator), defaults, counts)
+                        .map_err(HostError::Agones)?,
+                )
+            }
+            _ => None,
         };
         let mut links = links.into_iter();
 
@@ -421,6 +465,8 @@ impl Host {
             plan,
             addrs,
             admin,
+            creator,
+            agones,
             threads,
             shutdown,
             run_id,
@@ -448,6 +494,11 @@ impl Host {
         self.admin.as_ref().map(AdminServer::local_addr)
     }
 
+    /// The Agones SDK calls made so far, by outcome, when Agones is on.
+    pub fn agones_counts(&self) -> Option<&Arc<CallCounts>> {
+        self.agones.as_ref().map(Agones::counts)
+    }
+
     /// Waits for every worker to stop, telling the admin server when draining starts
     /// (`/healthz` answers 503 from then on), and returns the report of all of them.
     pub fn wait(self) -> Result<ServerReport, HostError> {
@@ -473,8 +524,9 @@ impl Host {
         // wakes nobody).
         while !self.threads.iter().all(JoinHandle::is_finished) {
             if !told_admin && self.shutdown.is_draining() {
-                if let Some(admin) = &self.admin {
-                    admin.set_draining(true);
+                // The admin server and Agones share the creator: both refuse new matches.
+                if let Some(creator) = &self.creator {
+                    creator.set_draining(true);
                 }
                 told_admin = true;
             }
@@ -582,6 +634,10 @@ impl Host {
                     first_error.get_or_insert(HostError::Panicked { worker });
                 }
             }
+        }
+        // The drain is over: Agones may delete the pod now.
+        if let Some(agones) = self.agones {
+            agones.shutdown();
         }
         if let Some(admin) = self.admin {
             admin.shutdown()?;

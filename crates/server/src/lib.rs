@@ -5,12 +5,14 @@
 //! and drains on request ([`host`]), runs the frame ([`Worker`]) that receives, ticks every
 //! due match ([`Match`]) and sends, admits new matches against the measured frame cost,
 //! and measures all of it into a [`tickforge_telemetry::report::ServerReport`]; serves
-//! operators and the matchmaker over HTTP ([`admin`]).
+//! operators and the matchmaker over HTTP ([`admin`]); and, under Kubernetes, tells Agones
+//! its lifecycle and capacity and takes its allocations as matches ([`agones`]).
 //!
 //! What it does not do: game rules (the `game` crate), protocol state (`proto`), or
 //! syscalls of its own (`io`).
 
 pub mod admin;
+pub mod agones;
 pub mod config;
 mod game_match;
 pub mod games;

@@ -125,6 +125,18 @@ pub struct ServeArgs {
     /// for `tickforge replay` [default: not recorded].
     #[arg(long, value_name = "DIR")]
     pub record_dir: Option<PathBuf>,
+    /// Talk to the Agones SDK sidecar over its REST gateway (127.0.0.1:AGONES_SDK_HTTP_PORT,
+    /// default 9358): Ready once every worker runs, health pings while every worker's loop
+    /// advances, the `rooms` counter kept to the matches hosted and the capacity left,
+    /// allocations taken as matches, Shutdown after the drain; see docs/agones.md
+    /// [default: on when AGONES_SDK_HTTP_PORT or AGONES_SDK_GRPC_PORT is set, unless the
+    /// config file says `agones = false`].
+    #[arg(long)]
+    pub agones: bool,
+    /// Seconds between Agones health pings (at most the GameServer's
+    /// spec.health.periodSeconds) [default: 5].
+    #[arg(long, value_name = "S")]
+    pub agones_health_period_s: Option<f64>,
     /// With --duration-s: keep serving this many seconds after the window, then exit
     /// [default: 0]. SIGINT or SIGTERM drains the server at any time (see
     /// --drain-timeout-s).
@@ -168,6 +180,8 @@ impl ServeArgs {
             requests_per_second_per_ip: self.requests_per_second_per_ip,
             results_file: self.results_file.clone(),
             record_dir: self.record_dir.clone(),
+            agones: self.agones.then_some(true),
+            agones_health_period_s: self.agones_health_period_s,
             game: self.game_table(),
         }
     }
@@ -274,6 +288,9 @@ pub fn run(args: ServeArgs) -> Result<()> {
     }
     if let Some(admin) = host.admin_addr() {
         lines.push(format!("admin {admin}"));
+    }
+    if let Some(agones) = &config.agones {
+        lines.push(format!("agones {}", agones.sdk));
     }
     for line in &lines {
         if args.json {

@@ -29,6 +29,8 @@
 //! | `tickforge_admin_requests_total` | counter | `code` (only with [`render_with_matches`]) |
 //! | `tickforge_admin_connections_closed_total` | counter | `reason` (only with [`render_with_matches`]) |
 //! | `tickforge_match_ticks_total`, `tickforge_match_late_ticks_total`, `tickforge_match_hitches_total` | counter | `match` (the match id; only with [`render_with_matches`]) |
+//! | `tickforge_agones_calls_total`, `tickforge_agones_errors_total` | counter | `call` (`ready`, `health`, `counter`, `annotation`, `gameserver`, `watch`, `shutdown`; only with [`render_with_matches`] and Agones on) |
+//! | `tickforge_agones_ready` | gauge | — (1 once the sidecar acknowledged Ready) |
 
 use std::borrow::Cow;
 use std::fmt;
@@ -364,6 +366,20 @@ pub struct AdminCounts {
     pub requests: Vec<(u16, u64)>,
     /// Connections the admin server closed itself (not the client), by reason.
     pub connections_closed: Vec<(&'static str, u64)>,
+    /// The Agones SDK calls, when Agones is on.
+    pub agones: Option<AgonesCounts>,
+}
+
+/// What the Agones thread counts of its SDK calls, for [`render_with_matches`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AgonesCounts {
+    /// Calls the sidecar answered with a 2xx, by call.
+    pub calls: Vec<(&'static str, u64)>,
+    /// Calls that failed (no connection, a timeout, a non-2xx answer, a bad body), by call;
+    /// every failure is retried.
+    pub errors: Vec<(&'static str, u64)>,
+    /// The sidecar has acknowledged Ready.
+    pub ready: bool,
 }
 
 /// Hands a snapshot's numbers, each match's and the admin server's to the encoder on each
@@ -511,6 +527,28 @@ impl Collector for SnapshotCollector {
                     .encode_counter::<NoLabelSet, _, u64>(n, None)?;
             }
         }
+        if let Some(agones) = &self.2.agones {
+            by_call(
+                &mut enc,
+                "tickforge_agones_calls",
+                "Agones SDK calls the sidecar answered with success, by call.",
+                &agones.calls,
+            )?;
+            by_call(
+                &mut enc,
+                "tickforge_agones_errors",
+                "Agones SDK calls that failed (refused, timed out, an error status or a bad \
+                 body) and were retried, by call.",
+                &agones.errors,
+            )?;
+            let mut m = enc.encode_descriptor(
+                "tickforge_agones_ready",
+                "1 once the Agones sidecar has acknowledged Ready.",
+                None,
+                MetricType::Gauge,
+            )?;
+            m.encode_gauge(&u64::from(agones.ready))?;
+        }
         if self.1.is_empty() {
             return Ok(());
         }
@@ -536,6 +574,21 @@ impl Collector for SnapshotCollector {
             |m| m.hitches,
         )
     }
+}
+
+fn by_call(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    counts: &[(&'static str, u64)],
+) -> fmt::Result {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (call, n) in counts {
+        let labels = [("call", *call)];
+        m.encode_family(&labels)?
+            .encode_counter::<NoLabelSet, _, u64>(n, None)?;
+    }
+    Ok(())
 }
 
 fn per_match(
@@ -835,6 +888,7 @@ mod tests {
         let admin = AdminCounts {
             requests: vec![(200, 7), (401, 2)],
             connections_closed: vec![("header_timeout", 3), ("evicted", 1)],
+            agones: None,
         };
         render_with_matches(&sample(), &matches, &admin, &mut out);
         for line in [
@@ -858,6 +912,34 @@ mod tests {
         assert!(!out.contains("tickforge_match_late_ticks"), "{out}");
         assert!(!out.contains("tickforge_admin_requests"), "{out}");
         assert!(!out.contains("tickforge_admin_connections"), "{out}");
+    }
+
+    #[test]
+    fn agones_calls_and_errors_are_counted_by_call_only_when_agones_is_on() {
+        let agones = AgonesCounts {
+            calls: vec![("ready", 1), ("health", 12)],
+            errors: vec![("ready", 3), ("health", 0)],
+            ready: true,
+        };
+        let admin = AdminCounts {
+            agones: Some(agones),
+            ..AdminCounts::default()
+        };
+        let mut out = String::new();
+        render_with_matches(&sample(), &[], &admin, &mut out);
+        for line in [
+            "# TYPE tickforge_agones_errors counter",
+            "tickforge_agones_errors_total{call=\"ready\"} 3",
+            "tickforge_agones_errors_total{call=\"health\"} 0",
+            "tickforge_agones_calls_total{call=\"health\"} 12",
+            "# TYPE tickforge_agones_ready gauge",
+            "tickforge_agones_ready 1",
+        ] {
+            assert!(out.lines().any(|l| l == line), "{line} missing:\n{out}");
+        }
+        let mut out = String::new();
+        render_with_matches(&sample(), &[], &AdminCounts::default(), &mut out);
+        assert!(!out.contains("tickforge_agones"), "{out}");
     }
 
     #[test]

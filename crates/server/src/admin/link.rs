@@ -1,8 +1,10 @@
-//! The only things the admin thread and a worker share: a command channel and a status
-//! slot. The worker never waits on either: it takes commands with `try_recv` and publishes
-//! its status with `try_lock`, skipping a publish when the admin happens to be reading.
+//! The only things the admin and Agones threads and a worker share: a command channel, a
+//! status slot and a heartbeat. The worker never waits on any of them: it takes commands
+//! with `try_recv`, publishes its status with `try_lock` (skipping a publish when a reader
+//! happens to hold it), and beats with one relaxed atomic add per wake-up.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 
@@ -103,14 +105,20 @@ pub struct WorkerStatus {
     pub matches: Vec<MatchStatus>,
     /// The worker's running totals (see [`MetricsSnapshot`]).
     pub metrics: MetricsSnapshot,
+    /// More matches the worker would admit now, by its measured frame cost and
+    /// `max_matches_per_worker` ([`crate::remaining_capacity`]).
+    pub remaining: u32,
 }
 
-/// The admin thread's end of one worker's link. Hand it to [`super::AdminServer::start`].
+/// The admin thread's end of one worker's link. Hand it to [`super::AdminServer::start`]
+/// (or to a [`super::MatchCreator`]).
 #[derive(Debug)]
 pub struct AdminHandle {
     pub(super) commands: Sender<AdminCommand>,
     pub(super) status: Arc<Mutex<WorkerStatus>>,
-    /// Where players reach this worker's matches; the tokens name it.
+    heartbeat: Arc<AtomicU64>,
+    /// Where players reach this worker's matches as configured; the tokens name it unless
+    /// Agones says otherwise ([`super::MatchCreator::set_public_addr`]).
     pub(super) public_addr: SocketAddr,
 }
 
@@ -119,6 +127,7 @@ pub struct AdminHandle {
 pub struct WorkerLink {
     pub(super) commands: Receiver<AdminCommand>,
     status: Arc<Mutex<WorkerStatus>>,
+    heartbeat: Arc<AtomicU64>,
 }
 
 /// Makes the link between the admin thread and one worker whose matches players reach at
@@ -126,20 +135,29 @@ pub struct WorkerLink {
 pub fn worker_link(public_addr: SocketAddr) -> (AdminHandle, WorkerLink) {
     let (tx, rx) = mpsc::channel();
     let status = Arc::new(Mutex::new(WorkerStatus::default()));
+    let heartbeat = Arc::new(AtomicU64::new(0));
     (
         AdminHandle {
             commands: tx,
             status: Arc::clone(&status),
+            heartbeat: Arc::clone(&heartbeat),
             public_addr,
         },
         WorkerLink {
             commands: rx,
             status,
+            heartbeat,
         },
     )
 }
 
 impl WorkerLink {
+    /// Says the worker's loop is alive: call once per wake-up. One relaxed atomic add; a
+    /// worker stuck inside a frame stops beating, and Agones' health pings stop with it.
+    pub fn beat(&self) {
+        self.heartbeat.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The next command, if one is waiting; never blocks. Call once per wake-up, outside
     /// any match's frame, until it returns `None`.
     pub fn poll_command(&self) -> Option<AdminCommand> {
@@ -166,10 +184,21 @@ impl WorkerLink {
 }
 
 impl AdminHandle {
-    /// Copies what the worker last published (admin thread only).
-    pub(super) fn with_status<T>(&self, read: impl FnOnce(&WorkerStatus) -> T) -> T {
+    /// Copies what the worker last published (admin and Agones threads only).
+    pub(crate) fn with_status<T>(&self, read: impl FnOnce(&WorkerStatus) -> T) -> T {
         let status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
         read(&status)
+    }
+
+    /// The worker's wake-ups so far: it advances while the worker's loop runs.
+    pub fn heartbeat(&self) -> u64 {
+        self.heartbeat.load(Ordering::Relaxed)
+    }
+
+    /// True once the worker's end of the link is gone: the worker has stopped (it is not
+    /// stuck, and its heartbeat will not advance again).
+    pub fn is_finished(&self) -> bool {
+        Arc::strong_count(&self.heartbeat) == 1
     }
 }
 

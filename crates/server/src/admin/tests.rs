@@ -385,30 +385,6 @@ fn refusals_and_silence_get_503_with_the_reason() {
 }
 
 #[test]
-fn an_answer_just_after_the_timeout_is_taken_and_one_after_the_close_is_refused() {
-    let request = |reply| CreateMatch {
-        match_id: MatchId(7),
-        spec: MatchSpec::walk_default(),
-        reply,
-    };
-    // The worker answered between the timeout and the close: the match exists, so the
-    // admin answers 201 with its tokens rather than leave it orphaned.
-    let (reply, mut answer) = oneshot::channel();
-    assert!(request(reply).answer(Ok(())));
-    assert_eq!(take_late_answer(&mut answer), Some(Ok(())));
-    let (reply, mut answer) = oneshot::channel();
-    let full = CreateError::Full {
-        reason: "60 of 60 matches".to_string(),
-    };
-    assert!(request(reply).answer(Err(full.clone())));
-    assert_eq!(take_late_answer(&mut answer), Some(Err(full)));
-    // After the close the worker learns the admin gave up, and removes the match.
-    let (reply, mut answer) = oneshot::channel();
-    assert_eq!(take_late_answer(&mut answer), None);
-    assert!(!request(reply).answer(Ok(())));
-}
-
-#[test]
 fn unknown_paths_get_404_and_wrong_methods_405() {
     let host = Host::start(&[Behaviour::Accept], no_status);
     assert_eq!(host.request("GET", "/nope", "").0, 404);

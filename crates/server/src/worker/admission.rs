@@ -231,10 +231,17 @@ impl Worker {
         self.metrics.players_connected = self.matches.iter().map(|m| m.connected() as u64).sum();
         self.metrics.matches = self.matches.len() as u64;
         self.count_faults();
+        let remaining = remaining_capacity(
+            self.matches.len() as u32,
+            self.config.max_matches_per_worker,
+            self.cost.mean_ns(),
+            self.period().as_nanos() as u64,
+        );
         let Some(link) = &self.admin else { return };
         let (matches, hosted, metrics) = (&self.matches, &self.hosted, &self.metrics);
         link.publish(|status| {
             status.metrics = *metrics;
+            status.remaining = remaining;
             status.matches.clear();
             status
                 .matches

@@ -233,7 +233,7 @@ pub struct WorkerSetup {
     pub start: Instant,
     /// Where players reach this worker, as its connect tokens name it.
     pub public_addr: SocketAddr,
-    /// The admin thread's link, when the admin server runs.
+    /// The link to the admin and Agones threads, when either runs.
     pub admin: Option<WorkerLink>,
     /// The process's run id: on every result line and action file name the worker writes.
     pub run_id: RunId,
@@ -560,6 +560,9 @@ impl Worker {
                 break time::now();
             }
             let woke = self.sleeper.sleep_until(deadline);
+            if let Some(link) = &self.admin {
+                link.beat();
+            }
             if earliest.is_some() {
                 self.measure.woke(&window, deadline, woke);
             }

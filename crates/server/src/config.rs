@@ -1555,6 +1555,68 @@ mod tests {
     }
 
     #[test]
+    fn agones_is_on_by_its_key_or_its_environment_and_off_by_the_key_alone() {
+        crate::testing::register_walk();
+        let with = |toml: &str, http: Option<&str>, grpc: Option<&str>| {
+            let env = AgonesEnv {
+                http_port: http.map(str::to_string),
+                grpc_port: grpc.map(str::to_string),
+            };
+            (parse(toml).unwrap()).resolve_with_all_envs(Some(HEX.into()), None, env)
+        };
+        assert_eq!(with("", None, None).unwrap().agones, None);
+        let on = with("agones = true", None, None).unwrap().agones.unwrap();
+        assert_eq!(on, AgonesConfig::new(DEFAULT_HTTP_PORT));
+        assert_eq!(on.sdk.to_string(), "127.0.0.1:9358");
+        assert_eq!(on.health_period, Duration::from_secs(5));
+        // Either variable turns it on; the HTTP one names the port.
+        let env = with("", Some("9400"), None).unwrap().agones.unwrap();
+        assert_eq!(env.sdk.port(), 9400);
+        assert!(with("", None, Some("9357")).unwrap().agones.is_some());
+        assert_eq!(
+            with("agones = false", Some("9400"), None).unwrap().agones,
+            None
+        );
+        let c = with("agones = true\nagones_health_period_s = 0.5", None, None).unwrap();
+        assert_eq!(c.agones.unwrap().health_period, Duration::from_millis(500));
+        // Under Agones a server may start with no match: they come from allocations.
+        assert_eq!(
+            with("agones = true\nmatches = 0", None, None)
+                .unwrap()
+                .matches,
+            0
+        );
+        let err = with("matches = 0", None, None).unwrap_err().to_string();
+        assert!(
+            err.contains("`matches`: expected an integer from 1 to 4096 (0 with agones)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn bad_agones_values_stop_startup_with_the_key_and_the_form() {
+        crate::testing::register_walk();
+        for (toml, http, want) in [
+            ("agones_health_period_s = 0.0", None, "config key `agones_health_period_s`: expected seconds, more than 0 and at most 3600, got 0"),
+            ("agones_health_period_s = inf", None, "config key `agones_health_period_s`: expected seconds"),
+            ("agones = true", Some("0"), "config key `agones`: expected AGONES_SDK_HTTP_PORT to be a port from 1 to 65535, got \"0\""),
+            ("", Some("http"), "AGONES_SDK_HTTP_PORT to be a port from 1 to 65535, got \"http\""),
+            ("", Some("70000"), "got \"70000\""),
+        ] {
+            let env = AgonesEnv {
+                http_port: http.map(str::to_string),
+                grpc_port: None,
+            };
+            let err = (parse(toml).unwrap())
+                .resolve_with_all_envs(Some(HEX.into()), None, env)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(want), "{toml} {http:?}: {err}");
+        }
+        assert!(parse("agones = \"yes\"").unwrap_err().contains("agones"));
+    }
+
+    #[test]
     fn load_reports_the_file() {
         let dir = std::env::temp_dir().join(format!("tickforge-config-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

@@ -26,7 +26,9 @@
 //! publishes into with `try_lock` about once a second. The admin thread awaits a worker's
 //! answer (without blocking other requests), never the reverse; it picks the id of each
 //! new match itself (unique in the process, so workers need not coordinate), and mints the
-//! tokens once the worker has accepted.
+//! tokens once the worker has accepted. That creation path is [`MatchCreator`], which the
+//! Agones thread shares for its allocations ([`crate::agones`]): one id sequence, one
+//! least-loaded choice, one draining flag.
 
 mod auth;
 mod create;

@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | Ready | once every worker's loop has run | `POST /ready` `{}` |
 //! | Health | every `agones_health_period_s` while every worker's loop advances (a stuck worker stops the pings, and Agones marks the GameServer Unhealthy) | `POST /health` `{}` |
-//! | the `rooms` counter | when the hosted matches or the admission capacity change: count = matches hosted, capacity = count + the matches the workers would still admit (0 more while draining) | `PATCH /v1beta1/counters/rooms` `{"capacity": "N"}`, then `{"count": "N"}` |
+//! | the `rooms` counter | when the hosted matches or the admission capacity change: count = matches hosted, capacity = count + the matches the workers would still admit (0 more while draining); a capacity that only drifts is sent at most every 5 s | `PATCH /v1beta1/counters/rooms` `{"capacity": "N"}`, then `{"count": "N"}` |
 //! | allocations | an `Allocated` GameServer with a new `agones.dev/last-allocated`: a match is created from its `tickforge.dev/spec` annotation, and the outcome written back | `GET /watch/gameserver`, `PUT /metadata/annotation` |
 //! | public address | every GameServer update: its address and ports name each worker in tokens and outcomes | `GET /watch/gameserver`, `GET /gameserver` |
 //! | Shutdown | after the drain, as the host stops | `POST /shutdown` `{}` |
@@ -56,6 +56,10 @@ pub const ROOMS_COUNTER: &str = "rooms";
 /// How often the driver looks at the workers and its timers when no GameServer update
 /// wakes it.
 const TICK: Duration = Duration::from_millis(50);
+
+/// The measured capacity moves a little every second; a change that is not urgent
+/// ([`gameserver::capacity_is_urgent`]) waits this long after the last one.
+const CAPACITY_SETTLE: Duration = Duration::from_secs(5);
 
 /// How the Agones threads talk to the sidecar.
 #[derive(Clone, Debug, PartialEq)]
@@ -290,6 +294,7 @@ impl Agones {
             rooms: None,
             acked: (None, None),
             said_no_rooms: false,
+            capacity_set: None,
             annotations: VecDeque::new(),
             annotate: Backoff::new(&config, now),
             beats: vec![(0, now); workers],
@@ -443,6 +448,8 @@ struct Driver {
     acked: (Option<i64>, Option<i64>),
     /// The operator has been told the GameServer declares no `rooms` counter.
     said_no_rooms: bool,
+    /// When the capacity was last set.
+    capacity_set: Option<Instant>,
     /// Annotations (SDK keys) still to write, in order.
     annotations: VecDeque<(String, String)>,
     annotate: Backoff,
@@ -586,7 +593,9 @@ impl Driver {
             return;
         }
         if !self.workers_alive(now, false) {
-            if !self.stalled {
+            // Before every worker has run there is nothing stuck to report: Agones'
+            // initial delay covers the start.
+            if !self.stalled && self.workers_alive(now, true) {
                 eprintln!(
                     "tickforge agones: a worker's loop has not advanced for {} ms: health \
                      pings stop until it does",
@@ -636,15 +645,27 @@ impl Driver {
         if self.rooms.is_none() || !self.counter.due(now) {
             return;
         }
-        let Some(update) = gameserver::next_counter_update(self.wanted_rooms(), self.acked) else {
+        let want = self.wanted_rooms();
+        let Some(update) = gameserver::next_counter_update(want, self.acked) else {
             return;
         };
+        let settling = (self.capacity_set)
+            .is_some_and(|at| now.saturating_duration_since(at) < CAPACITY_SETTLE);
+        if matches!(update, gameserver::CounterUpdate::Capacity(_))
+            && settling
+            && !gameserver::capacity_is_urgent(want, self.acked)
+        {
+            return;
+        }
         let path = format!("/v1beta1/counters/{ROOMS_COUNTER}");
         match self.call(Call::Counter, "PATCH", &path, &update.body()) {
             Ok(_) => {
                 match update {
                     gameserver::CounterUpdate::Count(n) => self.acked.0 = Some(n),
-                    gameserver::CounterUpdate::Capacity(n) => self.acked.1 = Some(n),
+                    gameserver::CounterUpdate::Capacity(n) => {
+                        self.acked.1 = Some(n);
+                        self.capacity_set = Some(now);
+                    }
                 }
                 self.counter.succeeded(Instant::now());
             }

@@ -271,6 +271,19 @@ pub fn next_counter_update(
     }
 }
 
+/// Whether a capacity change must go now rather than wait to be coalesced with the next:
+/// when nothing was set yet, when the count would not fit, or when the room left crosses
+/// zero (from full to not, or back), which is what Agones' allocation filters see.
+/// Otherwise the measured capacity only drifts, and once every few seconds is enough.
+pub fn capacity_is_urgent(want: Counter, acked: (Option<i64>, Option<i64>)) -> bool {
+    let (Some(count), Some(capacity)) = acked else {
+        return true;
+    };
+    let room_then = capacity - count > 0;
+    let room_now = want.capacity - want.count > 0;
+    want.count > capacity || room_then != room_now
+}
+
 /// One `PATCH /v1beta1/counters/{name}`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CounterUpdate {
@@ -452,6 +465,12 @@ mod tests {
             Some(Capacity(12))
         );
         assert_eq!(Count(3).body(), r#"{"count":"3"}"#);
+        // Drift waits; running out of room, or out of capacity for the count, does not.
+        assert!(capacity_is_urgent(want(2, 10), (None, None)));
+        assert!(!capacity_is_urgent(want(2, 12), (Some(2), Some(10))));
+        assert!(capacity_is_urgent(want(2, 2), (Some(2), Some(10))));
+        assert!(capacity_is_urgent(want(3, 4), (Some(2), Some(2))));
+        assert!(capacity_is_urgent(want(5, 6), (Some(2), Some(4))));
         assert_eq!(Capacity(40).body(), r#"{"capacity":"40"}"#);
     }
 }

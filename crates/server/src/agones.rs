@@ -308,6 +308,11 @@ impl Agones {
             .spawn(move || {
                 driver.run();
                 let _ = finished.send(());
+            })
+            .inspect_err(|_| {
+                // The watcher must not outlive a start that failed.
+                stop.store(true, Ordering::Release);
+                watcher.thread().unpark();
             })?;
         Ok(Agones {
             events,

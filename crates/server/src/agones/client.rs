@@ -340,4 +340,17 @@ mod tests {
             (200, Some(2), false)
         );
     }
+
+    proptest::proptest! {
+        /// Whatever bytes the sidecar sends, reading a head and a chunked body ends in a
+        /// value or an error, never a panic, and no body over the cap is returned.
+        #[test]
+        fn any_bytes_from_the_sidecar_read_without_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
+            let mut reader = &bytes[..];
+            let _ = read_head(&mut reader);
+            if let Ok(body) = read_all(Chunked::new(&bytes[..])) {
+                proptest::prop_assert!(body.len() as u64 <= MAX_BODY_BYTES);
+            }
+        }
+    }
 }

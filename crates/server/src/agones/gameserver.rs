@@ -473,4 +473,53 @@ mod tests {
         assert!(capacity_is_urgent(want(5, 6), (Some(2), Some(4))));
         assert_eq!(Capacity(40).body(), r#"{"capacity":"40"}"#);
     }
+
+    proptest::proptest! {
+        /// Any text as a GameServer or a watch line: a value or an error, never a panic;
+        /// what reads yields addresses and allocations without panic too.
+        #[test]
+        fn any_text_from_the_sidecar_reads_without_panic(text in ".{0,300}") {
+            for read in [GameServer::from_json, GameServer::from_watch_line] {
+                if let Ok(gs) = read(&text) {
+                    let _ = gs.public_addrs(3);
+                    let _ = gs.pending_allocation(None);
+                }
+            }
+        }
+
+        /// A well-formed GameServer with any values in the fields tickforge reads.
+        #[test]
+        fn any_values_in_the_fields_read_without_panic(
+            address in ".{0,24}",
+            port in proptest::prelude::any::<i64>(),
+            count in ".{0,24}",
+            state in "(Allocated|Ready|.{0,8})",
+            annotation in ".{0,48}",
+        ) {
+            let doc = serde_json::json!({
+                "object_meta": {"annotations": {
+                    LAST_ALLOCATED_ANNOTATION: annotation,
+                    ALLOCATION_ANNOTATION: annotation,
+                    SPEC_ANNOTATION: annotation,
+                }},
+                "status": {
+                    "state": state,
+                    "address": address,
+                    "ports": [{"name": "default", "port": port}, {"name": "game-1", "port": port.to_string()}],
+                    "counters": {"rooms": {"count": count, "capacity": port}},
+                },
+            });
+            if let Ok(gs) = GameServer::from_json(&doc.to_string()) {
+                for addr in gs.public_addrs(2).into_iter().flatten() {
+                    proptest::prop_assert!(addr.port() != 0);
+                }
+                if let Some(a) = gs.pending_allocation(None) {
+                    if let Some(key) = a.outcome_key() {
+                        // Kubernetes' name part after `agones.dev/`: at most 63 characters.
+                        proptest::prop_assert!(key.len() + "sdk-".len() <= 63);
+                    }
+                }
+            }
+        }
+    }
 }

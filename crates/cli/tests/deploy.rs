@@ -84,10 +84,6 @@ fn serve_flags() -> BTreeSet<String> {
     flags
 }
 
-/// Flags the manifests use that come with work not yet merged here: `--agones` is the
-/// Agones SDK integration (deploy/README.md).
-const PENDING_FLAGS: [&str; 1] = ["--agones"];
-
 /// `serve` flags that take no value.
 const SWITCHES: [&str; 5] = [
     "--agones",
@@ -118,12 +114,12 @@ fn flag_values(args: &[&str]) -> BTreeMap<String, String> {
     out
 }
 
-/// Flags of `flags` that `serve` does not take and no pending work adds.
+/// Flags of `flags` that `serve` does not take.
 fn unknown_flags<'a>(flags: impl IntoIterator<Item = &'a String>) -> Vec<String> {
     let known = serve_flags();
     flags
         .into_iter()
-        .filter(|f| !known.contains(*f) && !PENDING_FLAGS.contains(&f.as_str()))
+        .filter(|f| !known.contains(*f))
         .cloned()
         .collect()
 }

@@ -19,7 +19,7 @@ const TARGET_LABELS: [&str; 2] = ["instance", "job"];
 /// from a snapshot where every family has a sample.
 pub fn exported() -> Exported {
     use tickforge_telemetry::prometheus::{
-        render_with_matches, AdminCounts, MatchTicks, MetricsSnapshot,
+        render_with_matches, AdminCounts, AgonesCounts, MatchTicks, MetricsSnapshot,
     };
     use tickforge_telemetry::{Category, FrameRecord, Phase};
     let mut s = MetricsSnapshot::default();
@@ -55,6 +55,11 @@ pub fn exported() -> Exported {
     let admin = AdminCounts {
         requests: vec![(200, 7)],
         connections_closed: vec![("idle_timeout", 1)],
+        agones: Some(AgonesCounts {
+            calls: vec![("health", 3), ("counter", 2)],
+            errors: vec![("health", 1)],
+            ready: true,
+        }),
     };
     let mut text = String::new();
     render_with_matches(&s, &matches, &admin, &mut text);

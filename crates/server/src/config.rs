@@ -457,11 +457,11 @@ impl ConfigFile {
             "an integer from 1 to 10000",
             |v| (1..=10_000).contains(v),
         )?;
-        // Under Agones the matches usually all come from allocations: none at startup.
+        // Under Agones the matches come from allocations: none at startup unless asked.
         let matches = if agones.is_some() {
             check(
                 self.matches,
-                d.matches,
+                0,
                 "matches",
                 "an integer from 0 to 4096 (0 with agones)",
                 |v| *v <= 4096,
@@ -1579,13 +1579,16 @@ mod tests {
         );
         let c = with("agones = true\nagones_health_period_s = 0.5", None, None).unwrap();
         assert_eq!(c.agones.unwrap().health_period, Duration::from_millis(500));
-        // Under Agones a server may start with no match: they come from allocations.
+        // Under Agones a server starts with no match unless asked: they come from
+        // allocations.
+        assert_eq!(with("agones = true", None, None).unwrap().matches, 0);
         assert_eq!(
-            with("agones = true\nmatches = 0", None, None)
+            with("agones = true\nmatches = 2", None, None)
                 .unwrap()
                 .matches,
-            0
+            2
         );
+        assert_eq!(with("", None, None).unwrap().matches, 1);
         let err = with("matches = 0", None, None).unwrap_err().to_string();
         assert!(
             err.contains("`matches`: expected an integer from 1 to 4096 (0 with agones)"),

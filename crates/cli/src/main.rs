@@ -2,6 +2,7 @@
 
 mod bench;
 mod bots_cmd;
+mod capacity_cmd;
 mod doctor;
 mod flood;
 mod games;
@@ -43,6 +44,8 @@ enum Command {
     Report(report_cmd::ReportArgs),
     /// Put two bench reports side by side: each key figure before, after, and the ratio.
     Compare(report_cmd::CompareArgs),
+    /// Cores and hosts for N players from a measured sweep; `--check` it against a held run.
+    Capacity(capacity_cmd::CapacityArgs),
 }
 
 fn main() {
@@ -63,6 +66,7 @@ fn main() {
         Command::Doctor(args) => doctor::run(args),
         Command::Report(args) => report_cmd::run(args),
         Command::Compare(args) => report_cmd::compare(args),
+        Command::Capacity(args) => capacity_cmd::run(args),
     };
     if let Err(e) = result {
         eprintln!("tickforge: {e:#}");

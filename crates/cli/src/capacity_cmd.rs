@@ -176,18 +176,38 @@ fn utc(secs: u64) -> String {
     format!("{y:04}-{m:02}-{d:02} {hh:02}:{mm:02} UTC")
 }
 
+/// What one held run of a check measured.
+struct HeldRun {
+    /// The server's CPU, share of one core: the figure each step of the sweep measured.
+    cpu: f64,
+    /// Share of ticks started on time.
+    on_time_rate: Option<f64>,
+    /// Why its CPU cannot be set against the line, by the rule that picks the fitted
+    /// steps; `None`: it can.
+    excluded: Option<&'static str>,
+}
+
 /// What the held runs of a check measured.
 struct Check {
     matches: u32,
     predicted: f64,
-    /// Per run: the server's CPU (share of one core), and whether the run held.
-    runs: Vec<(f64, bool)>,
+    runs: Vec<HeldRun>,
     notes: Vec<String>,
 }
 
 impl Check {
+    /// Predicted ÷ measured of each run.
+    fn ratio(&self, run: &HeldRun) -> f64 {
+        self.predicted / run.cpu
+    }
+
+    /// The ratios of the runs whose CPU counts.
     fn ratios(&self) -> Vec<f64> {
-        self.runs.iter().map(|r| self.predicted / r.0).collect()
+        self.runs
+            .iter()
+            .filter(|r| r.excluded.is_none())
+            .map(|r| self.ratio(r))
+            .collect()
     }
 }
 
@@ -377,28 +397,48 @@ fn check(args: &CapacityArgs, src: &Source) -> Result<Check> {
             bail!("--check: held run {k} measured no server CPU");
         };
         let t = &held.ticks;
-        let holds = t.expected > 0
-            && t.on_time as f64 / t.expected as f64 >= model::ON_TIME
-            && t.skipped == 0
-            && held.bots_saturated != Some(true);
+        let on_time_rate = (t.expected > 0).then(|| t.on_time as f64 / t.expected as f64);
+        let run = HeldRun {
+            cpu,
+            on_time_rate,
+            excluded: model::why_excluded(&tickforge_telemetry::report::SweepStep {
+                matches,
+                worker_util: Some(cpu),
+                on_time_rate,
+                skipped: t.skipped,
+                bots_saturated: held.bots_saturated == Some(true),
+                ..Default::default()
+            }),
+        };
         if !args.quiet {
             eprintln!(
-                "check: run {k}: server cpu {:.1}% of a core, predicted {:.1}%: predicted ÷ measured {:.3}{}",
+                "check: run {k}: server cpu {:.1}% of a core, predicted {:.1}%: predicted ÷ measured {:.3}, {} of ticks on time{}",
                 cpu * 100.0,
                 src.fit.cpu(matches) * 100.0,
                 src.fit.cpu(matches) / cpu,
-                if holds { "" } else { " (the run did not hold its ticks)" }
+                on_time_rate.map_or("n/a".into(), |r| format!("{:.2}%", r * 100.0)),
+                run.excluded.map_or(String::new(), |why| format!(" (left out: {why})"))
             );
         }
-        runs.push((cpu, holds));
+        runs.push(run);
     }
     let _ = std::fs::remove_dir_all(&dir);
-    if runs.iter().any(|r| !r.1) {
-        notes.push(
-            "a held run did not hold its ticks (under 99.5% on time, skipped, or the bots \
-             saturated): its CPU is capped by the core and says less about the line"
-                .into(),
-        );
+    let late = runs
+        .iter()
+        .filter(|r| r.excluded.is_none() && !r.on_time_rate.is_some_and(|x| x >= model::ON_TIME))
+        .count();
+    if late > 0 {
+        notes.push(format!(
+            "{late} run(s) started under 99.5% of ticks on time (a busy host): counted, since \
+             a tick costs the same CPU whenever it starts, as the sweep's steps are"
+        ));
+    }
+    let left_out = runs.iter().filter(|r| r.excluded.is_some()).count();
+    if left_out > 0 {
+        notes.push(format!(
+            "{left_out} run(s) left out of the ratio: their CPU is not the matches' cost (ticks \
+             skipped, the core full, or the bots saturated)"
+        ));
     }
     Ok(Check {
         matches,
@@ -527,10 +567,11 @@ fn to_json(src: &Source, ctx: &Asked, plan: Option<&Plan>, check: Option<&Check>
             json!({
                 "matches": c.matches,
                 "predicted_cpu_util": c.predicted,
-                "runs": c.runs.iter().zip(&ratios).map(|(r, q)| json!({
-                    "measured_cpu_util": r.0,
-                    "held": r.1,
-                    "predicted_over_measured": q,
+                "runs": c.runs.iter().map(|r| json!({
+                    "measured_cpu_util": r.cpu,
+                    "on_time_rate": r.on_time_rate,
+                    "predicted_over_measured": c.ratio(r),
+                    "left_out": r.excluded,
                 })).collect::<Vec<_>>(),
                 "predicted_over_measured_median": model::median(&ratios),
                 "predicted_over_measured_min": ratios.iter().copied().reduce(f64::min),
@@ -641,27 +682,28 @@ fn summary(src: &Source, ctx: &Asked, plan: Option<&Plan>, check: Option<&Check>
     }
     if let Some(c) = check {
         let ratios = c.ratios();
-        let median = model::median(&ratios).unwrap_or(f64::NAN);
-        let (lo, hi) = (
-            ratios.iter().copied().fold(f64::INFINITY, f64::min),
-            ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-        );
+        let figure = match model::median(&ratios) {
+            Some(median) => format!(
+                "predicted ÷ measured {median:.3} median ({:.3}–{:.3}), {:+.1}%",
+                ratios.iter().copied().fold(f64::INFINITY, f64::min),
+                ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                (median - 1.0) * 100.0
+            ),
+            None => "predicted ÷ measured n/a: no run's CPU counted".into(),
+        };
         let measured: Vec<String> = c
             .runs
             .iter()
-            .map(|r| format!("{:.1}%", r.0 * 100.0))
+            .map(|r| format!("{:.1}%", r.cpu * 100.0))
             .collect();
         let _ = writeln!(
             out,
-            "  check         {} matches: predicted {:.1}% of a core, measured {} over {} held run(s): predicted ÷ measured {:.3} median ({:.3}–{:.3}), {:+.1}%",
+            "  check         {} matches: predicted {:.1}% of a core, measured {} ({} of {} run(s) counted): {figure}",
             c.matches,
             c.predicted * 100.0,
             measured.join(", "),
+            ratios.len(),
             c.runs.len(),
-            median,
-            lo,
-            hi,
-            (median - 1.0) * 100.0
         );
         for n in &c.notes {
             let _ = writeln!(out, "  note          {n}");
@@ -690,6 +732,28 @@ mod tests {
                 "{bad}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn the_checks_figure_is_the_median_of_the_runs_whose_cpu_counts() {
+        let run = |cpu, excluded| HeldRun {
+            cpu,
+            on_time_rate: Some(1.0),
+            excluded,
+        };
+        let c = Check {
+            matches: 45,
+            predicted: 0.45,
+            runs: vec![
+                run(0.4, None),
+                run(1.0, Some("the core was full")),
+                run(0.5, None),
+            ],
+            notes: Vec::new(),
+        };
+        assert_eq!(c.ratios(), [1.125, 0.9]);
+        assert_eq!(model::median(&c.ratios()), Some(1.0125));
+        assert!((c.ratio(&c.runs[1]) - 0.45).abs() < 1e-12);
     }
 
     #[test]

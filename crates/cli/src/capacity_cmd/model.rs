@@ -63,7 +63,8 @@ pub fn steps_of(sweep: &Sweep) -> Steps {
     out
 }
 
-fn why_excluded(s: &SweepStep) -> Option<&'static str> {
+/// Why a step's CPU is not what its matches cost; `None` when it is.
+pub fn why_excluded(s: &SweepStep) -> Option<&'static str> {
     match s.worker_util {
         _ if s.bots_saturated => Some("the bots saturated"),
         _ if s.skipped > 0 => Some("ticks skipped: the core fell behind"),

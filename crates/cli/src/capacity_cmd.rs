@@ -185,6 +185,19 @@ struct HeldRun {
     /// Why its CPU cannot be set against the line, by the rule that picks the fitted
     /// steps; `None`: it can.
     excluded: Option<&'static str>,
+    /// The host's 1-minute load average when the run ended: how busy the other cores were
+    /// (a busy host costs each tick more CPU, through shared caches and memory).
+    load_avg: Option<f64>,
+}
+
+/// The first figure of `/proc/loadavg`; `None` where there is none.
+fn load_avg() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// What the held runs of a check measured.
@@ -409,14 +422,16 @@ fn check(args: &CapacityArgs, src: &Source) -> Result<Check> {
                 bots_saturated: held.bots_saturated == Some(true),
                 ..Default::default()
             }),
+            load_avg: load_avg(),
         };
         if !args.quiet {
             eprintln!(
-                "check: run {k}: server cpu {:.1}% of a core, predicted {:.1}%: predicted ÷ measured {:.3}, {} of ticks on time{}",
+                "check: run {k}: server cpu {:.1}% of a core, predicted {:.1}%: predicted ÷ measured {:.3}, {} of ticks on time, load average {}{}",
                 cpu * 100.0,
                 src.fit.cpu(matches) * 100.0,
                 src.fit.cpu(matches) / cpu,
                 on_time_rate.map_or("n/a".into(), |r| format!("{:.2}%", r * 100.0)),
+                run.load_avg.map_or("n/a".into(), |l| format!("{l:.2}")),
                 run.excluded.map_or(String::new(), |why| format!(" (left out: {why})"))
             );
         }
@@ -572,6 +587,7 @@ fn to_json(src: &Source, ctx: &Asked, plan: Option<&Plan>, check: Option<&Check>
                     "on_time_rate": r.on_time_rate,
                     "predicted_over_measured": c.ratio(r),
                     "left_out": r.excluded,
+                    "load_avg_1m": r.load_avg,
                 })).collect::<Vec<_>>(),
                 "predicted_over_measured_median": model::median(&ratios),
                 "predicted_over_measured_min": ratios.iter().copied().reduce(f64::min),
@@ -705,6 +721,17 @@ fn summary(src: &Source, ctx: &Asked, plan: Option<&Plan>, check: Option<&Check>
             ratios.len(),
             c.runs.len(),
         );
+        let loads: Vec<f64> = c.runs.iter().filter_map(|r| r.load_avg).collect();
+        if let (Some(lo), Some(hi)) = (
+            loads.iter().copied().reduce(f64::min),
+            loads.iter().copied().reduce(f64::max),
+        ) {
+            let _ = writeln!(
+                out,
+                "  load          1-minute load average {lo:.2}–{hi:.2} as the runs ended, on {} cpu(s): other work shares the caches and slows each tick",
+                tickforge_io::cpu::allowed_cores().len()
+            );
+        }
         for n in &c.notes {
             let _ = writeln!(out, "  note          {n}");
         }
@@ -740,6 +767,7 @@ mod tests {
             cpu,
             on_time_rate: Some(1.0),
             excluded,
+            load_avg: None,
         };
         let c = Check {
             matches: 45,

@@ -551,6 +551,10 @@ fn to_json(src: &Source, ctx: &Asked, plan: Option<&Plan>, check: Option<&Check>
             "max_residual_cpu_util": fit.max_residual,
             "max_relative_residual": fit.max_relative_residual,
             "noisy": fit.is_noisy(),
+            "leave_one_out": model::leave_one_out(&fit.points).iter().map(|(m, q)| json!({
+                "matches": m,
+                "predicted_over_measured": q,
+            })).collect::<Vec<_>>(),
         },
         "assumed": {
             "players": ctx.players,
@@ -660,6 +664,17 @@ fn summary(src: &Source, ctx: &Asked, plan: Option<&Plan>, check: Option<&Check>
             )
         }
     );
+    let loo = model::leave_one_out(&fit.points);
+    if let Some(median) = model::median(&loo.iter().map(|l| l.1).collect::<Vec<_>>()) {
+        let _ = writeln!(
+            out,
+            "  self-check    each inner step predicted from the others: predicted ÷ measured {}; median {median:.3}",
+            loo.iter()
+                .map(|(m, q)| format!("{m}: {q:.3}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     if let Some(p) = plan {
         let _ = writeln!(
             out,

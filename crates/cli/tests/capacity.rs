@@ -203,6 +203,12 @@ fn the_json_plan_is_bounded_by_the_held_step_or_the_cpu_after_headroom() {
     assert!((fit["per_match_cpu_util"].as_f64().unwrap() - 0.01).abs() < 1e-9);
     assert!((fit["intercept_cpu_util"].as_f64().unwrap() - 0.05).abs() < 1e-9);
     assert_eq!(v["sweep"]["steps_used"].as_array().unwrap().len(), 4);
+    // The inner steps, each predicted exactly by the line through the others.
+    let loo = fit["leave_one_out"].as_array().unwrap();
+    assert_eq!(loo.len(), 2, "{fit}");
+    for l in loo {
+        assert!((l["predicted_over_measured"].as_f64().unwrap() - 1.0).abs() < 1e-9);
+    }
     assert_eq!(v["assumed"]["headroom"], 0.2);
     assert_eq!(v["assumed"]["host_cores_from"], "--host-cores");
     assert_eq!(v["warnings"].as_array().unwrap().len(), 0, "{v}");

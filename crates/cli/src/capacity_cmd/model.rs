@@ -194,6 +194,28 @@ impl Fit {
     }
 }
 
+/// The check a sweep can make of itself, with no new run: each step between the first and
+/// the last predicted by the line through all the others, as `(matches, predicted ÷
+/// measured)`. Empty with fewer than four points (three are left to fit by then).
+pub fn leave_one_out(points: &[Point]) -> Vec<(u32, f64)> {
+    let mut sorted = points.to_vec();
+    sorted.sort_by_key(|p| p.matches);
+    let mut out = Vec::new();
+    if sorted.len() < 4 {
+        return out;
+    }
+    for i in 1..sorted.len() - 1 {
+        let mut rest = sorted.clone();
+        let p = rest.remove(i);
+        if let Ok(fit) = Fit::new(&rest) {
+            if p.cpu > 0.0 {
+                out.push((p.matches, fit.cpu(p.matches) / p.cpu));
+            }
+        }
+    }
+    out
+}
+
 /// What a plan is asked.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Ask {
@@ -693,6 +715,20 @@ mod tests {
         assert!(s.excluded[1].1.contains("bots"));
         assert!(s.excluded[2].1.contains("skipped"));
         assert!(s.excluded[3].1.contains("full"));
+    }
+
+    #[test]
+    fn leaving_each_inner_step_out_predicts_it_from_the_others() {
+        let line = points(&[(1, 0.06), (10, 0.15), (20, 0.25), (40, 0.45), (80, 0.85)]);
+        let loo = leave_one_out(&line);
+        assert_eq!(loo.iter().map(|l| l.0).collect::<Vec<_>>(), [10, 20, 40]);
+        assert!(loo.iter().all(|l| (l.1 - 1.0).abs() < 1e-9), "{loo:?}");
+        // The step at 20 measured 25% high: the others' line predicts it 20% low.
+        let mut off = line.clone();
+        off[2].cpu = 0.3125;
+        let loo = leave_one_out(&off);
+        assert!((loo[1].1 - 0.8).abs() < 1e-9, "{loo:?}");
+        assert!(leave_one_out(&line[..3]).is_empty());
     }
 
     #[test]

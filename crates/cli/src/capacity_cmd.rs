@@ -140,7 +140,7 @@ fn load(path: &Path) -> Result<Source> {
     let steps = model::steps_of(sweep);
     let fit = Fit::new(&steps.used).with_context(|| {
         format!(
-            "--from {}: cannot plan from this sweep; make one with more steps that hold: \
+            "--from {}: cannot plan from this sweep; make one whose steps run further: \
              {SWEEP_HOWTO}",
             path.display()
         )

@@ -105,8 +105,9 @@ impl std::fmt::Display for FitError {
         match self {
             FitError::TooFewSteps(n) => write!(
                 f,
-                "the sweep has {n} step(s) that held with a CPU figure; a fit needs at least 2 \
-                 different match counts"
+                "the sweep has {n} step(s) whose CPU counts (a CPU figure, no tick skipped, \
+                 the core not full, the bots not saturated); a fit needs at least 2 different \
+                 match counts"
             ),
             FitError::NoGrowth(slope) => write!(
                 f,

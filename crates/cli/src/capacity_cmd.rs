@@ -500,6 +500,13 @@ fn warnings(src: &Source, ctx: &Asked, plan: Option<&Plan>) -> Vec<String> {
         }
     }
     if let Some(s) = &src.report.sweep {
+        if s.measured_games_per_core.is_none() {
+            w.push(
+                "no step of the sweep held its ticks (99.5% on time, none skipped): nothing \
+                 caps the plan but the CPU line"
+                    .into(),
+            );
+        }
         if s.limited_by == "bots" {
             w.push(
                 "the sweep ended when the bots saturated, not the server: the server's limit \

@@ -280,6 +280,21 @@ fn the_summary_says_what_it_assumed() {
 }
 
 #[test]
+fn a_sweep_none_of_whose_steps_held_plans_on_the_cpu_alone_and_says_so() {
+    let from = sweep_report("none-held.json", &[1, 10, 20], None);
+    let v = json(&["--players", "1000"], &from);
+    assert_eq!(v["plan"]["bound"], "cpu");
+    assert_eq!(v["plan"]["matches_per_core"], 75);
+    assert!(v["plan"]["matches_per_core_held"].is_null());
+    assert!(
+        v["warnings"]
+            .to_string()
+            .contains("no step of the sweep held"),
+        "{v}"
+    );
+}
+
+#[test]
 fn a_noisy_sweep_plans_but_warns() {
     let path = scratch("noisy.json");
     let report = Report {
@@ -302,6 +317,7 @@ fn a_noisy_sweep_plans_but_warns() {
     std::fs::write(&path, serde_json::to_string(&report).unwrap()).unwrap();
     let v = json(&["--players", "100"], &path);
     assert_eq!(v["fit"]["noisy"], true);
+    assert!(!v["warnings"].to_string().contains("no step"), "{v}");
     assert!(v["warnings"].to_string().contains("noisy sweep"), "{v}");
     assert!(v["plan"]["matches_per_core"].as_u64().unwrap() >= 1);
 }

@@ -108,7 +108,8 @@ fn parse_headroom(s: &str) -> Result<f64, String> {
 struct Source {
     path: PathBuf,
     report: Report,
-    /// When the file was last written, UTC; the report records no date of its own.
+    /// When the sweep started, UTC: the report's own start time, or for a report written
+    /// before reports recorded one, when the file was last written.
     written: Option<String>,
     steps: Steps,
     fit: Fit,
@@ -145,11 +146,14 @@ fn load(path: &Path) -> Result<Source> {
             path.display()
         )
     })?;
-    let written = std::fs::metadata(path)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map(|d| utc(d.as_secs()));
+    let written = match &report.run {
+        Some(run) => Some(utc(run.started_unix_s)),
+        None => std::fs::metadata(path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| utc(d.as_secs())),
+    };
     Ok(Source {
         path: path.to_path_buf(),
         report,
@@ -526,6 +530,7 @@ fn to_json(src: &Source, ctx: &Asked, plan: Option<&Plan>, check: Option<&Check>
         "sweep": {
             "file": src.path.display().to_string(),
             "written": src.written,
+            "commit": r.run.as_ref().and_then(|run| run.commit.clone()),
             "scenario": r.scenario,
             "game": r.game,
             "map": r.map,
@@ -624,7 +629,7 @@ fn summary(src: &Source, ctx: &Asked, plan: Option<&Plan>, check: Option<&Check>
     };
     let _ = writeln!(
         out,
-        "  sweep         {}{}: {} of {} × {} at {} Hz, {} step(s), held up to {}, ended by {}; host {} cpu(s), server on core {} (no commit recorded)",
+        "  sweep         {}{}: {} of {} × {} at {} Hz, {} step(s), held up to {}, ended by {}; host {} cpu(s), server on core {}; {}",
         src.path.display(),
         src.written
             .as_ref()
@@ -643,6 +648,10 @@ fn summary(src: &Source, ctx: &Asked, plan: Option<&Plan>, check: Option<&Check>
         r.host
             .server_core
             .map_or("(not pinned)".into(), |c| c.to_string()),
+        match r.run.as_ref().and_then(|run| run.commit.as_deref()) {
+            Some(commit) => format!("commit {}", commit.chars().take(12).collect::<String>()),
+            None => "no commit recorded".into(),
+        },
     );
     let _ = writeln!(
         out,

@@ -226,11 +226,18 @@ pub struct BenchArgs {
     /// --scenario saturation [default: 1,2,4,8,16,32,64,128].
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub sweep_steps: Vec<u32>,
+    /// With --sweep: run every step of the list, even past the first that does not hold
+    /// (measured games per core and what limited the sweep are still read up to that one).
+    #[arg(long)]
+    pub sweep_every_step: bool,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub check: checks::CheckArgs,
 }
 
+pub mod checks;
 mod sweep;
 
 /// The bytes of one input datagram's payload and one snapshot's of `game` with `players`
@@ -292,6 +299,9 @@ fn max_rewind_ms(args: &BenchArgs) -> u32 {
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
+    if let Some(path) = &args.check.check_only {
+        return checks::check_only(path, args.check.checks);
+    }
     let game = BenchGame::of(&args)?;
     let (d_matches, d_players, d_warmup, d_duration) = args.scenario.defaults();
     let matches = args.matches.unwrap_or(d_matches);
@@ -314,6 +324,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
                 dir.display()
             );
         }
+    }
+    if args.sweep_every_step && !args.sweep {
+        bail!("--sweep-every-step needs --sweep (saturation runs every step already)");
     }
     let cores = tickforge_io::cpu::allowed_cores();
     let (server_core, bots_core) = match cores.as_slice() {
@@ -347,16 +360,24 @@ pub fn run(args: BenchArgs) -> Result<()> {
         bots_core: bots_core.map(|c| c as u32),
     };
     report.run = Some(run);
+    let checks = (args.check.checks != checks::Mode::Off).then(|| checks::evaluate(&report));
     if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+        let written = checks::written(&report, checks.as_deref())?;
+        std::fs::write(path, serde_json::to_string_pretty(&written)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     print!("{}", summary::bench(&report));
+    if let Some(checks) = &checks {
+        print!("{}", checks::summary(checks));
+    }
     if let Some(path) = &args.html {
         crate::report_html::write(&report, path)?;
         println!("  wrote         {}", path.display());
     }
-    Ok(())
+    match &checks {
+        Some(checks) => checks::verdict(checks, args.check.checks),
+        None => Ok(()),
+    }
 }
 
 /// What a bench run does, resolved from the scenario and the flags.

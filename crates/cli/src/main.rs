@@ -32,6 +32,7 @@ enum Command {
     /// Connect bots to a running server and measure it from the client side.
     Bots(bots_cmd::BotsArgs),
     /// Run a scenario: a server and its bots as separate processes on 127.0.0.1.
+    #[command(after_help = bench::checks::EXIT_STATUS_HELP)]
     Bench(bench::BenchArgs),
     /// Mint a connect token for a match, or make a new private key.
     Token(token_cmd::TokenArgs),
@@ -70,6 +71,9 @@ fn main() {
     };
     if let Err(e) = result {
         eprintln!("tickforge: {e:#}");
+        if e.is::<bench::checks::ChecksFailed>() {
+            std::process::exit(bench::checks::EXIT_CHECK_FAILED);
+        }
         std::process::exit(2);
     }
 }

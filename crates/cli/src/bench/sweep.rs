@@ -11,7 +11,7 @@ use tickforge_telemetry::report::{Report, Sweep, SweepStep};
 use super::{run_in, BenchArgs, Plan};
 
 /// Ticks a step must start on time to hold: DESIGN.md's measured games per core.
-const ON_TIME: f64 = 0.995;
+pub(super) const ON_TIME: f64 = 0.995;
 /// Match counts tried, in order; the sweep ends at the first that does not hold.
 const STEPS: [u32; 12] = [1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 100, 120];
 /// Players in the one match of `saturation`, in order (the Quake paper's 1 … 128+).
@@ -29,13 +29,15 @@ pub(super) enum Axis {
 }
 
 /// Runs the steps and returns the report of the last step that held (or the first, when
-/// none did), with the whole curve in [`Report::sweep`].
+/// none did), with the whole curve in [`Report::sweep`]. `--sweep-every-step` runs the
+/// steps past the one that ended the sweep too, for the curve alone.
 pub(super) fn run(args: &BenchArgs, dir: &Path, plan: &Plan, axis: Axis) -> Result<Report> {
     let mut steps = Vec::new();
     let mut held: Option<Report> = None;
     let mut first: Option<Report> = None;
     let mut last: Option<Report> = None;
     let mut limited_by = "steps";
+    let mut ended = false;
     let defaults: &[u32] = match axis {
         Axis::Matches => &STEPS,
         Axis::Players => &PLAYER_STEPS,
@@ -80,17 +82,25 @@ pub(super) fn run(args: &BenchArgs, dir: &Path, plan: &Plan, axis: Axis) -> Resu
         steps.push(step.clone());
         first.get_or_insert_with(|| report.clone());
         last = Some(report.clone());
+        // With --sweep-every-step the steps past the end still run and join the curve, but
+        // the sweep's figures stay those of the steps up to it.
+        if ended {
+            continue;
+        }
         if step.bots_saturated {
             limited_by = "bots";
-            break;
-        }
-        if !holds && axis == Axis::Matches {
+        } else if !holds && axis == Axis::Matches {
             limited_by = "server";
+        } else {
+            if holds {
+                held = Some(report);
+            }
+            continue;
+        }
+        if !args.sweep_every_step {
             break;
         }
-        if holds {
-            held = Some(report);
-        }
+        ended = true;
     }
     let measured = match axis {
         Axis::Matches => held.as_ref().map(|r| r.matches),

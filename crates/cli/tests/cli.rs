@@ -14,20 +14,19 @@ fn scratch(name: &str) -> std::path::PathBuf {
     dir.join(name)
 }
 
-/// Runs a 1 s + 3 s smoke bench with `extra` flags; returns its summary and report.
-fn smoke_bench(name: &str, extra: &[&str]) -> (String, Report) {
+/// Runs `bench` as the tests do. With `--checks report`: how fast this host ran is the
+/// bench's to judge (`tickforge bench` exits 3 when a check fails), not the tests'. The
+/// tests read the checks' list for its shape and its agreement with the report, never for
+/// a pass.
+///
+/// Runs `bench --warmup-s 1 --quiet --checks report` with `flags` and `extra`; returns
+/// its summary and its JSON report, `checks` included.
+fn bench(name: &str, flags: &[&str], extra: &[&str]) -> (String, serde_json::Value) {
     let json = scratch(name);
     let out = tickforge()
-        .args([
-            "bench",
-            "--scenario",
-            "smoke",
-            "--warmup-s",
-            "1",
-            "--duration-s",
-            "3",
-            "--quiet",
-        ])
+        .arg("bench")
+        .args(flags)
+        .args(["--warmup-s", "1", "--quiet", "--checks", "report"])
         .args(extra)
         .arg("--json")
         .arg(&json)
@@ -42,11 +41,65 @@ fn smoke_bench(name: &str, extra: &[&str]) -> (String, Report) {
     (String::from_utf8_lossy(&out.stdout).into_owned(), report)
 }
 
-/// `bench --game ctf`: the server hosts capture the flag and the bots play it; the
-/// shooter's settings are refused by name.
+/// The names of the `checks` of a JSON report; each has its fields, and the summary lists
+/// it with its verdict.
+fn check_names(json: &serde_json::Value, summary: &str) -> Vec<String> {
+    let checks = json["checks"].as_array().expect("checks in the report");
+    for c in checks {
+        let (name, pass) = (c["name"].as_str().unwrap(), c["pass"].as_bool().unwrap());
+        assert!(
+            c["expected"].is_string() && c.get("measured").is_some(),
+            "{c}"
+        );
+        let verdict = if pass { "pass" } else { "FAIL" };
+        assert!(
+            summary.contains(&format!("    {verdict} {name} ")),
+            "{name} {verdict}:\n{summary}"
+        );
+    }
+    let passed = checks.iter().filter(|c| c["pass"] == true).count();
+    assert!(
+        summary.contains(&format!(
+            "  checks        {passed} of {} pass",
+            checks.len()
+        )),
+        "{summary}"
+    );
+    checks
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The check `name` of a JSON report.
+fn check<'a>(json: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    json["checks"]
+        .as_array()
+        .and_then(|l| l.iter().find(|c| c["name"] == name))
+        .unwrap_or_else(|| panic!("no check {name}: {}", json["checks"]))
+}
+
+/// What a plain run is checked for (bench/checks.rs).
+const RUN_CHECKS: [&str; 6] = [
+    "skipped_ticks",
+    "on_time_rate",
+    "response_rate_hz",
+    "min_response_rate_hz",
+    "connected",
+    "bots_saturated",
+];
+
+/// The smoke scenario end to end: its window's ticks are all accounted for, its figures add
+/// up, and its checks judge what the report says. Whether this host held the tick is what
+/// those checks say, not this test.
 #[test]
-fn smoke_bench_holds_the_tick_and_its_report_adds_up() {
-    let (summary, r) = smoke_bench("smoke.json", &[]);
+fn smoke_bench_accounts_for_every_tick_of_its_window_and_checks_the_report() {
+    let (summary, json) = bench(
+        "smoke.json",
+        &["--scenario", "smoke", "--duration-s", "3"],
+        &[],
+    );
+    let r: Report = serde_json::from_value(json.clone()).unwrap();
     assert!(
         summary.starts_with("tickforge bench smoke: 1 match(es) of shooter on arena × 10 bots"),
         "{summary}"
@@ -67,19 +120,31 @@ fn smoke_bench_holds_the_tick_and_its_report_adds_up() {
     assert_eq!(r.clients.reliable_events, 10);
     assert_eq!(r.clients.link_errors, 0);
 
-    // Response rate within 5% of 128 Hz.
-    let rate = r.clients.response_rate_hz.unwrap();
-    assert!((rate - 128.0).abs() <= 128.0 * 0.05, "response rate {rate}");
+    // Every client got snapshots.
+    assert!(r.clients.response_rate_hz.unwrap() > 0.0);
+    assert!(r.clients.min_response_rate_hz.unwrap() > 0.0);
 
-    // No skipped ticks, and no drift: the ticks run match the window's length.
-    assert_eq!(r.ticks.skipped, 0, "{:?}", r.ticks);
-    let run = r.ticks.on_time + r.ticks.late;
-    let want = r.server.duration_s * 128.0;
+    // The window's ticks, on the match's 128 Hz grid, are each run once (on time or late)
+    // or counted skipped: no tick counted twice, none lost from the count.
+    let t = r.ticks;
+    let grid = r.server.duration_s * 128.0;
     assert!(
-        (run as f64 - want).abs() <= 1.0,
-        "{run} ticks in {} s",
-        r.server.duration_s
+        (t.expected as f64 - grid).abs() <= 1.0,
+        "{t:?} in {grid} ticks"
     );
+    let run = t.on_time + t.late;
+    assert!(run <= t.expected + 1, "{t:?}");
+    assert_eq!(t.skipped, t.expected.saturating_sub(run), "{t:?}");
+    assert!(t.hitches <= run, "{t:?}");
+
+    // The checks judge this report: a skipped tick fails one, and so on.
+    assert_eq!(check_names(&json, &summary), RUN_CHECKS);
+    let skipped = check(&json, "skipped_ticks");
+    assert_eq!(skipped["measured"], t.skipped as f64);
+    assert_eq!(skipped["pass"], t.skipped == 0);
+    let connected = check(&json, "connected");
+    assert_eq!(connected["measured"], 10.0);
+    assert_eq!(connected["pass"], true);
 
     // The categories add up to the match frame within 5%.
     let frame = r.match_frame_ms.unwrap().mean;
@@ -103,10 +168,11 @@ fn smoke_bench_holds_the_tick_and_its_report_adds_up() {
     // Every client measured its response time, and what does not exist yet is null.
     assert!(r.clients.response_time_ms.p50.unwrap() > 0.0);
     assert!(r.io_floor_ms.unwrap() > 0.0);
-    assert!(
-        r.server.datagrams.per_recv_call.unwrap() > 1.0,
-        "batched receive"
-    );
+    // Datagrams per receive call is what it says (empty calls count): received over calls.
+    let d = &r.server.datagrams;
+    assert!(d.received > 0 && d.recv_calls > 0, "{d:?}");
+    let per_call = d.received as f64 / d.recv_calls as f64;
+    assert!((d.per_recv_call.unwrap() - per_call).abs() < 1e-9, "{d:?}");
     assert!(r.games_per_core.measured.is_none());
     assert!(r.games_per_core.projected.unwrap() > 0.0);
 }
@@ -127,6 +193,8 @@ fn crowd_bench_runs_its_bots_on_flat2km() {
             "--duration-s",
             "2",
             "--quiet",
+            "--checks",
+            "report",
             "--json",
         ])
         .arg(&json)
@@ -158,6 +226,72 @@ fn crowd_bench_runs_its_bots_on_flat2km() {
     );
     assert_eq!(r.clients.connected, 20);
     assert_eq!(r.clients.link_errors, 0);
+}
+
+/// `bench --check-only`: the checks of a saved report, without running anything; a failed
+/// one is exit status 3, told apart from a bench that could not run (2).
+#[test]
+fn bench_checks_a_saved_report_and_exits_3_when_a_check_fails() {
+    let mut r = Report {
+        scenario: "smoke".into(),
+        tick_hz: 128,
+        matches: 1,
+        players_per_match: 10,
+        bots_saturated: Some(false),
+        ..Report::default()
+    };
+    r.ticks.expected = 384;
+    r.ticks.on_time = 384;
+    r.clients.response_rate_hz = Some(128.0);
+    r.clients.min_response_rate_hz = Some(127.0);
+    (r.clients.bots, r.clients.connected) = (10, 10);
+    let held = scratch("held.json");
+    std::fs::write(&held, serde_json::to_string(&r).unwrap()).unwrap();
+    let check_only = |path: &std::path::Path, extra: &[&str]| {
+        tickforge()
+            .args(["bench", "--check-only"])
+            .arg(path)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = check_only(&held, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("  checks        6 of 6 pass:"), "{stdout}");
+
+    r.ticks.on_time = 380;
+    r.ticks.skipped = 4;
+    let broke = scratch("broke.json");
+    std::fs::write(&broke, serde_json::to_string(&r).unwrap()).unwrap();
+    let out = check_only(&broke, &[]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(3), "{stdout}{stderr}");
+    assert!(stdout.contains("    FAIL skipped_ticks "), "{stdout}");
+    assert!(stdout.contains("    FAIL on_time_rate "), "{stdout}");
+    assert!(
+        stderr.contains("tickforge: 2 of 6 checks failed: skipped_ticks, on_time_rate"),
+        "{stderr}"
+    );
+    // Listed, not enforced.
+    let out = check_only(&broke, &["--checks", "report"]);
+    assert_eq!(out.status.code(), Some(0));
+    // A report that is not there is a bench that could not run.
+    let out = check_only(&scratch("no-such-report.json"), &[]);
+    assert_eq!(out.status.code(), Some(2));
+
+    let help = tickforge().args(["bench", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for line in [
+        "Exit status:",
+        "  2  the bench could not run",
+        "  3  the run completed and a check failed",
+    ] {
+        assert!(help.contains(line), "{line}:\n{help}");
+    }
 }
 
 #[test]
@@ -261,7 +395,13 @@ fn bench_refuses_the_shooters_scenarios_and_flags_for_ctf_before_starting_anythi
 /// The ctf bench end to end: a server playing ctf and bots playing it, for 1 s + 3 s.
 #[test]
 fn ctf_smoke_bench_plays_capture_the_flag_and_says_so() {
-    let (summary, r) = smoke_bench("ctf-smoke.json", &["--game", "ctf"]);
+    let (summary, json) = bench(
+        "ctf-smoke.json",
+        &["--scenario", "smoke", "--duration-s", "3"],
+        &["--game", "ctf"],
+    );
+    let r: Report = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(check_names(&json, &summary), RUN_CHECKS);
     assert!(
         summary.starts_with("tickforge bench smoke: 1 match(es) of ctf × 10 bots"),
         "{summary}"
@@ -274,9 +414,9 @@ fn ctf_smoke_bench_plays_capture_the_flag_and_says_so() {
     );
     assert_eq!((r.clients.bots, r.clients.connected), (10, 10));
     assert_eq!((r.clients.bad_snapshots, r.clients.link_errors), (0, 0));
-    // Every bot at the tick rate, and no shot: ctf's bots tag, they do not shoot.
-    let min = r.clients.min_response_rate_hz.unwrap();
-    assert!((115.0..=135.0).contains(&min), "{min}");
+    // Every bot got snapshots (at what rate is the bench's min_response_rate_hz check),
+    // and no shot: ctf's bots tag, they do not shoot.
+    assert!(r.clients.min_response_rate_hz.unwrap() > 0.0);
     assert_eq!(r.hitreg.shots, 0);
     assert!(r.match_frame_ms.is_some() && r.io_floor_ms.is_some());
 
@@ -513,22 +653,34 @@ fn token_mints_a_netcode_token_for_the_match_from_a_new_key() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim().len(), 2732);
 }
 
+/// A flood during the window: what reaches the server is dropped and counted, and every
+/// client stays. That every flood datagram reached the server and that the clients kept
+/// their rate are the bench's checks (`flood_dropped`, `response_rate_hz`): a host too busy
+/// to read its socket in time loses datagrams in the kernel, uncounted.
 #[test]
 fn a_flood_of_hostile_datagrams_is_dropped_and_counted_and_clients_do_not_notice() {
-    let (_, r) = smoke_bench("flood.json", &["--flood", "6000"]);
+    let (summary, json) = bench(
+        "flood.json",
+        &["--scenario", "smoke", "--duration-s", "3"],
+        &["--flood", "6000"],
+    );
+    let r: Report = serde_json::from_value(json.clone()).unwrap();
     let flood = r.flood.expect("flood section");
     assert_eq!(flood.sent, 6000);
     assert!(flood.request_shaped > 0 && flood.packet_shaped > 0);
-    // Every hostile datagram is dropped under some reason, and nothing was answered to it:
-    // the server sent no more than the clients' traffic needs.
-    assert!(
-        r.server.datagrams.dropped_total() >= flood.sent,
-        "{:?}",
-        r.server.datagrams.dropped
-    );
-    let rate = r.clients.response_rate_hz.unwrap();
-    assert!(rate >= 128.0 * 0.95, "response rate {rate} under the flood");
+    // Drops are of datagrams the server read, and the flood's are among them.
+    let d = &r.server.datagrams;
+    assert!(d.dropped_total() > 0, "{:?}", d.dropped);
+    assert!(d.dropped_total() <= d.received, "{d:?}");
     assert_eq!(r.clients.connected, 10);
+    assert_eq!((r.clients.link_errors, r.clients.bad_snapshots), (0, 0));
+
+    let mut names = RUN_CHECKS.map(String::from).to_vec();
+    names.push("flood_dropped".into());
+    assert_eq!(check_names(&json, &summary), names);
+    let dropped = check(&json, "flood_dropped");
+    assert_eq!(dropped["measured"], d.dropped_total() as f64);
+    assert_eq!(dropped["pass"], d.dropped_total() >= 6000);
 }
 
 #[test]
@@ -881,50 +1033,92 @@ fn a_third_signal_exits_the_process_outright() {
     assert!(!err.contains("a second signal stopped the drain"), "{err}");
 }
 
+/// A sweep that ran one step tests nothing about a sweep: `--sweep-every-step` runs both
+/// steps whatever the first one measured, and the curve has one point per step run. What
+/// the sweep concludes is read from those points, the same way whatever they say.
 #[test]
 fn a_sweep_runs_each_step_and_reports_the_curve() {
-    let (stdout, report) = smoke_bench("sweep", &["--sweep", "--sweep-steps", "1,2"]);
-    let sweep = report.sweep.expect("a sweep in the report");
-    let counts: Vec<u32> = sweep.steps.iter().map(|s| s.matches).collect();
-    // Two steps ran (or the first already failed and said why).
-    assert!(
-        counts == [1, 2] || (counts == [1] && sweep.limited_by != "steps"),
-        "{counts:?} {sweep:?}"
+    let (stdout, json) = bench(
+        "sweep.json",
+        &["--scenario", "smoke", "--duration-s", "2"],
+        &["--sweep", "--sweep-steps", "1,2", "--sweep-every-step"],
     );
+    let report: Report = serde_json::from_value(json.clone()).unwrap();
+    let sweep = report.sweep.expect("a sweep in the report");
+    assert_eq!(sweep.by, "matches");
+    let counts: Vec<u32> = sweep.steps.iter().map(|s| s.matches).collect();
+    assert_eq!(counts, [1, 2], "{sweep:?}");
     for step in &sweep.steps {
+        assert_eq!(step.players, 10);
         assert!(step.match_frame_ms.is_some() && step.on_time_rate.is_some());
+        assert!(step.response_rate_hz.is_some(), "{step:?}");
     }
-    if sweep.limited_by == "steps" {
-        assert_eq!(sweep.measured_games_per_core, Some(2));
-        assert_eq!(report.games_per_core.measured, Some(2.0));
-        assert_eq!(report.matches, 2, "the report is the last step that held");
-    }
+    // The sweep's end and its measured games per core, from the steps: the steps that held
+    // up to the first that did not, or whose bots saturated.
+    let holds = |s: &tickforge_telemetry::report::SweepStep| {
+        s.on_time_rate.unwrap() >= 0.995 && s.skipped == 0
+    };
+    let end = sweep
+        .steps
+        .iter()
+        .position(|s| s.bots_saturated || !holds(s));
+    let held = &sweep.steps[..end.unwrap_or(sweep.steps.len())];
+    let measured = held.last().map(|s| s.matches);
+    assert_eq!(sweep.measured_games_per_core, measured, "{sweep:?}");
+    assert_eq!(report.games_per_core.measured, measured.map(f64::from));
+    let limited_by = match end.map(|i| &sweep.steps[i]) {
+        None => "steps",
+        Some(s) if s.bots_saturated => "bots",
+        Some(_) => "server",
+    };
+    assert_eq!(sweep.limited_by, limited_by, "{sweep:?}");
+    // The report is the last step that held, or the first when none did.
+    assert_eq!(report.matches, measured.unwrap_or(1));
+    // Both steps in the summary, and the checks of the step reported.
     assert!(stdout.contains("sweep"), "{stdout}");
+    assert!(
+        stdout.contains("    1 × 10 ") && stdout.contains("    2 × 10 "),
+        "{stdout}"
+    );
+    assert_eq!(check_names(&json, &stdout), RUN_CHECKS);
 }
 
 #[test]
 fn saturation_raises_the_players_of_one_match_and_charts_them() {
-    let json = scratch("saturation");
-    let out = tickforge()
-        .args(["bench", "--scenario", "saturation", "--sweep-steps", "1,4"])
-        .args(["--warmup-s", "1", "--duration-s", "2", "--quiet", "--json"])
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "bench failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let (stdout, value) = bench(
+        "saturation.json",
+        &["--scenario", "saturation", "--duration-s", "2"],
+        &["--sweep-steps", "1,4"],
     );
-    let report: Report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let json = scratch("saturation.json");
+    let report: Report = serde_json::from_value(value.clone()).unwrap();
     let sweep = report.sweep.expect("the curve in the report");
     assert_eq!(sweep.by, "players");
     let steps: Vec<(u32, u32)> = sweep.steps.iter().map(|s| (s.matches, s.players)).collect();
     assert_eq!(steps, [(1, 1), (1, 4)], "{sweep:?}");
     for step in &sweep.steps {
-        // Every client got (nearly) every tick's snapshot at 128 Hz.
+        // Every client got snapshots; at what rate is the bench's check of the step.
         let rate = step.response_rate_hz.expect("a response rate");
-        assert!(rate > 120.0, "{rate} Hz at {} players", step.players);
+        assert!(rate > 0.0, "{rate} Hz at {} players", step.players);
+    }
+    // Each step of up to ten players is checked on its own.
+    let names = check_names(&value, &stdout);
+    let want: Vec<String> = ["1p", "4p"]
+        .iter()
+        .flat_map(|p| {
+            [
+                "skipped_ticks",
+                "on_time_rate",
+                "response_rate_hz",
+                "bots_saturated",
+            ]
+            .map(|c| format!("{c}@{p}"))
+        })
+        .collect();
+    assert_eq!(names, want);
+    for step in &sweep.steps {
+        let rate = check(&value, &format!("response_rate_hz@{}p", step.players));
+        assert_eq!(rate["measured"], step.response_rate_hz.unwrap());
     }
     assert_eq!(report.players_per_match, 4, "the report is the last step");
     assert_eq!(sweep.measured_games_per_core, None);
@@ -1043,14 +1237,15 @@ fn killing_a_bot_process_mid_match_leaves_the_match_running_for_the_rest() {
     going.kill().unwrap(); // SIGKILL: no disconnect packet, the sockets just go quiet.
     going.wait().unwrap();
 
-    // The others play on at full rate while the dead connections time out…
+    // The others play on while the dead connections time out…
     assert!(staying.wait().unwrap().success());
     let report: tickforge_telemetry::report::BotsReport =
         serde_json::from_str(&std::fs::read_to_string(&stays).unwrap()).unwrap();
     let c = &report.clients;
     assert_eq!((c.bots, c.connected), (5, 5), "{c:?}");
-    let min_rate = c.min_response_rate_hz.unwrap();
-    assert!(min_rate > 120.0, "a client fell to {min_rate} snapshots/s");
+    // Every client kept getting snapshots (at what rate is the bench's to judge).
+    assert!(c.min_response_rate_hz.unwrap() > 0.0, "{c:?}");
+    assert_eq!(c.bad_snapshots, 0, "{c:?}");
     assert_eq!(c.link_errors, 0);
     // … and cleanly (the tokens' 5 s timeout): the match keeps ticking without them.
     let before = match_one_until(admin, std::time::Duration::from_secs(15), |m| {
@@ -1494,9 +1689,8 @@ fn ctf_bots_play_a_ctf_server() {
     assert_eq!(c["reliable_events"], 4, "{c}");
     assert_eq!(c["bad_snapshots"], 0, "{c}");
     assert_eq!(c["link_errors"], 0, "{c}");
-    // The server ticks at 128 Hz: each bot read about that many snapshots a second.
-    let min = c["min_response_rate_hz"].as_f64().unwrap();
-    assert!((115.0..=135.0).contains(&min), "{c}");
+    // Each bot read snapshots (at what rate is the bench's min_response_rate_hz check).
+    assert!(c["min_response_rate_hz"].as_f64().unwrap() > 0.0, "{c}");
     assert!(c["response_time_ms"]["p50"].as_f64().unwrap() > 0.0, "{c}");
     assert!(c["down_bytes_per_s"].as_f64().unwrap() > 0.0, "{c}");
     assert_eq!(report["hitreg"]["shots"], 0, "{}", report["hitreg"]);

@@ -398,6 +398,12 @@ impl<'a> ActionFile<'a> {
     /// Rebuilds the world the file was recorded from and plays every input into it, to
     /// the end tick: at most [`ActionFile::end_tick`] steps.
     pub fn replay(&self, scopes: &Scopes) -> ReplayOutcome {
+        self.replay_world(scopes).0
+    }
+
+    /// [`ActionFile::replay`], and the world it ended with: for a check of more of the end
+    /// state than its hash (what a full-state snapshot of it holds, the result).
+    pub fn replay_world(&self, scopes: &Scopes) -> (ReplayOutcome, World) {
         let mut world = World::new(self.config);
         let mut c = Cursor {
             bytes: self.records,
@@ -426,13 +432,14 @@ impl<'a> ActionFile<'a> {
         while world.tick() < self.end_tick {
             world.step(scopes);
         }
-        ReplayOutcome {
+        let outcome = ReplayOutcome {
             end_tick: self.end_tick,
             recorded_hash: self.recorded_hash,
             replayed_hash: world.state_hash(),
             result: world.result(),
             inputs: self.inputs,
-        }
+        };
+        (outcome, world)
     }
 }
 

@@ -1374,6 +1374,36 @@ fn replay_plays_a_recording_and_refuses_it_damaged() {
     assert!(stderr.contains("checksum does not match"), "{stderr}");
 }
 
+/// The checked-in recordings (tests/actions/) replay through the binary as in the shooter's
+/// test of them: identical, each with its result.
+#[test]
+fn replay_plays_the_checked_in_recordings_to_their_recorded_end() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/actions");
+    let expected = std::fs::read_to_string(dir.join("expected.txt")).unwrap();
+    let mut replayed = 0;
+    for line in expected.lines().filter(|l| !l.starts_with('#')) {
+        let mut words = line.split(' ');
+        let name = words.next().unwrap();
+        let hash = words
+            .find_map(|w| w.strip_prefix("state_hash="))
+            .unwrap_or_else(|| panic!("{line}"));
+        let out = tickforge()
+            .arg("replay")
+            .arg(dir.join(name))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{name}: {stdout}{out:?}");
+        assert!(
+            stdout.contains(&format!("end state identical (hash {hash})")),
+            "{name}: {stdout}"
+        );
+        assert!(stdout.contains("  result: "), "{name}: {stdout}");
+        replayed += 1;
+    }
+    assert!(replayed >= 4, "{expected}");
+}
+
 /// Runs `serve` on a free port with the test key and `args`, expecting it to stop at
 /// startup; returns its standard error.
 fn serve_refused(args: &[&std::ffi::OsStr]) -> String {

@@ -8,6 +8,13 @@ fn tickforge() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tickforge"))
 }
 
+/// Says that `test` skipped, and why, straight to standard error: libtest shows a passing
+/// test's `eprintln!` only under --nocapture, and a skip must show in every run.
+fn skip(test: &str, why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "skipped: {test}: {why}");
+}
+
 fn scratch(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("tickforge-cli-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -794,7 +801,10 @@ const SHORT_MATCH: [&str; 8] = [
 #[test]
 fn workers_print_their_addresses_and_the_round_robin_placement() {
     if tickforge_io::cpu::allowed_cores().len() < 2 {
-        eprintln!("skipped: fewer than 2 CPUs allowed");
+        skip(
+            "workers_print_their_addresses_and_the_round_robin_placement",
+            "fewer than 2 CPUs allowed",
+        );
         return;
     }
     let results = scratch("placement-results.log");

@@ -78,7 +78,14 @@ fn have(tool: &str, version_arg: &str) -> bool {
             !required,
             "{tool} is not installed, and TICKFORGE_REQUIRE_LANGS=1 requires it"
         );
-        eprintln!("skipped: {tool} is not installed (TICKFORGE_REQUIRE_LANGS=1 makes this fail)");
+        // Straight to standard error: libtest shows a passing test's `eprintln!` only under
+        // --nocapture, and a skip must show in every run.
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped: {}: {tool} is not installed (TICKFORGE_REQUIRE_LANGS=1 makes this fail)",
+            std::thread::current().name().unwrap_or("a test")
+        );
     }
     ok
 }

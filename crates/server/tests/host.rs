@@ -44,7 +44,13 @@ fn two_workers_each_serve_their_own_match_over_udp() {
     common::register_games();
     let cores = tickforge_io::cpu::allowed_cores();
     if cores.len() < 2 {
-        eprintln!("skipped: this process may use only {cores:?}");
+        // Straight to standard error: libtest shows a passing test's `eprintln!` only under
+        // --nocapture, and a skip must show in every run.
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped: two_workers_each_serve_their_own_match_over_udp: this process may use \
+             only {cores:?}"
+        );
         return;
     }
     let config = ServerConfig {

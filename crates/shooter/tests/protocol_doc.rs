@@ -37,7 +37,14 @@ fn python(args: &[&str]) -> Option<Value> {
             if std::env::var("TICKFORGE_REQUIRE_LANGS").as_deref() == Ok("1") {
                 panic!("python3 is required (TICKFORGE_REQUIRE_LANGS=1): {e}");
             }
-            eprintln!("skipped: python3 not runnable ({e}); set TICKFORGE_REQUIRE_LANGS=1 to fail");
+            // Straight to standard error: libtest shows a passing test's `eprintln!` only
+            // under --nocapture, and a skip must show in every run.
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipped: {}: python3 not runnable ({e}); set TICKFORGE_REQUIRE_LANGS=1 to fail",
+                std::thread::current().name().unwrap_or("a test")
+            );
             return None;
         }
     };

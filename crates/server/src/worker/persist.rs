@@ -1101,7 +1101,14 @@ mod tests {
     #[test]
     fn a_real_full_filesystem_is_retried_until_it_has_room() {
         let Some(fs) = TinyFs::mount() else {
-            eprintln!("skipped: cannot mount a tmpfs here");
+            // Straight to standard error: libtest shows a passing test's `eprintln!` only
+            // under --nocapture, and a skip must show in every run.
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipped: a_real_full_filesystem_is_retried_until_it_has_room: cannot mount a \
+                 tmpfs here"
+            );
             return;
         };
         // Empty: its first line needs a page the full file system does not have.

@@ -769,6 +769,10 @@ fn serve_child(
     (child, lines)
 }
 
+/// The bound on a server that stops "at once": well under the 30 s drain timeout it would
+/// otherwise wait out, so it tells the two apart on a host of any speed, however busy.
+const AT_ONCE: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// Waits for `child` to exit, up to `bound`; kills it and panics past that.
 fn exit_within(
     child: &mut std::process::Child,
@@ -935,9 +939,9 @@ fn sigterm_without_players_exits_at_once_and_says_so() {
     // Matches that would run for minutes (100 s rounds), and the default 30 s timeout.
     let (mut child, _, _, log) = serve_logged(&results, 3, &[]);
     send(&child, libc::SIGTERM);
-    let status = exit_within(&mut child, std::time::Duration::from_secs(2));
+    let status = exit_within(&mut child, AT_ONCE);
     assert!(status.success(), "{status}");
-    let err = log_until(&log, "drained in", std::time::Duration::from_secs(2));
+    let err = log_until(&log, "drained in", AT_ONCE);
     assert!(
         err.contains("tickforge serve: draining: no match has a connected player; stopping now"),
         "{err}"
@@ -954,8 +958,9 @@ fn sigterm_waits_for_a_match_with_players_to_finish_and_persists_it() {
         .lines()
         .count();
     send(&server, libc::SIGTERM);
-    // The one-round match ends on its timer (or a kill) within ~0.4 s and is not restarted.
-    let status = exit_within(&mut server, std::time::Duration::from_secs(10));
+    // The one-round match ends on its timer (or a kill) within ~0.4 s and is not restarted;
+    // the drain would wait 30 s for it.
+    let status = exit_within(&mut server, AT_ONCE);
     bots.kill().unwrap();
     bots.wait().unwrap();
     assert!(status.success(), "{status}");
@@ -980,7 +985,8 @@ fn the_drain_timeout_stops_a_match_with_players_and_names_it() {
     let (mut server, mut bots, log, _) =
         serve_with_bots("drain-timeout", 2, &["--drain-timeout-s", "0.5"]);
     send(&server, libc::SIGTERM);
-    let status = exit_within(&mut server, std::time::Duration::from_secs(5));
+    // The match's round runs 100 s: only the 0.5 s timeout stops it this soon.
+    let status = exit_within(&mut server, AT_ONCE);
     bots.kill().unwrap();
     bots.wait().unwrap();
     assert!(status.success(), "{status}");
@@ -1007,7 +1013,7 @@ fn a_second_signal_exits_at_once_naming_what_it_abandoned() {
         log.lock().unwrap()
     );
     send(&server, libc::SIGINT);
-    let status = exit_within(&mut server, std::time::Duration::from_secs(2));
+    let status = exit_within(&mut server, AT_ONCE);
     bots.kill().unwrap();
     bots.wait().unwrap();
     assert!(!status.success(), "{status}");
@@ -1031,7 +1037,7 @@ fn a_third_signal_exits_the_process_outright() {
     send(&server, libc::SIGINT);
     send(&server, libc::SIGTERM);
     send(&server, libc::SIGCONT);
-    let status = exit_within(&mut server, std::time::Duration::from_secs(2));
+    let status = exit_within(&mut server, AT_ONCE);
     bots.kill().unwrap();
     bots.wait().unwrap();
     let err = log.lock().unwrap().clone();

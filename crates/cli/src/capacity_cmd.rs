@@ -386,6 +386,9 @@ fn check(args: &CapacityArgs, src: &Source) -> Result<Check> {
                 "--rt-priority",
                 &r.server.rt_priority.unwrap_or(0).to_string(),
             ])
+            // This check judges the runs itself (a run with skipped ticks or saturated
+            // bots is shown, not counted); the bench's own checks would stop it instead.
+            .args(["--checks", "report"])
             .arg("--json")
             .arg(&json)
             .stdout(Stdio::null());

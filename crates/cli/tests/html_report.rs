@@ -165,6 +165,9 @@ fn a_smoke_bench_page_draws_its_charts_in_chromium_and_names_what_it_did_not_mea
             "--duration-s",
             "2",
             "--quiet",
+            // The page is under test here, not the host: a late tick must not stop it.
+            "--checks",
+            "report",
             "--json",
         ],
         &[&json, Path::new("--html"), &html],
@@ -254,6 +257,9 @@ fn saved_sweeps_draw_the_quake_curves_and_the_valorant_chart_in_chromium() {
             "--duration-s",
             "1",
             "--quiet",
+            // The page is under test here, not the host: a late tick must not stop it.
+            "--checks",
+            "report",
             "--json",
         ],
         &[&json],
@@ -281,6 +287,7 @@ fn saved_sweeps_draw_the_quake_curves_and_the_valorant_chart_in_chromium() {
             "--scenario",
             "many-matches",
             "--sweep",
+            "--sweep-every-step",
             "--sweep-steps",
             "1,2",
             "--warmup-s",
@@ -288,6 +295,9 @@ fn saved_sweeps_draw_the_quake_curves_and_the_valorant_chart_in_chromium() {
             "--duration-s",
             "1",
             "--quiet",
+            // The page is under test here, not the host: a late tick must not stop it.
+            "--checks",
+            "report",
             "--json",
         ],
         &[&json],

@@ -21,7 +21,7 @@ use clap::{Args, ValueEnum};
 use tickforge_telemetry::report::{Report, SweepStep};
 use tickforge_telemetry::REFERENCE_PLAYERS;
 
-use super::sweep::ON_TIME;
+pub use super::sweep::ON_TIME;
 
 /// The exit status of a bench that ran and failed a check (2 is a bench that could not
 /// run: bad flags, a process that failed).
@@ -42,7 +42,7 @@ Checks (listed in the summary and as `checks` in the --json report):
   of up to 10 players (response rate, skipped and on-time ticks, the bots' headroom).";
 
 /// The share of the tick rate the mean response rate may differ by.
-const RESPONSE_RATE_TOLERANCE: f64 = 0.05;
+pub const RESPONSE_RATE_TOLERANCE: f64 = 0.05;
 /// The least share of the tick rate any one client may get.
 const MIN_RESPONSE_RATE: f64 = 0.90;
 

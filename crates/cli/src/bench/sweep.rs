@@ -11,7 +11,7 @@ use tickforge_telemetry::report::{Report, Sweep, SweepStep};
 use super::{run_in, BenchArgs, Plan};
 
 /// Ticks a step must start on time to hold: DESIGN.md's measured games per core.
-pub(super) const ON_TIME: f64 = 0.995;
+pub const ON_TIME: f64 = 0.995;
 /// Match counts tried, in order; the sweep ends at the first that does not hold.
 const STEPS: [u32; 12] = [1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 100, 120];
 /// Players in the one match of `saturation`, in order (the Quake paper's 1 … 128+).

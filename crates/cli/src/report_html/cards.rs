@@ -4,10 +4,12 @@
 use tickforge_telemetry::report::Report;
 use tickforge_telemetry::TARGET_GAMES_PER_CORE;
 
-/// Ticks a run must start on time to hold (DESIGN.md's measured games per core).
-const ON_TIME: f64 = 0.995;
-/// Share of the tick rate a client must receive snapshots at: one snapshot a tick, 5% spare.
-const RESPONSE_RATE: f64 = 0.95;
+// The cards hold a run to the bench's own checks' numbers: one place says what holds.
+use crate::bench::checks::{ON_TIME, RESPONSE_RATE_TOLERANCE};
+
+/// Share of the tick rate a client must receive snapshots at: one snapshot a tick, less
+/// the checks' tolerance.
+const RESPONSE_RATE: f64 = 1.0 - RESPONSE_RATE_TOLERANCE;
 
 /// What a card concludes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

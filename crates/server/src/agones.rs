@@ -70,7 +70,8 @@ pub struct AgonesConfig {
     pub health_period: Duration,
     /// A worker whose loop has not advanced for this long is stuck: health pings stop.
     pub worker_stall: Duration,
-    /// Bounds each call (connect, and each read and write).
+    /// Bounds each call as a whole, from connecting to the answer's last byte (the watch
+    /// stream: each step up to its head).
     pub call_timeout: Duration,
     /// The first retry after a failure; each further failure doubles it.
     pub retry_first: Duration,
@@ -387,9 +388,7 @@ impl Watcher {
             self.counts.count(Call::Watch, &opened);
             if let Ok(mut stream) = opened {
                 self.backoff.succeeded(Instant::now());
-                if let Ok(closer) = stream.closer() {
-                    *self.closer.lock().unwrap_or_else(PoisonError::into_inner) = Some(closer);
-                }
+                *self.closer.lock().unwrap_or_else(PoisonError::into_inner) = Some(stream.closer());
                 // The stop may have come before the closer was in place.
                 if self.stopped() {
                     return;

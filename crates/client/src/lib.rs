@@ -74,6 +74,19 @@ pub const EARLY_SNAPSHOTS: usize = 64;
 /// announcing it (an older server): the replica is reset. Eight seconds at 128 Hz.
 const TICK_JUMP: u32 = 1024;
 
+/// The view time an input carries for a render tick ([`Session::render_tick`]): its whole
+/// tick and the fraction to 1/256 of a tick, rounded down, so that the server's rewind
+/// (`ViewTime::rewind_args`) lands on the moment shown or just before it. A render tick
+/// that is negative or NaN is tick 0; one past the last tick is the last.
+pub fn view_time(render_tick: f64) -> ViewTime {
+    let t = render_tick.max(0.0).min(f64::from(u32::MAX));
+    let whole = t.floor();
+    ViewTime {
+        tick: tickforge_sim::Tick(whole as u32),
+        frac: ((t - whole) * 256.0).floor().min(255.0) as u8,
+    }
+}
+
 /// How a session is set up, besides its token and schema.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SessionConfig {
@@ -82,8 +95,8 @@ pub struct SessionConfig {
     /// late by.
     pub history_ticks: u32,
     /// Keep the interpolation frames ([`Session::entity_at`]): a copy of the world per
-    /// snapshot, about 1 µs a snapshot for ten players. A client that renders wants them;
-    /// a load-test bot that reads the replica itself does not.
+    /// snapshot, about 1 µs a snapshot for ten players. A client that renders (or aims at)
+    /// other players wants them; a load-test bot that shows nobody does not.
     pub interpolation: bool,
 }
 

@@ -110,20 +110,31 @@ fn report(name: &str, (freed, net, entities): (u64, i64, u16)) {
     );
 }
 
+/// A session with the compact settings: the C library's, and the bots' (`tickforge-bots`'
+/// `session_config`), whose aimers keep the interpolation frames and the others do not.
+fn compact(interpolation: bool, start: Instant) -> Session {
+    Session::with_link_config(
+        shooter_world::token(0),
+        tickforge_shooter::schema(),
+        SessionConfig {
+            interpolation,
+            ..SessionConfig::COMPACT
+        },
+        compact_link_config(),
+        start,
+    )
+    .unwrap()
+}
+
 #[test]
 fn a_compact_shooter_session_of_ten_players_owns_at_most_128_kib() {
-    let m = measure(|start| {
-        Session::with_link_config(
-            shooter_world::token(0),
-            tickforge_shooter::schema(),
-            SessionConfig::COMPACT,
-            compact_link_config(),
-            start,
-        )
-        .unwrap()
-    });
+    let m = measure(|start| compact(true, start));
     report("compact", m);
     assert!(m.0 <= BUDGET, "{} bytes", m.0);
+    // Without the interpolation frames (a bot that shows no other player): less again.
+    let bare = measure(|start| compact(false, start));
+    report("compact, no interpolation frames", bare);
+    assert!(bare.0 < m.0, "{} against {} bytes", bare.0, m.0);
 }
 
 #[test]

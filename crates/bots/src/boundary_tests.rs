@@ -7,7 +7,8 @@
 //! A view that kept the old match's last states of the players the new match's snapshots
 //! had not shown it (the fog of war hides them at the spawns) shot at them where they had
 //! stood, alone: the matches that started over agreed on 86.3% of 605 shots here, the
-//! first on 100% of 184.
+//! first on 100% of 184. The aimers show the players through their sessions'
+//! interpolation, which the epoch resets with the replica: the same holds of it.
 
 use tickforge_game::rules::{MatchResult, RulesConfig};
 
@@ -46,7 +47,7 @@ impl Field {
             UdpSocket::bind("127.0.0.1:0".parse().unwrap(), SocketOptions::default()).unwrap();
         let config = BotsConfig {
             servers: vec![socket.local_addr().unwrap()],
-            // Sizes each bot's replica and view: a match of this many players.
+            // Sizes each bot's view: a match of this many players.
             bots_per_match: u32::from(PLAYERS),
             seed,
             ..BotsConfig::default()
@@ -194,7 +195,7 @@ fn aimers_agree_with_the_server_across_rounds_and_a_match_that_starts_over() {
 
 /// Matches shorter than the 1,024 ticks a client's tick-jump rule needed to see a start
 /// over: the server announces each (`Event::Epoch`), and the bots, resetting their
-/// replica and view on it, refuse none of the next match's snapshots: at least 126 of the
+/// replica and frames on it, refuse none of the next match's snapshots: at least 126 of the
 /// 128 a second (the one held back after each start over, until the epoch is acknowledged).
 ///
 /// Before the epoch, the bots applied the second match's snapshots to the first's

@@ -1,30 +1,51 @@
-//! Hit registration seen from the client: a bot keeps its own lag-compensation history of
-//! the states its snapshots carried, decides from it what each of its shots should hit, and
-//! compares that with the server's verdict ([`tickforge_shooter::ShooterEvent::ShotResult`]).
+//! Hit registration seen from the client: an aiming bot shows the other players as its
+//! session interpolates them ([`tickforge_client::Session::render_tick`],
+//! [`tickforge_client::Session::entity_at`]), poses them there, decides what each of its
+//! shots hits in that picture, and compares with the server's verdict
+//! ([`tickforge_shooter::ShooterEvent::ShotResult`]).
 //!
-//! The bot shows the world as a real client does: `interp_delay_ticks` behind the newest
-//! snapshot, between two ticks. Snapshots wait in a small jitter buffer until they are
-//! `commit_lag_ticks` behind the newest, so one that arrives late or out of order still
-//! takes its place; only then do they enter the history, tick by tick, posed every
-//! [`HistoryConfig::pose_every`]th tick and lerped between as the server's are. A shot is
-//! judged at the moment shown, and the input names that moment, so the server rewinds to
-//! the same one. What the two disagree on is what hit registration costs at that latency.
+//! The input that fires names the moment shown (its view time: the render tick, to 1/256
+//! of a tick), and the server's lag compensation rewinds its history to that moment. Both
+//! sides test the shot at the same moment: the server against the states it simulated,
+//! posed every few ticks and lerped between; the bot against the states its snapshots
+//! carried, lerped between the two snapshots around the render tick and posed alike. What
+//! the two disagree on is what hit registration costs at that latency.
+//!
+//! Poses, as the server poses: a player's hitboxes follow its stance, its view pitch and
+//! its gait, posed on every [`HistoryConfig::pose_every`]th tick and lerped in between,
+//! and lerped again between the two ticks around the moment. The bot reads the states of
+//! those posing ticks from the session (a posing tick it has not received yet is its
+//! newest state, held). What it cannot know it leaves out: the run cycle's phase is not
+//! replicated, so a running player's legs are posed at the cycle's start (straight, the
+//! middle of their swing), its upper body at the top of its bob (up to 3 cm high); and a
+//! server that poses more often at the start of a fight (the first tick after the buy
+//! phase) is posed as on any other tick. Only shots that graze a running player's legs
+//! or the top of its head can tell.
+//!
+//! Cost: each frame reads the enemies the bot may aim at (teams by slot parity), at the
+//! moment shown; a shot reads the other players it may hit, and the posing ticks of those
+//! its line of fire meets.
+//!
+//! Nothing here allocates once made: the players' rows are sized with the welcome.
+use std::num::NonZeroU8;
 use std::sync::Arc;
 
-use tickforge_game::history::{History, HistoryConfig, PlayerSample, Posing};
-use tickforge_game::hitscan::{self, Shot};
+use tickforge_game::history::HistoryConfig;
+use tickforge_game::map::Aabb;
+use tickforge_game::pose::{
+    pose_of, Gait, Hitboxes, LocalHitboxes, Pose, PoseParams, SAME_DISTANCE_M,
+};
 use tickforge_game::rules::BodyPart;
-use tickforge_game::{Map, PlayerSlot, PlayerState, Tick, UserCmd, Vec3, ViewTime};
-use tickforge_shooter::NONE;
-use tickforge_telemetry::Scopes;
-
-/// Ticks of missed snapshots filled in with the last states seen, so the gaits (the run
-/// cycle) go on as the server's do; a longer hole starts the history over.
-const MAX_FILL_TICKS: u32 = 32;
+use tickforge_game::{angle16_to_rad, hitscan, Map, PlayerState, UserCmd, Vec3, ViewTime};
+use tickforge_shooter::{flags, EntityState, NONE};
 
 /// Shot verdicts remembered until the server's arrives: a power of two, two seconds at
 /// 128 Hz.
 const VERDICT_RING: usize = 256;
+
+/// Players a judged shot remembers as shown or not ([`AimView::was_shown`]); a slot past
+/// them is not known.
+const SHOWN_SLOTS: usize = 128;
 
 /// Where aimers aim, above the feet, metres: the chest.
 pub const CHEST_M: f32 = 1.2;
@@ -97,340 +118,336 @@ impl HitregCounts {
     }
 }
 
-/// How a bot shows the world: how far behind the newest snapshot, and how long snapshots
-/// wait for late ones before they are history.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ViewDelay {
-    /// Ticks between the newest snapshot and the moment shown (may be fractional).
-    pub interp_delay_ticks: f32,
-    /// Ticks a snapshot waits in the jitter buffer before it enters the history.
-    pub commit_lag_ticks: u32,
+/// The render tick a view time stands for: the moment the server rewinds to.
+pub fn render_tick(view: ViewTime) -> f64 {
+    f64::from(view.tick.0) + f64::from(view.frac) / 256.0
 }
 
-impl ViewDelay {
-    /// No delay at all: the newest snapshot is shown and committed at once.
-    pub const NONE: ViewDelay = ViewDelay {
-        interp_delay_ticks: 0.0,
-        commit_lag_ticks: 0,
-    };
+/// One player as shown at the view time.
+#[derive(Clone, Copy, Debug, Default)]
+struct Shown {
+    /// In view then: its snapshots carried it (the fog of war did not hide it).
+    present: bool,
+    state: PlayerState,
+    alive: bool,
 }
 
-/// A snapshot waiting in the jitter buffer: its tick and how the server posed it.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Buffered {
-    tick: Tick,
-    posing: Option<Posing>,
-}
-
-/// Ticks of snapshots the jitter buffer holds: a power of two, a quarter second at 128 Hz.
-const JITTER_RING: u32 = 32;
-
-/// What one bot saw of its match: the states of its snapshots, tick by tick, and who is
-/// alive.
-pub struct ClientView {
-    map: Arc<Map>,
-    history: History,
-    /// The states of the newest snapshot, by slot.
-    states: Vec<PlayerState>,
-    /// Who is alive now, as the server's events said.
-    alive: Vec<bool>,
-    /// `(seq, verdict)` by `seq % VERDICT_RING`.
-    verdicts: Box<[(u32, Verdict, ViewTime)]>,
-    scopes: Scopes,
-    delay: ViewDelay,
-    /// Snapshots not yet committed: the tick held in each slot of the ring (by
-    /// `tick % JITTER_RING`) and how the server posed it (`None`: it did not say), and its
-    /// rows of `(state, alive)` by player, `None` where the snapshot said nothing.
-    buffered: Box<[Option<Buffered>]>,
-    rows: Vec<Option<(PlayerState, bool)>>,
-    /// The last row committed, held for a tick whose snapshot never came, and its posing.
-    last_row: Vec<(PlayerState, bool)>,
-    last_posing: Posing,
-    newest: Option<Tick>,
-    committed: Option<Tick>,
-    /// Snapshots that came after their tick was committed.
-    pub late: u64,
-    /// Ticks committed without their snapshot (the last states held).
-    pub filled: u64,
-}
-
-impl ClientView {
-    /// A view of a match of `players` on `map` at `tick_hz`, shown `delay` behind, with the
-    /// server's default history settings (max rewind, posing every 4th tick) but
-    /// `pose_every`.
-    pub fn new(
-        map: Arc<Map>,
-        players: u8,
-        tick_hz: u32,
-        pose_every: std::num::NonZeroU8,
-        delay: ViewDelay,
-    ) -> Self {
-        let defaults = HistoryConfig::default();
-        let history = History::new(HistoryConfig {
-            players,
-            tick_hz: std::num::NonZeroU32::new(tick_hz).unwrap_or(defaults.tick_hz),
-            pose_every,
-            ..defaults
+impl Shown {
+    fn of(e: Option<EntityState>) -> Shown {
+        e.map_or(Shown::default(), |e| Shown {
+            present: true,
+            state: e.to_player(),
+            alive: e.flags & flags::ALIVE != 0,
         })
-        .expect("the default rewind is under the cap");
-        let n = usize::from(players);
-        ClientView {
+    }
+}
+
+/// A shot judged: its input's sequence number, its verdict, and who was shown alive then
+/// (bit `slot` of the first [`SHOWN_SLOTS`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct Judged {
+    seq: u32,
+    verdict: Verdict,
+    shown: u128,
+}
+
+/// What an aiming bot shows of its match, at its view time, and the verdicts of the shots
+/// it judged there.
+///
+/// It reads the players through the session's interpolation: a function `at(slot, tick)`
+/// that gives player `slot` at render tick `tick` (fractional), `None` when not in view
+/// ([`tickforge_client::Session::entity_at`]).
+pub struct AimView {
+    map: Arc<Map>,
+    pose: PoseParams,
+    pose_every: u32,
+    /// Hitboxes of a player held idle, in the body frame.
+    idle: LocalHitboxes,
+    /// A box around the feet that holds a player's hitboxes in any pose: the broad phase.
+    reach: Aabb,
+    /// The enemies of `me` as shown at `view`, by slot (others are read when a shot needs
+    /// them).
+    players: Vec<Shown>,
+    me: u8,
+    /// The moment shown; `None` before the first (or after a start over).
+    view: Option<ViewTime>,
+    /// By `seq % VERDICT_RING`.
+    verdicts: Box<[Judged]>,
+}
+
+impl AimView {
+    /// A view of a match of `players` on `map`, posed every `pose_every`th tick (the
+    /// server's [`HistoryConfig::pose_every`]), with the server's default body proportions.
+    pub fn new(map: Arc<Map>, players: u8, pose_every: NonZeroU8) -> Self {
+        let pose = HistoryConfig::default().pose;
+        AimView {
             map,
-            history,
-            states: vec![PlayerState::default(); n],
-            alive: vec![true; n],
-            verdicts: vec![(0, None, ViewTime::default()); VERDICT_RING].into_boxed_slice(),
-            scopes: Scopes::new(std::time::Instant::now),
-            delay,
-            buffered: vec![None; JITTER_RING as usize].into_boxed_slice(),
-            rows: vec![None; JITTER_RING as usize * n],
-            // A player never sent is nobody to aim at or hit.
-            last_row: vec![(PlayerState::default(), false); n],
-            last_posing: Posing::Animated,
-            newest: None,
-            committed: None,
-            late: 0,
-            filled: 0,
+            idle: Pose::IDLE.hitboxes(&pose),
+            reach: pose.reach(),
+            pose,
+            pose_every: u32::from(pose_every.get()),
+            players: vec![Shown::default(); usize::from(players)],
+            me: 0,
+            view: None,
+            verdicts: vec![Judged::default(); VERDICT_RING].into_boxed_slice(),
         }
     }
 
     /// Player slots.
     pub fn players(&self) -> usize {
-        self.states.len()
+        self.players.len()
     }
 
-    /// The newest snapshot tick received.
-    pub fn newest(&self) -> Option<Tick> {
-        self.newest
+    /// Sized for a match of `players` (a welcome named another size); shows nobody until
+    /// [`AimView::show`].
+    pub fn resize(&mut self, players: u8) {
+        self.players.clear();
+        self.players.resize(usize::from(players), Shown::default());
+        self.start_over();
     }
 
-    /// The states of the newest snapshot, by slot.
-    pub fn states(&self) -> &[PlayerState] {
-        &self.states
+    /// Forgets what was shown (a match that started over): nobody is shown until the next
+    /// [`AimView::show`].
+    pub fn start_over(&mut self) {
+        self.players.fill(Shown::default());
+        self.view = None;
     }
 
-    /// Who is alive, by slot, as the server's events said.
-    pub fn alive(&self) -> &[bool] {
-        &self.alive
+    /// The moment shown, if any.
+    pub fn view(&self) -> Option<ViewTime> {
+        self.view
     }
 
-    /// Marks `slot` alive or dead (an [`tickforge_shooter::ShooterEvent::Alive`]).
-    pub fn set_alive(&mut self, slot: u8, alive: bool) {
-        if let Some(a) = self.alive.get_mut(usize::from(slot)) {
-            *a = alive;
-        }
-    }
-
-    /// Takes the snapshot of `tick`, posed as `posing` on the server (`None`: unsaid, as
-    /// before): `(slot, Some((state, alive)))` for each player it carried, `(slot, None)` for
-    /// one it says is gone from view (hidden, so not a target); slots not given keep their
-    /// last state. Commits to the history every tick that is now
-    /// `commit_lag_ticks` behind the newest; a snapshot for a tick already committed is
-    /// counted late and dropped. A long silence (a tick far ahead) starts the history over;
-    /// a match that started over (a tick far behind) starts the whole view over: nothing
-    /// the old match's snapshots said of anyone holds in the new one.
-    pub fn record(
+    /// Shows the match at `view` to `me`: reads `me`'s enemies (teams by slot parity) as
+    /// they are then. Call once a frame.
+    pub fn show(
         &mut self,
-        tick: Tick,
-        posing: Option<Posing>,
-        states: impl IntoIterator<Item = (u8, Option<(PlayerState, bool)>)>,
+        view: ViewTime,
+        me: u8,
+        mut at: impl FnMut(u8, f64) -> Option<EntityState>,
     ) {
-        if let Some(newest) = self.newest {
-            let ahead = tick.0.wrapping_sub(newest.0) as i32;
-            if ahead < -(JITTER_RING as i32) {
-                self.start_over();
-            } else if ahead > MAX_FILL_TICKS as i32 {
-                self.restart();
+        let r = render_tick(view);
+        for (slot, p) in self.players.iter_mut().enumerate() {
+            // `slot` < players ≤ 255.
+            let slot = slot as u8;
+            *p = if slot % 2 == me % 2 {
+                Shown::default()
+            } else {
+                Shown::of(at(slot, r))
+            };
+        }
+        self.me = me;
+        self.view = Some(view);
+    }
+
+    /// Enemy `slot`'s state as shown and whether it is alive; `None` when not in view or
+    /// not an enemy of the player shown to.
+    pub fn shown(&self, slot: u8) -> Option<(PlayerState, bool)> {
+        let p = self.players.get(usize::from(slot))?;
+        p.present.then_some((p.state, p.alive))
+    }
+
+    /// Where a player in `state` starts its shots: its eye.
+    pub fn eye_of(&self, state: &PlayerState) -> Vec3 {
+        state.origin + Vec3::new(0.0, 0.0, self.pose.eye_height_m(state.stance()))
+    }
+
+    /// `e` posed, in the body frame: idle when the server held it idle; otherwise from its
+    /// state, its legs at the start of their cycle (see the module documentation).
+    fn posed(&self, e: &EntityState) -> LocalHitboxes {
+        if e.flags & flags::POSED == 0 {
+            return self.idle;
+        }
+        let state = e.to_player();
+        let gait = Gait {
+            run_phase: 0.0,
+            velocity: Vec3::new(e.velocity.x, e.velocity.y, 0.0),
+        };
+        pose_of(&state, state.stance(), &gait, &self.pose).hitboxes(&self.pose)
+    }
+
+    /// `slot`'s pose at `tick`, in the body frame, as the server has it: posed on a
+    /// posing tick, lerped between the posing ticks around it when it was alive, posed and
+    /// in the same stance at both, and posed from its own state otherwise. `None` when not
+    /// in view, or dead, then.
+    fn local_at(
+        &self,
+        slot: u8,
+        tick: u32,
+        at: &mut impl FnMut(u8, f64) -> Option<EntityState>,
+    ) -> Option<LocalHitboxes> {
+        let e = at(slot, f64::from(tick)).filter(|e| e.flags & flags::ALIVE != 0)?;
+        let into = tick % self.pose_every;
+        if into != 0 && e.flags & flags::POSED != 0 {
+            let lower = tick - into;
+            let upper = lower.wrapping_add(self.pose_every);
+            let fits = |k: &EntityState| {
+                let need = flags::ALIVE | flags::POSED;
+                k.flags & need == need && k.flags & flags::CROUCHED == e.flags & flags::CROUCHED
+            };
+            let keys = at(slot, f64::from(lower)).filter(fits);
+            if let Some((a, b)) = keys.zip(at(slot, f64::from(upper)).filter(fits)) {
+                let t = into as f32 / self.pose_every as f32;
+                return Some(self.posed(&a).lerp(&self.posed(&b), t));
             }
         }
-        if self
-            .committed
-            .is_some_and(|c| tick.0.wrapping_sub(c.0) as i32 <= 0)
-        {
-            self.late += 1;
-            return;
+        Some(self.posed(&e))
+    }
+
+    /// `slot`'s hitboxes in the world at the moment shown, `p` as shown then: its pose at
+    /// the tick before the moment and (when alive at both) the one after, lerped by the
+    /// fraction, placed where it is shown (or where it stood at the tick before, when it
+    /// died in between).
+    fn hitboxes(
+        &self,
+        slot: u8,
+        p: &Shown,
+        view: ViewTime,
+        at: &mut impl FnMut(u8, f64) -> Option<EntityState>,
+    ) -> Option<Hitboxes> {
+        let tick = view.tick.0;
+        let local = self.local_at(slot, tick, at)?;
+        let placed =
+            |local: LocalHitboxes| local.placed(p.state.origin, angle16_to_rad(p.state.yaw));
+        if view.frac == 0 {
+            return Some(placed(local));
         }
-        let n = self.states.len();
-        let at = (tick.0 % JITTER_RING) as usize;
-        let row = &mut self.rows[at * n..(at + 1) * n];
-        row.fill(None);
-        let newer = self
-            .newest
-            .is_none_or(|t| tick.0.wrapping_sub(t.0) as i32 > 0);
-        for (slot, record) in states {
-            let i = usize::from(slot);
-            let Some(r) = row.get_mut(i) else {
+        match self.local_at(slot, tick.wrapping_add(1), at) {
+            Some(next) => Some(placed(local.lerp(&next, f32::from(view.frac) / 256.0))),
+            None => {
+                let e = at(slot, f64::from(tick))?;
+                Some(local.placed(e.position, angle16_to_rad(e.yaw)))
+            }
+        }
+    }
+
+    /// What a shot of `shooter` (the player shown to) from `eye` with `cmd` hits in this
+    /// view, and who was shown alive then (bit `slot`, of the first [`SHOWN_SLOTS`]): the
+    /// nearest hitbox of a player shown alive (teammates included, as on the server), the
+    /// map occluding; `None` for a miss, or before anything is shown. `at` reads the
+    /// players as for [`AimView::show`].
+    fn judge_shown(
+        &self,
+        shooter: u8,
+        eye: Vec3,
+        cmd: &UserCmd,
+        mut at: impl FnMut(u8, f64) -> Option<EntityState>,
+    ) -> (Verdict, u128) {
+        let Some(view) = self.view else {
+            return (None, 0);
+        };
+        let r = render_tick(view);
+        let dir = hitscan::aim_direction(cmd.yaw, cmd.pitch);
+        let limit = self
+            .map
+            .trace_ray(eye, dir, f32::INFINITY)
+            .map_or(f32::INFINITY, |h| h.distance);
+        let mut best: Option<(usize, BodyPart, f32)> = None;
+        let mut shown = 0u128;
+        for (slot, enemy) in self.players.iter().enumerate() {
+            if slot == usize::from(shooter) {
+                continue;
+            }
+            // `slot` < players ≤ 255.
+            let slot8 = slot as u8;
+            let p = if slot8 % 2 == self.me % 2 {
+                Shown::of(at(slot8, r))
+            } else {
+                *enemy
+            };
+            if !p.present || !p.alive {
+                continue;
+            }
+            if slot < SHOWN_SLOTS {
+                shown |= 1 << slot;
+            }
+            // A player entered farther than the best hit so far cannot beat it.
+            let near = best.map_or(limit, |(_, _, t)| limit.min(t + SAME_DISTANCE_M));
+            let (lo, hi) = (
+                p.state.origin + self.reach.min,
+                p.state.origin + self.reach.max,
+            );
+            if !eye.is_finite() || !segment_enters(eye, dir, near, lo, hi) {
+                continue;
+            }
+            let Some(boxes) = self.hitboxes(slot8, &p, view, &mut at) else {
                 continue;
             };
-            *r = Some(match record {
-                Some(seen) => seen,
-                // Gone from view: where it was last seen, not a target.
-                None => (self.states[i], false),
-            });
-            if let (true, Some((state, _))) = (newer, record) {
-                self.states[i] = state;
-            }
-        }
-        self.buffered[at] = Some(Buffered { tick, posing });
-        if newer {
-            self.newest = Some(tick);
-        }
-        self.commit();
-    }
-
-    /// Forgets the ticks held (the history and the jitter buffer), keeping the last states
-    /// seen: a long silence in the same match.
-    fn restart(&mut self) {
-        self.history.clear();
-        self.buffered.fill(None);
-        self.newest = None;
-        self.committed = None;
-    }
-
-    /// Forgets the old match as well: its players' last states. A new match's snapshots
-    /// never mention a player the fog of war hides from this client (its replication
-    /// starts afresh, with nothing to say "gone" about), so a state held over from the old
-    /// match would stand, alive, where that player was when the old match ended: a target
-    /// only this client sees. Until a snapshot shows it, a player is nobody to aim at or
-    /// hit, as at the first connection.
-    pub(crate) fn start_over(&mut self) {
-        self.restart();
-        self.rows.fill(None);
-        self.last_row.fill((PlayerState::default(), false));
-        self.states.fill(PlayerState::default());
-        self.last_posing = Posing::Animated;
-    }
-
-    /// Commits the buffered ticks up to `commit_lag_ticks` behind the newest.
-    fn commit(&mut self) {
-        let Some(newest) = self.newest else {
-            return;
-        };
-        let upto = Tick(newest.0.wrapping_sub(self.delay.commit_lag_ticks));
-        let mut next = match self.committed {
-            Some(c) => c.next(),
-            // The first commit waits for its own snapshot.
-            None if self.buffered[(upto.0 % JITTER_RING) as usize].map(|b| b.tick)
-                == Some(upto) =>
-            {
-                upto
-            }
-            None => return,
-        };
-        let n = self.states.len();
-        while upto.0.wrapping_sub(next.0) as i32 >= 0 {
-            let at = (next.0 % JITTER_RING) as usize;
-            if let Some(Buffered { posing, .. }) = self.buffered[at].filter(|b| b.tick == next) {
-                let row = &self.rows[at * n..(at + 1) * n];
-                // Slots the snapshot said nothing of keep their last state.
-                for (last, seen) in self.last_row.iter_mut().zip(row) {
-                    if let Some(seen) = seen {
-                        *last = *seen;
-                    }
+            if let Some((part, t)) = boxes.first_hit(eye, dir, limit) {
+                if best.is_none_or(|(_, bp, bt)| beats((part, t), (bp, bt))) {
+                    best = Some((slot, part, t));
                 }
-                self.last_posing = posing.unwrap_or(self.last_posing);
-                self.buffered[at] = None;
-            } else {
-                // Never came: the last states held, so the gaits keep running.
-                self.filled += 1;
             }
-            let samples = self.last_row.iter().map(|&(state, alive)| PlayerSample {
-                state,
-                stance: state.stance(),
-                alive,
-            });
-            // Posed as the server posed it: idle in the buy phase.
-            self.history
-                .record(next, samples, self.last_posing, &self.scopes);
-            self.committed = Some(next);
-            next = next.next();
         }
+        // `slot` < players ≤ 255.
+        let verdict = best.map(|(slot, part, _)| (slot as u8, part_code(part)));
+        (verdict, shown)
     }
 
-    /// The moment this bot shows: `interp_delay_ticks` behind the newest snapshot, no later
-    /// than the newest tick committed. `None` before the first commit.
-    pub fn view_time(&self) -> Option<ViewTime> {
-        let newest = self.newest?;
-        let committed = self.committed?;
-        let v = ViewTime::behind(newest, self.delay.interp_delay_ticks);
-        let upper = if v.frac == 0 { v.tick } else { v.tick.next() };
-        Some(if upper.0.wrapping_sub(committed.0) as i32 > 0 {
-            ViewTime::at(committed)
-        } else {
-            v
-        })
+    /// What a shot of `shooter` (the player shown to) from `eye` with `cmd` hits in this
+    /// view: the nearest hitbox of a player shown alive (teammates included, as on the
+    /// server), the map occluding; `None` for a miss, or before anything is shown. `at`
+    /// reads the players as for [`AimView::show`].
+    pub fn judge(
+        &self,
+        shooter: u8,
+        eye: Vec3,
+        cmd: &UserCmd,
+        at: impl FnMut(u8, f64) -> Option<EntityState>,
+    ) -> Verdict {
+        self.judge_shown(shooter, eye, cmd, at).0
     }
 
-    /// Where `shooter`'s shots start in this view: its eye on the newest snapshot (the
-    /// server starts a shot where the shooter is when it fires).
-    pub fn eye_of(&self, shooter: u8) -> Option<Vec3> {
-        let s = self.states.get(usize::from(shooter))?;
-        let eye = self.history.config().pose.eye_height_m(s.stance());
-        Some(s.origin + Vec3::new(0.0, 0.0, eye))
-    }
-
-    /// What a shot of `shooter` with `cmd`, made looking at `view`, hits in this view.
-    pub fn judge(&self, shooter: u8, cmd: &UserCmd, view: ViewTime) -> Verdict {
-        let origin = self.eye_of(shooter)?;
-        let (command_tick, interp_delay_ticks) = view.rewind_args();
-        let shot = Shot {
-            shooter: PlayerSlot(shooter),
-            command_tick,
-            interp_delay_ticks,
-            origin,
-            direction: hitscan::aim_direction(cmd.yaw, cmd.pitch),
-            max_range_m: f32::INFINITY,
+    /// Judges the shot of input `seq` ([`AimView::judge`]) and remembers its verdict and
+    /// who was shown.
+    pub fn judge_input(
+        &mut self,
+        seq: u32,
+        shooter: u8,
+        eye: Vec3,
+        cmd: &UserCmd,
+        at: impl FnMut(u8, f64) -> Option<EntityState>,
+    ) {
+        let (verdict, shown) = self.judge_shown(shooter, eye, cmd, at);
+        self.verdicts[seq as usize % VERDICT_RING] = Judged {
+            seq,
+            verdict,
+            shown,
         };
-        // Who can be hit is who was alive at the moment shown: the history knows.
-        let anyone = [true; u8::MAX as usize];
-        let anyone = &anyone[..self.states.len()];
-        hitscan::fire(&shot, &self.map, &self.history, anyone, &self.scopes)
-            .map(|h| (h.victim.0, part_code(h.part)))
-    }
-
-    /// Judges and remembers the verdict of input `seq`.
-    pub fn judge_input(&mut self, seq: u32, shooter: u8, cmd: &UserCmd, view: ViewTime) {
-        let v = self.judge(shooter, cmd, view);
-        self.verdicts[seq as usize % VERDICT_RING] = (seq, v, view);
     }
 
     /// The verdict remembered for input `seq`, if it is still held.
     pub fn verdict(&self, seq: u32) -> Option<Verdict> {
-        let (s, v, _) = self.verdicts[seq as usize % VERDICT_RING];
-        (s == seq && seq != 0).then_some(v)
+        let j = self.verdicts[seq as usize % VERDICT_RING];
+        (j.seq == seq && seq != 0).then_some(j.verdict)
     }
 
-    /// Whether `slot` was in this view (sent, and alive) at the moment input `seq` was
-    /// judged; `None` when that input is no longer remembered or its moment no longer held.
+    /// Whether `slot` was shown (in view, and alive) when input `seq` was judged; `None`
+    /// when that input is no longer remembered or the slot is past those remembered.
     pub fn was_shown(&self, seq: u32, slot: u8) -> Option<bool> {
-        let (s, _, view) = self.verdicts[seq as usize % VERDICT_RING];
-        if s != seq || seq == 0 {
+        let j = self.verdicts[seq as usize % VERDICT_RING];
+        if j.seq != seq || seq == 0 || usize::from(slot) >= SHOWN_SLOTS {
             return None;
         }
-        let (command_tick, delay) = view.rewind_args();
-        let time = self.history.rewind_time(command_tick, delay)?;
-        Some(self.history.origin_at(PlayerSlot(slot), time).is_some())
+        Some(j.shown & (1 << slot) != 0)
     }
 
-    /// The nearest living enemy of `me` (teams by slot parity) that `me`'s eye can see at
-    /// the moment shown: the point to aim at, and whether `me` stands still.
-    pub fn sight(&self, me: u8) -> Option<Sight> {
-        let mine = usize::from(me);
-        if !self.alive.get(mine).copied().unwrap_or(false) {
+    /// The nearest enemy shown alive that the player shown to, in `own` state, can see:
+    /// the point to aim at, and whether it stands still. `None` when it is dead
+    /// (`own_alive` false) or sees nobody.
+    pub fn sight(&self, own: &PlayerState, own_alive: bool) -> Option<Sight> {
+        self.view?;
+        if !own_alive {
             return None;
         }
-        let eye = self.eye_of(me)?;
-        let (command_tick, delay) = self.view_time()?.rewind_args();
-        let time = self.history.rewind_time(command_tick, delay)?;
+        let eye = self.eye_of(own);
         let mut best: Option<(f32, Vec3)> = None;
-        for slot in 0..self.states.len() {
-            if slot % 2 == mine % 2 || !self.alive[slot] {
+        // Only the enemies are read.
+        for p in &self.players {
+            if !p.present || !p.alive {
                 continue;
             }
-            let Some(origin) = self.history.origin_at(PlayerSlot(slot as u8), time) else {
-                continue;
-            };
-            let aim = origin + Vec3::new(0.0, 0.0, CHEST_M);
+            let aim = p.state.origin + Vec3::new(0.0, 0.0, CHEST_M);
             let d = aim - eye;
             let dist = d.length();
             let too_near = dist.is_nan() || dist <= 0.5;
@@ -442,13 +459,48 @@ impl ClientView {
             }
             best = Some((dist, aim));
         }
-        let own = self.states[mine];
         best.map(|(_, aim)| Sight {
             eye,
             aim,
             still: own.on_ground && own.velocity.horizontal_length() < 0.05,
         })
     }
+}
+
+/// True when a hit on `part` at `t` metres should replace the best so far at `best_t`:
+/// nearer by more than [`SAME_DISTANCE_M`], or as near and on a part that ranks first
+/// (the head, then the body, then the legs), as the server ranks them.
+fn beats((part, t): (BodyPart, f32), (best_part, best_t): (BodyPart, f32)) -> bool {
+    t < best_t - SAME_DISTANCE_M
+        || (t <= best_t + SAME_DISTANCE_M && part_code(part) < part_code(best_part))
+}
+
+/// True when the segment from `origin` along unit `dir` for `length` metres touches the box
+/// from `min` to `max` (faces included: the broad phase may keep too much, never too little).
+fn segment_enters(origin: Vec3, dir: Vec3, length: f32, min: Vec3, max: Vec3) -> bool {
+    let (o, d, lo, hi) = (
+        origin.to_array(),
+        dir.to_array(),
+        min.to_array(),
+        max.to_array(),
+    );
+    let (mut enter, mut leave) = (0.0_f32, length);
+    for axis in 0..3 {
+        if d[axis] == 0.0 {
+            if o[axis] < lo[axis] || o[axis] > hi[axis] {
+                return false;
+            }
+            continue;
+        }
+        let a = (lo[axis] - o[axis]) / d[axis];
+        let b = (hi[axis] - o[axis]) / d[axis];
+        enter = enter.max(a.min(b));
+        leave = leave.min(a.max(b));
+        if enter > leave {
+            return false;
+        }
+    }
+    true
 }
 
 /// An enemy in view.
@@ -465,32 +517,73 @@ pub struct Sight {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tickforge_game::history::HistoryConfig;
-    use tickforge_game::BuiltinMap;
+    use tickforge_client::view_time;
+    use tickforge_game::history::{History, PlayerSample, Posing};
+    use tickforge_game::hitscan::Shot;
+    use tickforge_game::{BuiltinMap, PlayerSlot, Tick};
+    use tickforge_telemetry::Scopes;
 
-    const FOUR: std::num::NonZeroU8 = std::num::NonZeroU8::new(4).unwrap();
-    /// Shown 4.5 ticks behind, committed 2 behind: a client with a jitter buffer.
-    const INTERPOLATING: ViewDelay = ViewDelay {
-        interp_delay_ticks: 4.5,
-        commit_lag_ticks: 2,
-    };
+    const FOUR: NonZeroU8 = NonZeroU8::new(4).unwrap();
 
-    fn quantize(s: &PlayerState) -> PlayerState {
-        let q = |v: f32| (v * 100.0).round() / 100.0;
+    /// A player standing at `(x, y)` on the arena's floor.
+    fn standing(x: f32, y: f32) -> PlayerState {
         PlayerState {
-            origin: Vec3::new(q(s.origin.x), q(s.origin.y), q(s.origin.z)),
-            velocity: Vec3::new(q(s.velocity.x), q(s.velocity.y), q(s.velocity.z)),
-            ..*s
+            origin: Vec3::new(x, y, 0.03125),
+            on_ground: true,
+            ..Default::default()
         }
     }
 
-    /// Agreement, over a scripted crossing, between a server history fed exact states and
-    /// tested `lag` ticks later and a client view fed `client_state(state)`.
-    fn crossing_agreement(
-        lag: u32,
-        delay: ViewDelay,
-        client_state: impl Fn(&PlayerState) -> PlayerState,
-    ) -> (HitregCounts, u32) {
+    /// `state` as a snapshot carries it: alive, posed (combat), through the wire's quanta.
+    fn sent(state: &PlayerState) -> EntityState {
+        EntityState::from_player(state, 100, 0, flags::ALIVE | flags::POSED).quantized()
+    }
+
+    /// `states` (by tick from 0, by slot, up to the newest received) as the session shows
+    /// them at render tick `r`: the two snapshots around it lerped field by field
+    /// ([`tickforge_client::lerp`]), the newest held past it.
+    fn interpolated(states: &[Vec<PlayerState>], r: f64, slot: u8) -> EntityState {
+        let schema = tickforge_shooter::schema();
+        let view = view_time(r);
+        let newest = states.len() - 1;
+        let t = (view.tick.0 as usize).min(newest);
+        let lanes = |t: usize| sent(&states[t][usize::from(slot)]).lanes();
+        let next = (t + 1).min(newest);
+        let f = f64::from(view.frac) / 256.0;
+        EntityState::from_lanes(&tickforge_client::lerp(schema, &lanes(t), &lanes(next), f))
+    }
+
+    /// What the server's `history` says a shot of `shooter` from `eye` with `cmd`, made
+    /// looking at `view`, hits (everyone alive now).
+    fn server_verdict(
+        history: &History,
+        map: &Map,
+        shooter: u8,
+        eye: Vec3,
+        cmd: &UserCmd,
+        view: ViewTime,
+    ) -> Verdict {
+        let (command_tick, interp_delay_ticks) = view.rewind_args();
+        let shot = Shot {
+            shooter: PlayerSlot(shooter),
+            command_tick,
+            interp_delay_ticks,
+            origin: eye,
+            direction: hitscan::aim_direction(cmd.yaw, cmd.pitch),
+            max_range_m: f32::INFINITY,
+        };
+        let anyone = vec![true; history.players()];
+        let scopes = Scopes::new(std::time::Instant::now);
+        hitscan::fire(&shot, map, history, &anyone, &scopes)
+            .map(|h| (h.victim.0, part_code(h.part)))
+    }
+
+    /// Agreement, over a scripted crossing, between the server's history fed the exact
+    /// states and tested `lag` ticks after each shot, and an aim view shown the same states
+    /// through the wire and the session's interpolation, at a view time that trails the
+    /// newest tick by a delay that wanders between 2 and 6 ticks (as an adaptive one does).
+    /// Also the shots the server counted as hits.
+    fn crossing_agreement(lag: u32) -> (HitregCounts, u32) {
         let map = Arc::new(BuiltinMap::Arena.load());
         let scopes = Scopes::new(std::time::Instant::now);
         let mut server = History::new(HistoryConfig {
@@ -498,31 +591,30 @@ mod tests {
             ..HistoryConfig::default()
         })
         .unwrap();
-        let mut client = ClientView::new(map.clone(), 2, 128, FOUR, delay);
+        let mut view = AimView::new(map.clone(), 2, FOUR);
         // Open floor in the arena's north lane (y = 17): the shooter at x = -10 facing +x,
         // the target 10 m ahead running across the line of fire at 6 m/s, with a little
         // vertical bob; the shooter sweeps its aim slowly across it.
-        let shooter = PlayerState {
-            origin: Vec3::new(-10.0, 17.0, 0.03125),
-            on_ground: true,
-            ..Default::default()
+        let shooter = standing(-10.0, 17.0);
+        let state_at = |t: u32| {
+            // A triangle wave: 1.5 m either side of the line and back.
+            let phase = 6.0 * t as f32 / 128.0 % 6.0 - 3.0;
+            PlayerState {
+                origin: Vec3::new(
+                    0.0,
+                    17.0 + 1.5 - phase.abs(),
+                    0.03125 + 0.01 * (t as f32 * 0.37).sin(),
+                ),
+                velocity: Vec3::new(0.0, 6.0 * phase.signum(), 0.0),
+                on_ground: true,
+                yaw: 16384,
+                ..Default::default()
+            }
         };
-        let state_at = |t: u32| PlayerState {
-            origin: Vec3::new(
-                0.0,
-                // A triangle wave: 1.5 m either side of the line and back.
-                17.0 + 1.5 - (6.0 * t as f32 / 128.0 % 6.0 - 3.0).abs(),
-                0.03125 + 0.01 * (t as f32 * 0.37).sin(),
-            ),
-            velocity: Vec3::new(0.0, 6.0, 0.0),
-            on_ground: true,
-            yaw: 16384,
-            ..Default::default()
-        };
-        // Aim at the target seen at `t`, off by up to ±1.6° in yaw, at the chest or the head
-        // or over it.
+        // Aim at the target as it was a few ticks ago, off by up to ±1.6° in yaw, at the
+        // legs or the chest or the head.
         let aim = |t: u32| {
-            let y = state_at(t).origin.y - 17.0;
+            let y = state_at(t.saturating_sub(4)).origin.y - 17.0;
             let yaw = (y.atan2(10.0) / std::f32::consts::TAU * 65536.0).round() as i32;
             UserCmd {
                 yaw: (yaw + (t as i32 * 37 % 600 - 300)) as u16,
@@ -530,131 +622,157 @@ mod tests {
                 ..Default::default()
             }
         };
+        let total = 600;
+        let mut states = Vec::new();
         let mut counts = HitregCounts::default();
         let mut hits = 0;
-        let total = 600;
-        let mut views = vec![ViewTime::default(); total as usize];
+        let mut shots = vec![(ViewTime::default(), UserCmd::default()); total as usize];
+        let eye = view.eye_of(&shooter);
         for t in 0..total + lag {
-            let states = [shooter, state_at(t)];
+            let now = [shooter, state_at(t)];
             server.record(
                 Tick(t),
-                states.iter().map(|s| PlayerSample {
+                now.iter().map(|s| PlayerSample {
                     state: *s,
-                    stance: tickforge_game::pose::Stance::Standing,
+                    stance: s.stance(),
                     alive: true,
                 }),
                 Posing::Animated,
                 &scopes,
             );
+            states.push(now.to_vec());
             if t < total {
-                client.record(
-                    Tick(t),
-                    Some(Posing::Animated),
-                    states
-                        .iter()
-                        .enumerate()
-                        .map(|(i, s)| (i as u8, Some((client_state(s), true)))),
-                );
+                let delay = 4.0 + 2.0 * (t as f32 * 0.05).sin();
+                let shown = ViewTime::behind(Tick(t), delay);
+                let shown = if shown.tick.0 > t {
+                    ViewTime::at(Tick(0))
+                } else {
+                    shown
+                };
+                let at = |slot, r| Some(interpolated(&states, r, slot));
+                view.show(shown, 0, at);
                 let cmd = aim(t);
-                let view = client.view_time().unwrap_or(ViewTime::at(Tick(0)));
-                views[t as usize] = view;
-                client.judge_input(t + 1, 0, &cmd, view);
+                view.judge_input(t + 1, 0, eye, &cmd, at);
+                shots[t as usize] = (shown, cmd);
             }
             // The server fires the shot made at t - lag, now.
-            if let Some(sent) = t.checked_sub(lag) {
-                let cmd = aim(sent);
-                let (command_tick, interp_delay_ticks) = views[sent as usize].rewind_args();
-                let shot = Shot {
-                    shooter: PlayerSlot(0),
-                    command_tick,
-                    interp_delay_ticks,
-                    origin: client.eye_of(0).unwrap(),
-                    direction: hitscan::aim_direction(cmd.yaw, cmd.pitch),
-                    max_range_m: f32::INFINITY,
-                };
-                let theirs = hitscan::fire(&shot, &map, &server, &[true, true], &scopes)
-                    .map(|h| (h.victim.0, part_code(h.part)));
+            if let Some(made) = t.checked_sub(lag) {
+                let (shown, cmd) = shots[made as usize];
+                let theirs = server_verdict(&server, &map, 0, eye, &cmd, shown);
                 hits += u32::from(theirs.is_some());
-                counts.compare(client.verdict(sent + 1).unwrap(), theirs, false);
+                counts.compare(view.verdict(made + 1).unwrap(), theirs, false);
             }
         }
         (counts, hits)
     }
 
     #[test]
-    fn a_client_fed_the_servers_exact_states_agrees_on_every_shot() {
-        for delay in [ViewDelay::NONE, INTERPOLATING] {
-            for lag in [0, 6, 19] {
-                let (counts, hits) = crossing_agreement(lag, delay, |s| *s);
-                assert_eq!(counts.shots, 600);
-                assert!(hits > 60 && hits < 540, "hits and misses both: {hits}");
-                assert_eq!(counts.agree, counts.shots, "lag {lag}: {counts:?}");
-            }
+    fn shots_judged_on_the_interpolated_players_agree_with_the_servers_rewind() {
+        for lag in [0, 6, 19] {
+            let (counts, hits) = crossing_agreement(lag);
+            assert_eq!(counts.shots, 600);
+            assert!(hits > 60 && hits < 540, "hits and misses both: {hits}");
+            let rate = counts.agree as f64 / counts.shots as f64;
+            assert!(rate >= 0.99, "lag {lag}: {rate} {counts:?}");
         }
     }
 
     #[test]
-    fn a_client_fed_centimetre_states_agrees_on_nearly_every_shot() {
-        for delay in [ViewDelay::NONE, INTERPOLATING] {
-            for lag in [0, 19] {
-                let (counts, _) = crossing_agreement(lag, delay, quantize);
-                let rate = counts.agree as f64 / counts.shots as f64;
-                assert!(rate >= 0.97, "lag {lag}: {rate} {counts:?}");
-            }
-        }
-    }
-
-    /// A row of two players, the second at `x`.
-    fn row(x: f32) -> [(u8, Option<(PlayerState, bool)>); 2] {
-        let at = |x| PlayerState {
-            origin: Vec3::new(x, 0.0, 0.0),
-            ..Default::default()
-        };
-        [(0, Some((at(0.0), true))), (1, Some((at(x), true)))]
-    }
-
-    #[test]
-    fn the_jitter_buffer_places_late_snapshots_and_shows_between_ticks() {
-        let map = Arc::new(BuiltinMap::Arena.load());
-        let mut v = ClientView::new(map, 2, 128, FOUR, INTERPOLATING);
-        // The target stands at x = tick - 1000. Tick 1012 arrives after 1013; 1014 never does.
-        for t in [1010, 1011, 1013, 1012, 1015, 1016, 1017, 1018] {
-            v.record(Tick(t), Some(Posing::Animated), row((t - 1000) as f32));
-        }
-        assert_eq!(v.newest(), Some(Tick(1018)));
-        assert_eq!((v.late, v.filled), (0, 1), "1012 in time, 1014 filled");
-        let x_at = |v: &ClientView, view: ViewTime| {
-            let (c, d) = view.rewind_args();
-            let time = v.history.rewind_time(c, d).unwrap();
-            v.history.origin_at(PlayerSlot(1), time).unwrap().x
-        };
-        // Shown 4.5 ticks behind 1018, committed up to 1016.
-        let shown = v.view_time().unwrap();
+    fn a_view_time_is_the_render_tick_to_a_256th_and_the_server_rewinds_to_it() {
+        let v = view_time(1013.5);
         assert_eq!(
-            shown,
+            v,
             ViewTime {
                 tick: Tick(1013),
                 frac: 128
             }
         );
-        // 1014 holds 1013's states, so 1013.5 lerps 13 to 13; 1012.5, the late-but-placed
-        // snapshot, lerps 12 to 13; 1014.5 lerps the held 13 to 15.
-        assert_eq!(x_at(&v, shown), 13.0);
-        let half = |t| ViewTime {
-            tick: Tick(t),
-            frac: 128,
-        };
-        assert_eq!(x_at(&v, half(1012)), 12.5);
-        assert_eq!(x_at(&v, half(1014)), 14.0);
-        // A snapshot for a committed tick is late.
-        v.record(Tick(1014), Some(Posing::Animated), row(14.0));
-        assert_eq!(v.late, 1);
-        // A match that starts over starts the view over.
-        v.record(Tick(0), Some(Posing::Animated), row(0.0));
-        assert_eq!(v.newest(), Some(Tick(0)));
+        assert_eq!(render_tick(v), 1013.5);
+        // Rounded down: the 256th at or before the render tick.
+        let v = view_time(7.999);
+        assert_eq!((v.tick, v.frac), (Tick(7), 255));
+        assert_eq!(view_time(12.0), ViewTime::at(Tick(12)));
+        assert_eq!(view_time(-3.0), ViewTime::at(Tick(0)));
+        assert_eq!(view_time(f64::NAN), ViewTime::at(Tick(0)));
+        // The server's rewind (command tick less the delay) is the render tick again.
+        for r in [40.0, 40.25, 41.75, 99.00390625] {
+            let (command_tick, delay) = view_time(r).rewind_args();
+            assert_eq!(f64::from(command_tick.0) - f64::from(delay), r, "{r}");
+        }
     }
 
-    /// A command aiming from `eye` at `at`.
+    #[test]
+    fn a_player_is_posed_as_the_server_poses_it_between_posing_ticks() {
+        let map = Arc::new(BuiltinMap::Arena.load());
+        let scopes = Scopes::new(std::time::Instant::now);
+        let mut server = History::new(HistoryConfig {
+            players: 2,
+            ..HistoryConfig::default()
+        })
+        .unwrap();
+        // Slot 1 stands still and lifts its aim at tick 102, between the posing ticks 100
+        // and 104 (values the wire carries exactly). Its legs stand still: the run cycle,
+        // which the wire does not carry, plays no part.
+        let state_at = |t: u32| PlayerState {
+            yaw: 16384,
+            pitch: if t >= 102 { 4096 } else { 0 },
+            ..standing(0.0, 17.0)
+        };
+        let newest = 110;
+        let mut states = Vec::new();
+        for t in 0..=newest {
+            let now = [standing(-10.0, 17.0), state_at(t)];
+            let samples = now.map(|state| PlayerSample {
+                state,
+                stance: state.stance(),
+                alive: true,
+            });
+            server.record(Tick(t), samples, Posing::Animated, &scopes);
+            states.push(now.to_vec());
+        }
+        let mut at = |slot, r| Some(interpolated(&states, r, slot));
+        let mut view = AimView::new(map, 2, FOUR);
+        for r in [101.0, 102.0, 102.5, 103.75, 104.0] {
+            let shown = view_time(r);
+            view.show(shown, 0, &mut at);
+            let p = view.players[1];
+            let mine = view.hitboxes(1, &p, shown, &mut at).unwrap();
+            let (command_tick, delay) = shown.rewind_args();
+            let time = server.rewind_time(command_tick, delay).unwrap();
+            let theirs = server.hitboxes_at(PlayerSlot(1), time).unwrap();
+            for (a, b) in mine.capsules.iter().zip(&theirs.capsules) {
+                let off = (a.a - b.a).length().max((a.b - b.b).length());
+                assert!(off < 1e-4, "at {r}: {a:?} against the server's {b:?}");
+            }
+        }
+        // Posed from its state at the moment instead, its head would stand centimetres
+        // from where the server has it between the posing ticks.
+        let shown = view_time(102.5);
+        view.show(shown, 0, &mut at);
+        let p = view.players[1];
+        let direct = view
+            .posed(&sent(&p.state))
+            .placed(p.state.origin, angle16_to_rad(p.state.yaw));
+        let lerped = view.hitboxes(1, &p, shown, &mut at).unwrap();
+        assert!((direct.capsules[0].b - lerped.capsules[0].b).length() > 0.01);
+        // Held idle (the buy phase), it stands idle.
+        let idle = EntityState {
+            flags: flags::ALIVE,
+            ..sent(&p.state)
+        };
+        let mut idle_at = |_, _| Some(idle);
+        view.show(shown, 0, &mut idle_at);
+        let p = view.players[1];
+        assert_eq!(
+            view.hitboxes(1, &p, shown, &mut idle_at),
+            Some(
+                view.idle
+                    .placed(p.state.origin, angle16_to_rad(p.state.yaw))
+            )
+        );
+    }
+
+    /// A command aiming from `eye` at `at`, firing.
     fn aim_at(eye: Vec3, at: Vec3) -> UserCmd {
         let d = at - eye;
         let turns = |r: f32| (r / std::f32::consts::TAU * 65536.0).round() as i32;
@@ -666,108 +784,71 @@ mod tests {
         }
     }
 
-    /// What the server's `history` says a shot of slot 0 from `eye` with `cmd`, made
-    /// looking at `view`, hits.
-    fn server_verdict(
-        history: &History,
-        map: &Map,
-        eye: Vec3,
-        cmd: &UserCmd,
-        view: ViewTime,
-    ) -> Verdict {
-        let (command_tick, interp_delay_ticks) = view.rewind_args();
-        let shot = Shot {
-            shooter: PlayerSlot(0),
-            command_tick,
-            interp_delay_ticks,
-            origin: eye,
-            direction: hitscan::aim_direction(cmd.yaw, cmd.pitch),
-            max_range_m: f32::INFINITY,
-        };
-        let scopes = Scopes::new(std::time::Instant::now);
-        hitscan::fire(&shot, map, history, &[true, true], &scopes)
-            .map(|h| (h.victim.0, part_code(h.part)))
-    }
-
     #[test]
-    fn a_match_that_starts_over_forgets_the_players_its_snapshots_have_not_shown() {
+    fn only_players_shown_alive_are_aimed_at_and_hit_and_teammates_block_shots() {
         let map = Arc::new(BuiltinMap::Arena.load());
-        let scopes = Scopes::new(std::time::Instant::now);
-        let mut v = ClientView::new(map.clone(), 2, 128, FOUR, INTERPOLATING);
-        let standing = |x: f32, y: f32| PlayerState {
-            origin: Vec3::new(x, y, 0.03125),
-            on_ground: true,
-            ..Default::default()
-        };
+        let mut view = AimView::new(map, 4, FOUR);
         // The arena's north lane: the shooter (slot 0) at x = -10, its enemy (slot 1) 10 m
-        // ahead on the line, standing.
+        // ahead on the line, standing; a teammate (slot 2) off the line.
         let shooter = standing(-10.0, 17.0);
-        let ghost = standing(0.0, 17.0);
-        let chest = |s: &PlayerState| s.origin + Vec3::new(0.0, 0.0, CHEST_M);
-        let both = |target: PlayerState| [(0, Some((shooter, true))), (1, Some((target, true)))];
-        for t in 5000..5040 {
-            v.record(Tick(t), Some(Posing::Animated), both(ghost));
-        }
-        let eye = v.eye_of(0).unwrap();
-        let at_ghost = aim_at(eye, chest(&ghost));
-        let shown = v.view_time().unwrap();
-        assert_eq!(v.judge(0, &at_ghost, shown).map(|h| h.0), Some(1));
-        // A long silence in the same match keeps who was seen: snapshots of the shooter
-        // alone (its enemy unchanged, so unsaid) still show the enemy where it stands.
-        for t in 5080..5090 {
-            v.record(
-                Tick(t),
-                Some(Posing::Animated),
-                [(0, Some((shooter, true)))],
-            );
-        }
-        let shown = v.view_time().unwrap();
-        assert_eq!(v.judge(0, &at_ghost, shown).map(|h| h.0), Some(1));
-        assert!(v.sight(0).is_some());
-
-        // The match ends and starts over at tick 0. The enemy respawned 1.5 m off the line
-        // of fire, where the fog of war hides it from this client: the new match's
-        // snapshots never mention it.
-        let target = standing(0.0, 15.5);
-        let mut server = History::new(HistoryConfig {
-            players: 2,
-            ..HistoryConfig::default()
-        })
-        .unwrap();
-        let samples = |target: PlayerState| {
-            [shooter, target].map(|state| PlayerSample {
-                state,
-                stance: state.stance(),
-                alive: true,
-            })
+        let enemy = standing(0.0, 17.0);
+        let mate = standing(-5.0, 15.0);
+        let chest = enemy.origin + Vec3::new(0.0, 0.0, CHEST_M);
+        let eye = view.eye_of(&shooter);
+        let at_enemy = aim_at(eye, chest);
+        // Nothing shown yet: no target, no hit.
+        assert_eq!(view.sight(&shooter, true), None);
+        let nobody = |_, _| None;
+        assert_eq!(view.judge(0, eye, &at_enemy, nobody), None);
+        let world = |enemy: Option<EntityState>, mate: PlayerState| {
+            move |slot: u8, _: f64| match slot {
+                0 => Some(sent(&shooter)),
+                1 => enemy,
+                2 => Some(sent(&mate)),
+                _ => None,
+            }
         };
-        for t in 0..40 {
-            server.record(Tick(t), samples(target), Posing::Animated, &scopes);
-            v.record(
-                Tick(t),
-                Some(Posing::Animated),
-                [(0, Some((shooter, true)))],
-            );
-        }
-        // The shot at where the enemy stood in the old match hits nobody on the server, nor
-        // in this view; and nobody is in sight.
-        let shown = v.view_time().unwrap();
-        assert_eq!(shown.tick.0 / 64, 0, "a moment of the new match: {shown:?}");
-        let theirs = server_verdict(&server, &map, eye, &at_ghost, shown);
-        assert_eq!(theirs, None);
-        assert_eq!(v.judge(0, &at_ghost, shown), theirs);
-        assert_eq!(v.sight(0), None);
-        // Once a snapshot shows the enemy, it is a target where the server has it.
-        for t in 40..60 {
-            server.record(Tick(t), samples(target), Posing::Animated, &scopes);
-            v.record(Tick(t), Some(Posing::Animated), both(target));
-        }
-        let at_target = aim_at(eye, chest(&target));
-        let shown = v.view_time().unwrap();
-        let theirs = server_verdict(&server, &map, eye, &at_target, shown);
-        assert_eq!(theirs.map(|h| h.0), Some(1));
-        assert_eq!(v.judge(0, &at_target, shown), theirs);
-        assert_eq!(v.sight(0).map(|s| s.aim), Some(chest(&target)));
+        let both = world(Some(sent(&enemy)), mate);
+        view.show(view_time(100.0), 0, both);
+        let sight = view.sight(&shooter, true).unwrap();
+        assert_eq!((sight.eye, sight.aim, sight.still), (eye, chest, true));
+        assert_eq!(view.judge(0, eye, &at_enemy, both).map(|h| h.0), Some(1));
+        view.judge_input(7, 0, eye, &at_enemy, both);
+        assert_eq!(view.verdict(7).flatten().map(|h| h.0), Some(1));
+        assert_eq!(view.was_shown(7, 1), Some(true));
+        assert_eq!(view.was_shown(7, 3), Some(false));
+        assert_eq!((view.verdict(8), view.was_shown(8, 1)), (None, None));
+        // The shooter dead: it aims at nobody.
+        assert_eq!(view.sight(&shooter, false), None);
+        // The enemy hidden by the fog of war: nobody to aim at or hit.
+        let hidden = world(None, mate);
+        view.show(view_time(101.0), 0, hidden);
+        assert_eq!(view.sight(&shooter, true), None);
+        view.judge_input(9, 0, eye, &at_enemy, hidden);
+        assert_eq!(view.verdict(9), Some(None));
+        assert_eq!(view.was_shown(9, 1), Some(false));
+        // Shown dead: the same.
+        let dead = EntityState {
+            flags: flags::POSED,
+            ..sent(&enemy)
+        };
+        let shown_dead = world(Some(dead), mate);
+        view.show(view_time(102.0), 0, shown_dead);
+        assert_eq!(view.sight(&shooter, true), None);
+        assert_eq!(view.judge(0, eye, &at_enemy, shown_dead), None);
+        // A teammate stepping into the line of fire takes the shot, as on the server;
+        // the sight still names the enemy (only walls hide it).
+        let in_line = standing(-5.0, 17.0);
+        let blocked = world(Some(sent(&enemy)), in_line);
+        view.show(view_time(103.0), 0, blocked);
+        assert_eq!(view.judge(0, eye, &at_enemy, blocked).map(|h| h.0), Some(2));
+        assert_eq!(view.sight(&shooter, true).map(|s| s.aim), Some(chest));
+        // A match that starts over: nobody is shown until the next show.
+        view.start_over();
+        assert_eq!(view.view(), None);
+        assert_eq!(view.sight(&shooter, true), None);
+        assert_eq!(view.judge(0, eye, &at_enemy, both), None);
+        assert_eq!(view.shown(1), None);
     }
 
     #[test]

@@ -11,9 +11,11 @@
 //! the entities its replica holds.
 //!
 //! For the shooter it also measures hit registration ([`hitreg`]): half the bots aim at
-//! enemies they see, judge each shot against their own view, and compare with the server's
-//! verdict. Every shooter bot predicts its own movement and reconciles it with the server's
-//! snapshots ([`predict`]), and reports how far the server's word corrected it. A simple
+//! enemies they see, shown as their session interpolates them at its render tick, judge
+//! each shot against those same players, and compare with the server's verdict (the
+//! server rewinds to the render tick their input names). Every shooter bot predicts its
+//! own movement and reconciles it with the server's snapshots ([`predict`]), and reports
+//! how far the server's word corrected it. A simple
 //! network conditioner ([`BotsConfig::rtt`], [`BotsConfig::jitter`]) delays every datagram
 //! each way, so this can be measured at a given latency.
 //!
@@ -30,9 +32,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use tickforge_client::{Ended, Session, SessionConfig, SessionEvent, Welcome};
-use tickforge_game::history::Posing;
-use tickforge_game::{buttons, BuiltinMap, Map, Tick, UserCmd, ViewTime};
+use tickforge_client::{
+    compact_link_config, view_time, Ended, Session, SessionConfig, SessionEvent, Welcome,
+};
+use tickforge_game::{buttons, BuiltinMap, Map, PlayerState, Tick, UserCmd, ViewTime};
 use tickforge_io::stamped;
 use tickforge_io::udp::{IoStats, RecvBatch, SocketOptions, UdpSocket, SLOT_BYTES};
 use tickforge_io::{cpu, entropy, time};
@@ -48,7 +51,7 @@ use tickforge_telemetry::report::{
 use tickforge_telemetry::DurationHistogram;
 
 use behaviour::{Aimer, Rng, Role, Runner, Wander};
-use hitreg::{verdict_of, ClientView, HitregCounts};
+use hitreg::{verdict_of, AimView, HitregCounts};
 use predict::{Outcome, PredictCounts, Predictor};
 
 /// The game the bots play: it decides their schema, their inputs and what they do.
@@ -135,12 +138,16 @@ pub struct BotsConfig {
     /// Each held datagram's delay varies by up to this either way (uniformly); datagrams
     /// are delivered in order of arrival, so jitter reorders them.
     pub jitter: Duration,
-    /// How far behind the newest snapshot the bots show the world (they interpolate
-    /// between snapshots, as real clients do): where their shots are tested.
+    /// Not used by the bots: their sessions choose the interpolation delay, adapting it to
+    /// the jitter and loss of the snapshots ([`Session::render_tick`]). The command line's
+    /// `--interp-ms` fills it, and the bench budgets the server's max rewind by its
+    /// default ([`DEFAULT_INTERP_DELAY`]).
     pub interp_delay: Duration,
-    /// How long a snapshot waits for late ones before it enters an aimer's history.
+    /// Not used by the bots: the session's interpolation frames hold late snapshots
+    /// (`--jitter-buffer-ms` fills it).
     pub jitter_buffer: Duration,
-    /// The server's posing interval, ticks: aimers pose their history as the server does.
+    /// The server's posing interval, ticks: aimers pose the players they show as the
+    /// server does.
     pub pose_every: std::num::NonZeroU8,
 }
 
@@ -171,21 +178,22 @@ impl Default for BotsConfig {
     }
 }
 
-/// 35 ms: four and a half ticks at 128 Hz, so the moment shown always lies between two
-/// posed ticks the bot already holds (the server poses every 4th tick), with two ticks of
-/// jitter buffer before it.
+/// 35 ms: four and a half ticks at 128 Hz. What the bench budgets the server's max rewind
+/// for, beside the round trip: the bots' sessions show the world about that far behind
+/// their newest snapshot with 10 ms of jitter, less on a clean link (their delay adapts;
+/// the report gives the figure measured).
 pub const DEFAULT_INTERP_DELAY: Duration = Duration::from_micros(35_156);
-/// 16 ms: two ticks at 128 Hz, late snapshots' grace (covers ±8 ms of jitter).
+/// 16 ms: two ticks at 128 Hz (`--jitter-buffer-ms`'s default; see
+/// [`BotsConfig::jitter_buffer`]).
 pub const DEFAULT_JITTER_BUFFER: Duration = Duration::from_micros(15_625);
 
-impl BotsConfig {
-    /// How the bots show the world, in ticks.
-    pub fn view_delay(&self) -> hitreg::ViewDelay {
-        let ticks = |d: Duration| d.as_secs_f32() * self.tick_hz as f32;
-        hitreg::ViewDelay {
-            interp_delay_ticks: ticks(self.interp_delay),
-            commit_lag_ticks: ticks(self.jitter_buffer).round() as u32,
-        }
+/// The session settings of a bot: the compact replica and link (within 128 KiB for a
+/// match of ten, `tickforge-client`'s `tests/memory.rs`), with the interpolation frames only
+/// for a bot that shows other players (an aimer or a runner: `aims`).
+pub fn session_config(aims: bool) -> SessionConfig {
+    SessionConfig {
+        interpolation: aims,
+        ..SessionConfig::COMPACT
     }
 }
 
@@ -234,6 +242,10 @@ struct BotMetrics {
     hitreg: HitregCounts,
     /// Its own movement's prediction, in the window.
     predict: PredictCounts,
+    /// Ticks between the newest snapshot and the moment shown, summed over the ticks of
+    /// the window that showed one, and those ticks.
+    shown_behind_ticks: f64,
+    shown: u64,
 }
 
 /// What a bot does with its controls.
@@ -365,26 +377,18 @@ struct Bot {
     behaviour: Behaviour,
     /// The slot the welcome named.
     slot: Option<u8>,
-    /// What this bot saw of the match, for judging its own shots.
-    view: Option<ClientView>,
+    /// An aimer's or runner's view of the other players, as its session interpolates
+    /// them, for aiming and for judging its own shots.
+    aim: Option<AimView>,
     /// The newest input that moved (or jumped).
     last_move_seq: u32,
-    /// Deaths and revivals heard of before `view` was made.
-    early_alive: Vec<(u8, bool)>,
-    map: Arc<Map>,
     /// The shooter bot's own movement, predicted and reconciled.
     predict: Option<Predictor>,
     net: Conditioner,
     sent_at: [(u32, Option<Instant>); SENT_RING],
     input_ack: u32,
-    /// Players in the match (the shooter's view is sized by it).
-    players: u8,
-    /// How this bot shows the world.
-    delay: hitreg::ViewDelay,
-    pose_every: std::num::NonZeroU8,
     metrics: BotMetrics,
     snapshots_total: u64,
-    tick_hz: u32,
 }
 
 /// Per-run buffers shared by all bots (one thread drives them all).
@@ -574,6 +578,8 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         predicted.merge(&b.metrics.predict);
     }
     let agree_rate = (hitreg.shots > 0).then(|| hitreg.agree as f64 / hitreg.shots as f64);
+    let shown: u64 = bots.iter().map(|b| b.metrics.shown).sum();
+    let shown_behind_ticks: f64 = bots.iter().map(|b| b.metrics.shown_behind_ticks).sum();
     let rtt_ms = config.rtt.as_millis() as u32;
     let n = bots.len().max(1) as f64;
     let rates: Vec<f64> = bots
@@ -627,7 +633,9 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
             shots: hitreg.shots,
             server_hits: hitreg.server_hits,
             victim_dead_at_fire: hitreg.victim_dead_at_fire,
-            interp_delay_ms: config.interp_delay.as_secs_f64() * 1e3,
+            // Measured: the mean over every bot's ticks in the window.
+            interp_delay_ms: shown_behind_ticks / shown.max(1) as f64 * 1e3
+                / f64::from(config.tick_hz.max(1)),
             pose_every: config.pose_every.get(),
             agree_rate,
             agree_rate_by_rtt: agree_rate
@@ -654,6 +662,13 @@ fn correction_report(hist: &DurationHistogram, counts: &PredictCounts) -> Correc
         dead: counts.dead,
         reconciled: counts.reconciled,
     }
+}
+
+/// Player `slot` interpolated at render tick `r` by `session`, `None` when not in view.
+fn player_at(session: &Session, slot: u8, r: f64) -> Option<EntityState> {
+    session
+        .entity_at(NetId(u16::from(slot)), r)
+        .map(|q| EntityState::from_lanes(&q))
 }
 
 /// Where bot `i` sends from. Against a loopback server each bot gets its own loopback
@@ -728,19 +743,20 @@ impl Bot {
             .context("enabling receive timestamps")?;
         let token = mint_token(config, match_id);
         let seed = config.seed.wrapping_mul(1_000_003).wrapping_add(i);
+        // Only a bot that shows other players keeps interpolation frames.
+        let aims = config.game == BotGame::Shooter && matches!(role, Role::Aim | Role::Run);
+        let session = Session::with_link_config(
+            token,
+            config.game.schema(),
+            session_config(aims),
+            compact_link_config(),
+            start,
+        )
+        .context("the bots' session settings")?;
+        let players = config.bots_per_match.min(u32::from(u8::MAX)) as u8;
         Ok(Bot {
             socket,
-            // The bots read the replica themselves (their views keep their own history):
-            // no interpolation frames to copy.
-            session: Session::new(
-                token,
-                config.game.schema(),
-                SessionConfig {
-                    interpolation: false,
-                    ..SessionConfig::default()
-                },
-                start,
-            ),
+            session,
             behaviour: match (config.game, role) {
                 (BotGame::Ctf, _) => Behaviour::Ctf(CtfPlayer {
                     config: config.ctf,
@@ -752,21 +768,15 @@ impl Bot {
                 (BotGame::Shooter, Role::Run) => Behaviour::Run(Runner::new(seed)),
             },
             slot: None,
-            view: None,
+            aim: aims.then(|| AimView::new(map.clone(), players, config.pose_every)),
             last_move_seq: 0,
-            early_alive: Vec::new(),
-            map: map.clone(),
             predict: (config.game == BotGame::Shooter)
                 .then(|| Predictor::new(config.map, config.tick_hz)),
             net: Conditioner::new(config, config.seed ^ i.wrapping_mul(0x9e37_79b9)),
             sent_at: [(0, None); SENT_RING],
             input_ack: 0,
-            players: config.bots_per_match.min(u32::from(u8::MAX)) as u8,
-            delay: config.view_delay(),
-            pose_every: config.pose_every,
             metrics: BotMetrics::default(),
             snapshots_total: 0,
-            tick_hz: config.tick_hz,
         })
     }
 
@@ -830,16 +840,8 @@ impl Bot {
     /// One of the shooter's own events (inside the runtime's game event).
     fn shooter_event(&mut self, event: ShooterEvent, in_window: bool) {
         match event {
-            ShooterEvent::Alive { slot, alive } => match self.view.as_mut() {
-                Some(view) => view.set_alive(slot, alive),
-                // The deaths a late joiner is told of come before its first snapshot.
-                // Only a bot that will make a view keeps them: a wanderer never makes
-                // one, and would hoard every death of the run.
-                None if matches!(self.behaviour, Behaviour::Aim(_) | Behaviour::Run(_)) => {
-                    self.early_alive.push((slot, alive));
-                }
-                None => {}
-            },
+            // Who is alive is shown by the snapshots' flags, at the moment shown.
+            ShooterEvent::Alive { .. } => {}
             // A new round teleports everyone to the spawns; the match's end holds them.
             ShooterEvent::Round { phase, .. } => {
                 if let Some(p) = self.predict.as_mut() {
@@ -855,7 +857,7 @@ impl Bot {
                 landed,
                 ..
             } => {
-                let Some(view) = self.view.as_ref() else {
+                let Some(view) = self.aim.as_ref() else {
                     return;
                 };
                 if let (true, Some(mine)) = (in_window, view.verdict(seq)) {
@@ -906,14 +908,13 @@ impl Bot {
                     }
                 }
                 // The match ended and started over: a new world, ticks from 0, and the
-                // server's replication afresh (the session reset the replica). Nothing of
-                // the old match's view holds.
+                // server's replication afresh (the session reset the replica, its clock
+                // and its frames). Nothing of the old match's view holds.
                 SessionEvent::Epoch { .. } => {
-                    self.early_alive.clear();
                     if let Some(p) = self.predict.as_mut() {
                         p.discontinuity();
                     }
-                    if let Some(view) = self.view.as_mut() {
+                    if let Some(view) = self.aim.as_mut() {
                         view.start_over();
                     }
                 }
@@ -940,16 +941,19 @@ impl Bot {
                 self.slot = Some(slot);
                 // The match may hold more seats than this process fills (other clients,
                 // other bot processes): its snapshots name them all.
-                if players != self.players {
-                    self.players = players;
-                    self.view = None;
+                if let Some(view) = self
+                    .aim
+                    .as_mut()
+                    .filter(|v| v.players() != usize::from(players))
+                {
+                    view.resize(players);
                 }
             }
         }
     }
 
-    /// A snapshot of `tick` the session read into its replica: an aimer's or runner's view
-    /// records it, and the inputs it is the first to reflect are timed.
+    /// A snapshot of `tick` the session read into its replica: the bot's own movement is
+    /// reconciled with it, and the inputs it is the first to reflect are timed.
     fn snapshot(
         &mut self,
         now: Instant,
@@ -959,40 +963,6 @@ impl Bot {
         s: &mut Scratch,
     ) {
         self.snapshots_total += 1;
-        if let (Behaviour::Aim(_) | Behaviour::Run(_), Some(replica)) =
-            (&self.behaviour, self.session.replica())
-        {
-            let view = self.view.get_or_insert_with(|| {
-                let mut view = ClientView::new(
-                    self.map.clone(),
-                    self.players,
-                    self.tick_hz,
-                    self.pose_every,
-                    self.delay,
-                );
-                for (slot, alive) in self.early_alive.drain(..) {
-                    view.set_alive(slot, alive);
-                }
-                view
-            });
-            // Every entity carries the tick's posing; a snapshot with none leaves it unsaid.
-            let posing = replica.last_read().find_map(|(_, s)| s).map(|q| {
-                if EntityState::from_lanes(&q).flags & flags::POSED != 0 {
-                    Posing::Animated
-                } else {
-                    Posing::Idle
-                }
-            });
-            let records = replica.last_read().filter_map(|(id, s)| {
-                let slot = u8::try_from(id.0).ok()?;
-                Some((
-                    slot,
-                    s.map(|q| EntityState::from_lanes(&q))
-                        .map(|s| (s.to_player(), s.flags & flags::ALIVE != 0)),
-                ))
-            });
-            view.record(Tick(tick), posing, records);
-        }
         if let (Some(p), Some(slot), Some(replica)) =
             (self.predict.as_mut(), self.slot, self.session.replica())
         {
@@ -1035,83 +1005,88 @@ impl Bot {
         }
     }
 
-    /// The command for this tick; an aimer's shot is judged against its own view.
-    fn next_cmd(&mut self, tick_hz: u32) -> UserCmd {
-        match &mut self.behaviour {
-            Behaviour::Wander(w) => w.next_cmd(tick_hz),
-            Behaviour::Ctf(_) => UserCmd::default(),
-            Behaviour::Aim(_) | Behaviour::Run(_) => {
-                let sight = match (self.slot, self.view.as_ref()) {
-                    (Some(me), Some(view)) => view.sight(me).map(|mut s| {
-                        // Still on the snapshot and no move since the input it reflects:
-                        // the server has the shooter where the snapshot shows it.
-                        s.still &= self.last_move_seq < self.input_ack;
-                        s
-                    }),
-                    _ => None,
-                };
-                let c = match &mut self.behaviour {
-                    Behaviour::Run(r) => {
-                        let own = self
-                            .slot
-                            .zip(self.view.as_ref())
-                            .and_then(|(me, view)| view.states().get(usize::from(me)));
-                        r.next_cmd(tick_hz, own, sight)
-                    }
-                    Behaviour::Aim(a) => a.next_cmd(tick_hz, sight),
-                    Behaviour::Wander(w) => w.next_cmd(tick_hz),
-                    Behaviour::Ctf(_) => UserCmd::default(),
-                };
-                if c.forward != 0 || c.side != 0 || c.buttons & buttons::JUMP != 0 {
-                    self.last_move_seq = self.session.seq() + 1;
-                }
-                // Only an aimed shot, fired standing still, is judged: the bot knows where
-                // such a shot starts. One fired on the move (wandering) starts where the
-                // server has the bot by then, which this bot does not predict.
-                let aimed = sight.is_some_and(|s| s.still);
-                if let (Some(me), Some(view), true) = (
-                    self.slot,
-                    self.view.as_mut(),
-                    aimed && c.buttons & buttons::FIRE != 0,
-                ) {
-                    if let Some(shown) = view.view_time() {
-                        view.judge_input(self.session.seq() + 1, me, &c, shown);
-                    }
-                }
-                c
-            }
-        }
+    /// This bot's own player on its newest snapshot, and whether it is alive.
+    fn own(&self) -> Option<(PlayerState, bool)> {
+        let q = self
+            .session
+            .replica()?
+            .entity(NetId(u16::from(self.slot?)))?;
+        let e = EntityState::from_lanes(&q);
+        Some((e.to_player(), e.flags & flags::ALIVE != 0))
     }
 
-    /// This tick's input, sent, and whatever else the session has to send.
+    /// The command for this tick; an aimer's shot is judged against the players it shows.
+    fn next_cmd(&mut self, tick_hz: u32) -> UserCmd {
+        let (Some(view), Behaviour::Aim(_) | Behaviour::Run(_)) = (&self.aim, &self.behaviour)
+        else {
+            return match &mut self.behaviour {
+                Behaviour::Wander(w) => w.next_cmd(tick_hz),
+                _ => UserCmd::default(),
+            };
+        };
+        let own = self.own();
+        let sight = match own {
+            Some((state, alive)) => view.sight(&state, alive).map(|mut s| {
+                // Still on the snapshot and no move since the input it reflects: the
+                // server has the shooter where the snapshot shows it.
+                s.still &= self.last_move_seq < self.input_ack;
+                s
+            }),
+            _ => None,
+        };
+        let c = match &mut self.behaviour {
+            Behaviour::Run(r) => r.next_cmd(tick_hz, own.as_ref().map(|(s, _)| s), sight),
+            Behaviour::Aim(a) => a.next_cmd(tick_hz, sight),
+            Behaviour::Wander(w) => w.next_cmd(tick_hz),
+            Behaviour::Ctf(_) => UserCmd::default(),
+        };
+        if c.forward != 0 || c.side != 0 || c.buttons & buttons::JUMP != 0 {
+            self.last_move_seq = self.session.seq() + 1;
+        }
+        // Only an aimed shot, fired standing still, is judged: the bot knows where such a
+        // shot starts. One fired on the move (wandering) starts where the server has the
+        // bot by then.
+        let aimed = sight.filter(|s| s.still);
+        if let (Some(me), Some(view), Some(sight), true) = (
+            self.slot,
+            self.aim.as_mut(),
+            aimed,
+            c.buttons & buttons::FIRE != 0,
+        ) {
+            let session = &self.session;
+            view.judge_input(self.session.seq() + 1, me, sight.eye, &c, |slot, r| {
+                player_at(session, slot, r)
+            });
+        }
+        c
+    }
+
+    /// This tick's input, sent with the moment this bot shows (the session's render tick,
+    /// where the server rewinds its shots to), and whatever else the session has to send.
     fn tick(&mut self, now: Instant, config: &BotsConfig, in_window: bool, s: &mut Scratch) {
         self.session.handle_timeout(now);
         // Only the end can come out of a timeout; the bot stops sending, and is counted
         // as not connected.
         while self.session.poll_event().is_some() {}
         if self.session.is_connected() {
+            let shown = self.session.render_tick(now).map(view_time);
+            if let (true, Some(v)) = (in_window, shown) {
+                self.metrics.shown += 1;
+                self.metrics.shown_behind_ticks +=
+                    f64::from(self.session.newest_tick()) - hitreg::render_tick(v);
+            }
+            // Before the first snapshot of a run there is nothing to show: the newest tick.
+            let view = shown.unwrap_or_else(|| ViewTime::at(Tick(self.session.newest_tick())));
             let sent = if let Behaviour::Ctf(player) = &mut self.behaviour {
                 let input = player.next_input(&self.session);
-                let shown = ViewTime::behind(
-                    Tick(self.session.newest_tick()),
-                    self.delay.interp_delay_ticks,
-                );
-                self.session.send_input(now, shown, &input.to_bytes())
+                self.session.send_input(now, view, &input.to_bytes())
             } else {
+                if let (Some(aim), Some(v), Some(me)) = (self.aim.as_mut(), shown, self.slot) {
+                    let session = &self.session;
+                    aim.show(v, me, |slot, r| player_at(session, slot, r));
+                }
                 let c = self.next_cmd(config.tick_hz);
-                // What this bot shows: an aimer's view says; the others show the same
-                // delay behind their newest snapshot.
-                let shown = self
-                    .view
-                    .as_ref()
-                    .and_then(ClientView::view_time)
-                    .unwrap_or_else(|| {
-                        ViewTime::behind(
-                            Tick(self.session.newest_tick()),
-                            self.delay.interp_delay_ticks,
-                        )
-                    });
-                let seq = self.session.send_input(now, shown, &cmd::to_bytes(&c));
+                let seq = self.session.send_input(now, view, &cmd::to_bytes(&c));
                 if let (Some(p), Some(seq)) = (self.predict.as_mut(), seq) {
                     p.sent(seq, &c);
                 }

@@ -1,7 +1,7 @@
 //! A warm bot's packets allocate nothing: reading a snapshot datagram (netcode, the reliable
-//! link and its events, the replica, an aimer's or runner's view of the match and its shot
-//! verdicts, the response-time histograms) and sending an input, with the network
-//! conditioner off and on.
+//! link and its events, the replica and the interpolation frames, the response-time
+//! histograms), showing an aimer's or runner's view of the players at the render tick and
+//! judging its shots there, and sending an input, with the network conditioner off and on.
 //!
 //! Eight bots (wanderers, aimers and runners) play a real match ([`tickforge_server::Match`])
 //! over loopback sockets, driven as [`run`] drives them: each tick, every bot's
@@ -168,7 +168,7 @@ fn deaths(m: &Match<Shooter>) -> u32 {
 
 /// Checks that the bots allocated nothing in the window, and that every bot played all of
 /// it: a snapshot read and an input sent every tick (a tenth of the snapshots may still be
-/// held by the conditioner), none refused, and a view kept by those that aim.
+/// held by the conditioner), none refused, and the players shown by those that aim.
 fn assert_allocated_nothing(played: &Played) {
     let Played {
         allocating,
@@ -194,10 +194,16 @@ fn assert_allocated_nothing(played: &Played) {
             bot.link_errors(),
             bot.bad_snapshots()
         );
-        let keeps_view = !matches!(bot.behaviour, Behaviour::Wander(_));
-        assert_eq!(bot.view.is_some(), keeps_view, "bot {i}");
-        // A wanderer hoards no deaths.
-        assert!(bot.early_alive.is_empty(), "bot {i}");
+        // Aimers and runners show the players their session interpolates; a wanderer
+        // keeps no view and its session no interpolation frames.
+        let shows = !matches!(bot.behaviour, Behaviour::Wander(_));
+        assert_eq!(bot.aim.is_some(), shows, "bot {i}");
+        assert_eq!(
+            bot.aim.as_ref().and_then(AimView::view).is_some(),
+            shows,
+            "bot {i}"
+        );
+        assert_eq!(bot.session.interp_newest_tick().is_some(), shows, "bot {i}");
     }
     assert!(scratch.hist.response.len() > ticks * u64::from(BOTS) * 9 / 10);
 }

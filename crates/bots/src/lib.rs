@@ -138,14 +138,6 @@ pub struct BotsConfig {
     /// Each held datagram's delay varies by up to this either way (uniformly); datagrams
     /// are delivered in order of arrival, so jitter reorders them.
     pub jitter: Duration,
-    /// Not used by the bots: their sessions choose the interpolation delay, adapting it to
-    /// the jitter and loss of the snapshots ([`Session::render_tick`]). The command line's
-    /// `--interp-ms` fills it, and the bench budgets the server's max rewind by its
-    /// default ([`DEFAULT_INTERP_DELAY`]).
-    pub interp_delay: Duration,
-    /// Not used by the bots: the session's interpolation frames hold late snapshots
-    /// (`--jitter-buffer-ms` fills it).
-    pub jitter_buffer: Duration,
     /// The server's posing interval, ticks: aimers pose the players they show as the
     /// server does.
     pub pose_every: std::num::NonZeroU8,
@@ -171,8 +163,6 @@ impl Default for BotsConfig {
             behaviour: behaviour::BotMix::Arena,
             rtt: Duration::ZERO,
             jitter: Duration::ZERO,
-            interp_delay: DEFAULT_INTERP_DELAY,
-            jitter_buffer: DEFAULT_JITTER_BUFFER,
             pose_every: tickforge_game::history::HistoryConfig::default().pose_every,
         }
     }
@@ -183,9 +173,6 @@ impl Default for BotsConfig {
 /// their newest snapshot with 10 ms of jitter, less on a clean link (their delay adapts;
 /// the report gives the figure measured).
 pub const DEFAULT_INTERP_DELAY: Duration = Duration::from_micros(35_156);
-/// 16 ms: two ticks at 128 Hz (`--jitter-buffer-ms`'s default; see
-/// [`BotsConfig::jitter_buffer`]).
-pub const DEFAULT_JITTER_BUFFER: Duration = Duration::from_micros(15_625);
 
 /// The session settings of a bot: the compact replica and link (within 128 KiB for a
 /// match of ten, `tickforge-client`'s `tests/memory.rs`), with the interpolation frames only

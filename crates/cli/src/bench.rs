@@ -189,10 +189,6 @@ pub struct BenchArgs {
     /// Jitter of each way's delay, milliseconds either way.
     #[arg(long, value_name = "MS", default_value_t = 0)]
     pub jitter_ms: u32,
-    /// How far behind the newest snapshot the bots show the world, milliseconds
-    /// [default: the bots' default, 4.5 ticks at 128 Hz].
-    #[arg(long, value_name = "MS")]
-    pub interp_ms: Option<f64>,
     /// Pose players every Nth tick on the server (and in the aimers' views) [default: 4].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=32))]
     pub pose_every: Option<u8>,
@@ -288,9 +284,7 @@ fn measure_io_floor(
 /// for a tick), and never under the 200 ms default or over the 1 s cap.
 fn max_rewind_ms(args: &BenchArgs) -> u32 {
     args.max_rewind_ms.unwrap_or_else(|| {
-        let interp_ms = args
-            .interp_ms
-            .unwrap_or(tickforge_bots::DEFAULT_INTERP_DELAY.as_secs_f64() * 1e3);
+        let interp_ms = tickforge_bots::DEFAULT_INTERP_DELAY.as_secs_f64() * 1e3;
         let tick_ms = 1000.0 / f64::from(args.tick_hz.max(1));
         let need =
             f64::from(args.rtt_ms) + 2.0 * f64::from(args.jitter_ms) + interp_ms + 2.0 * tick_ms;
@@ -503,7 +497,6 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
         .args(bots_game_args(args, game))
         .args(["--rtt-ms", &args.rtt_ms.to_string()])
         .args(["--jitter-ms", &args.jitter_ms.to_string()])
-        .args(args.interp_ms.map(|ms| format!("--interp-ms={ms}")))
         .args((args.rt_priority > 0).then(|| format!("--rt-priority={}", args.rt_priority)))
         .arg("--report")
         .arg(&bots_report)

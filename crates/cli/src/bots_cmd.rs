@@ -88,14 +88,6 @@ pub struct BotsArgs {
     /// Jitter of each way's delay, milliseconds either way (uniform; reorders datagrams).
     #[arg(long, value_name = "MS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1000))]
     pub jitter_ms: u32,
-    /// How far behind the newest snapshot the bots show the world, milliseconds (they
-    /// interpolate between snapshots; their shots are tested there).
-    #[arg(long, value_name = "MS", default_value_t = tickforge_bots::DEFAULT_INTERP_DELAY.as_secs_f64() * 1e3)]
-    pub interp_ms: f64,
-    /// How long a snapshot waits for late ones before it enters an aimer's history,
-    /// milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = tickforge_bots::DEFAULT_JITTER_BUFFER.as_secs_f64() * 1e3)]
-    pub jitter_buffer_ms: f64,
     /// The server's posing interval, ticks (aimers pose their own history alike).
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u8).range(1..=32))]
     pub pose_every: u8,
@@ -141,14 +133,6 @@ pub fn run(args: BotsArgs) -> Result<()> {
     if args.matches == 0 || args.bots_per_match == 0 || args.matches * args.bots_per_match > 4096 {
         bail!("--matches × --bots-per-match: expected 1 to 4096 bots in all");
     }
-    for (flag, ms) in [
-        ("--interp-ms", args.interp_ms),
-        ("--jitter-buffer-ms", args.jitter_buffer_ms),
-    ] {
-        if !(ms.is_finite() && (0.0..=1000.0).contains(&ms)) {
-            bail!("{flag}: expected milliseconds from 0 to 1000, got {ms}");
-        }
-    }
     let private_key = crate::token_cmd::load_key(args.key_file.as_deref())?;
     let config = BotsConfig {
         game: args.game,
@@ -168,8 +152,6 @@ pub fn run(args: BotsArgs) -> Result<()> {
         private_key,
         rtt: Duration::from_millis(u64::from(args.rtt_ms)),
         jitter: Duration::from_millis(u64::from(args.jitter_ms)),
-        interp_delay: Duration::from_secs_f64(args.interp_ms / 1e3),
-        jitter_buffer: Duration::from_secs_f64(args.jitter_buffer_ms / 1e3),
         pose_every: std::num::NonZeroU8::new(args.pose_every).expect("parsed as 1 to 32"),
         map: args.map,
         behaviour: args.behaviour.unwrap_or(BotMix::for_map(args.map)),

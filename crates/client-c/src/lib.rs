@@ -886,16 +886,6 @@ pub unsafe extern "C" fn tf_session_server_addr(
     unsafe { with_session(s, f) }
 }
 
-/// Converts a render tick (fractional) to the view time an input carries.
-fn view_time(view_tick: f64) -> ViewTime {
-    let t = view_tick.max(0.0).min(f64::from(u32::MAX));
-    let whole = t.floor();
-    ViewTime {
-        tick: Tick(whole as u32),
-        frac: ((t - whole) * 256.0).floor().min(255.0) as u8,
-    }
-}
-
 /// Sends this tick's input at `now_s`: the game's bytes (`TF_SHOOTER_INPUT_BYTES` made
 /// by `tf_shooter_encode_input` for the shooter), with acks and any messages due. The
 /// server is told the player saw the replica's newest tick (what
@@ -964,7 +954,7 @@ unsafe fn send_input(
         }
         let now = t.instant(now_s)?;
         let view = match view_tick {
-            Some(v) => view_time(v),
+            Some(v) => tickforge_client::view_time(v),
             None => ViewTime::at(Tick(t.session.newest_tick())),
         };
         if t.session.send_input(now, view, data).is_none() {

@@ -284,19 +284,6 @@ fn shooter_inputs_encode_as_the_game_decodes_them() {
 }
 
 #[test]
-fn view_ticks_become_view_times() {
-    assert_eq!(
-        view_time(1200.5),
-        ViewTime {
-            tick: Tick(1200),
-            frac: 128
-        }
-    );
-    assert_eq!(view_time(-3.0), ViewTime::at(Tick(0)));
-    assert_eq!(view_time(7.0), ViewTime::at(Tick(7)));
-}
-
-#[test]
 fn every_code_has_a_message() {
     for code in -13..=0 {
         // SAFETY: static strings.

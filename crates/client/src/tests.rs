@@ -1054,3 +1054,20 @@ fn compact_sessions_play_through_loss_duplication_and_reordering() {
         Err(CreateError::LinkConfig(_))
     ));
 }
+
+#[test]
+fn render_ticks_become_view_times_rounded_down_to_a_256th() {
+    use tickforge_sim::{Tick, ViewTime};
+    assert_eq!(
+        crate::view_time(1200.5),
+        ViewTime {
+            tick: Tick(1200),
+            frac: 128
+        }
+    );
+    assert_eq!(crate::view_time(7.999).frac, 255);
+    assert_eq!(crate::view_time(-3.0), ViewTime::at(Tick(0)));
+    assert_eq!(crate::view_time(f64::NAN), ViewTime::at(Tick(0)));
+    assert_eq!(crate::view_time(7.0), ViewTime::at(Tick(7)));
+    assert_eq!(crate::view_time(1e12).tick, Tick(u32::MAX));
+}

@@ -21,8 +21,8 @@ pub struct ServeArgs {
     /// Address of the game socket [default: 127.0.0.1:40000]; port 0 picks a free one.
     #[arg(long, value_name = "ADDR")]
     pub bind: Option<String>,
-    /// Matches hosted from the start, with ids 1..=N [default: 1; with Agones 0, as its
-    /// matches come from allocations].
+    /// Matches hosted from the start, with ids 1..=N; under Agones 0 unless set, as its
+    /// matches come from allocations [default: 1].
     #[arg(long, value_name = "N")]
     pub matches: Option<u32>,
     /// Player slots per match [default: 10].

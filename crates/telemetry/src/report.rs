@@ -481,8 +481,9 @@ pub struct Hitreg {
     /// someone else before the shot arrived, so the hit did no damage (no lag compensation
     /// revives the dead).
     pub victim_dead_at_fire: u64,
-    /// How far behind the newest snapshot the bots showed the world, milliseconds: where
-    /// their shots were tested.
+    /// How far behind the newest snapshot the bots showed the world, milliseconds, on
+    /// average: their sessions' adaptive interpolation delay, and where their shots were
+    /// tested.
     pub interp_delay_ms: f64,
     /// The server's posing interval, ticks (poses lerped in between).
     pub pose_every: u8,

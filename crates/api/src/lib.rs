@@ -18,6 +18,7 @@
 //!                                                writes entity states  → Entities
 //!                                                queues reliable bytes → Events
 //!            per seat: what it sees from  →  Game::view          (centre, own entity, fog)
+//!            which round it is            →  Game::round        (None: no rounds)
 //! when Game::is_over                      →  Game::finish       (the results line, a recording)
 //! ```
 //!
@@ -243,6 +244,16 @@ pub trait Game: Sized + Send + 'static {
     /// The game's lag-compensation counters, summed over the match.
     fn counters(&self) -> GameCounters {
         GameCounters::default()
+    }
+
+    /// The round the match is in after the last [`Game::step`] (from 1), for a game that
+    /// plays rounds; `None` (the default) for one that does not. The runtime reads it
+    /// after every step: a tick's frame counts in the round it returns, and a change of
+    /// number ends the round before in the frame history (the mean frame time per round
+    /// in the results line, `/matches` and `/metrics`). A game without rounds gets that
+    /// history for the whole match only. Called on the tick path: it must not allocate.
+    fn round(&self) -> Option<u32> {
+        None
     }
 }
 

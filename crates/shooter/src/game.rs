@@ -281,6 +281,12 @@ impl Game for Shooter {
     fn counters(&self) -> GameCounters {
         self.counters
     }
+
+    /// The round being played (buy, combat and round end are one round), from 1; after
+    /// the match, the last round played.
+    fn round(&self) -> Option<u32> {
+        Some(u32::from(self.world.rules().round_state().round()))
+    }
 }
 
 /// The wire code of a hitbox in [`ShooterEvent::ShotResult`] and [`ShooterEvent::Kill`].

@@ -2,7 +2,8 @@
 //!
 //! What it does: exclusive-time scopes over the ten categories of the VALORANT article
 //! ([`Category`]) and the four phases of the Iris article ([`Phase`]), aggregation of frame
-//! records into histograms ([`FrameStats`]), the report types every bench writes
+//! records into histograms ([`FrameStats`]), per-round history and budgets per category
+//! ([`rounds`]), the report types every bench writes
 //! ([`report`]), and the metrics a live server exposes to Prometheus ([`prometheus`]).
 //!
 //! What it does not do: read the OS clock or do any I/O. The clock is a plain function
@@ -15,6 +16,7 @@
 
 pub mod prometheus;
 pub mod report;
+pub mod rounds;
 mod scopes;
 mod stats;
 pub mod summary;

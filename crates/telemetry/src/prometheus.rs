@@ -19,6 +19,8 @@
 //! |---|---|---|
 //! | `tickforge_match_frame_seconds` | histogram | — |
 //! | `tickforge_frame_seconds` | histogram | `category` (one of [`Category::name`]) |
+//! | `tickforge_round_frame_seconds` | histogram | `category` (each [`Category::name`], and `frame` for the whole frame): one observation per finished round, its mean per tick |
+//! | `tickforge_budget_violations_total` | counter | `category` (each [`Category::name`], and `frame`): match ticks over the configured budget |
 //! | `tickforge_ticks_total`, `tickforge_late_ticks_total`, `tickforge_skipped_ticks_total`, `tickforge_hitches_total` | counter | — |
 //! | `tickforge_bytes_total`, `tickforge_packets_total` | counter | `direction` (`in`, `out`) |
 //! | `tickforge_players_connected`, `tickforge_matches` | gauge | — |
@@ -40,6 +42,7 @@ use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
+use crate::rounds::{slot_name, RoundSummary, BUDGET_SLOTS};
 use crate::{Category, FrameRecord};
 
 /// The `Content-Type` of the text [`render`] writes.
@@ -106,6 +109,11 @@ pub struct MetricsSnapshot {
     /// Exclusive time per category in each match frame that entered the category,
     /// indexed by [`Category::index`].
     pub categories: [FrameBuckets; Category::COUNT],
+    /// The mean per tick of each finished round: by budget slot (each category by
+    /// [`Category::index`], then the whole frame at [`FRAME_SLOT`]).
+    pub round_frame: [FrameBuckets; BUDGET_SLOTS],
+    /// Match ticks over budget, by budget slot ([`crate::rounds::Budgets`]).
+    pub budget_violations: [u64; BUDGET_SLOTS],
     /// Match ticks run.
     pub ticks: u64,
     /// Ticks that started more than 1 ms after their deadline.
@@ -250,12 +258,41 @@ impl MetricsSnapshot {
         }
     }
 
+    /// Counts one finished round: its mean frame and the mean of each category.
+    pub fn record_round(&mut self, round: &RoundSummary) {
+        for (slot, buckets) in self.round_frame.iter_mut().enumerate() {
+            let mean = match round.category_mean_ns.get(slot) {
+                Some(&ns) => ns,
+                None => round.mean_ns,
+            };
+            buckets.record_ns(mean);
+        }
+    }
+
+    /// Counts one match tick's budget violations: bit `slot` of `over` set for each slot
+    /// it was over budget in ([`crate::rounds::Budgets::over`]).
+    pub fn count_violations(&mut self, over: u16) {
+        for (slot, n) in self.budget_violations.iter_mut().enumerate() {
+            *n += u64::from(over >> slot & 1);
+        }
+    }
+
     /// Adds `other` into this snapshot: counters, histograms and gauges all add, which
     /// turns per-worker snapshots into the host's.
     pub fn merge(&mut self, other: &MetricsSnapshot) {
         self.match_frame.merge(&other.match_frame);
         for (a, b) in self.categories.iter_mut().zip(&other.categories) {
             a.merge(b);
+        }
+        for (a, b) in self.round_frame.iter_mut().zip(&other.round_frame) {
+            a.merge(b);
+        }
+        for (a, b) in self
+            .budget_violations
+            .iter_mut()
+            .zip(other.budget_violations)
+        {
+            *a += b;
         }
         self.ticks += other.ticks;
         self.late_ticks += other.late_ticks;
@@ -411,7 +448,34 @@ impl Collector for SnapshotCollector {
                 histogram(&mut m.encode_family(&labels)?, &s.categories[c.index()])?;
             }
         }
-        // Counter family names leave out `_total`: the encoder appends it to each sample.
+        {
+            let mut m = enc.encode_descriptor(
+                "tickforge_round_frame_seconds",
+                "Mean time per match tick of each finished round, by telemetry category \
+                 (frame: the whole frame).",
+                None,
+                MetricType::Histogram,
+            )?;
+            for (slot, buckets) in s.round_frame.iter().enumerate() {
+                let labels = [("category", slot_name(slot))];
+                histogram(&mut m.encode_family(&labels)?, buckets)?;
+            }
+        }
+        {
+            // Counter family names leave out `_total`: the encoder appends it to each sample.
+            let mut m = enc.encode_descriptor(
+                "tickforge_budget_violations",
+                "Match ticks whose cost in a category (frame: the whole frame) exceeded its \
+                 configured budget.",
+                None,
+                MetricType::Counter,
+            )?;
+            for (slot, n) in s.budget_violations.iter().enumerate() {
+                let labels = [("category", slot_name(slot))];
+                m.encode_family(&labels)?
+                    .encode_counter::<NoLabelSet, _, u64>(n, None)?;
+            }
+        }
         counter(&mut enc, "tickforge_ticks", "Match ticks run.", s.ticks)?;
         counter(
             &mut enc,
@@ -692,6 +756,17 @@ mod tests {
         s.results_failed = 3;
         s.results_pending = 1;
         s.matches_reclaimed = 6;
+        let mut round = RoundSummary {
+            round: Some(1),
+            ticks: 128,
+            mean_ns: 80_000,
+            ..RoundSummary::default()
+        };
+        round.category_mean_ns[Category::Network.index()] = 30_000;
+        round.category_mean_ns[Category::Movement.index()] = 50_000;
+        s.record_round(&round);
+        s.count_violations(1 << Category::Movement.index());
+        s.count_violations(1 << Category::Movement.index() | 1 << crate::rounds::FRAME_SLOT);
         s
     }
 
@@ -793,7 +868,11 @@ mod tests {
                 counts.push((family.to_string(), labels, value.parse::<u64>().unwrap()));
             }
         }
-        assert_eq!(series.len(), 1 + Category::COUNT);
+        // The match frame, each category, and each round slot.
+        assert_eq!(
+            series.len(),
+            1 + Category::COUNT + crate::rounds::BUDGET_SLOTS
+        );
         for (family, labels, buckets) in &series {
             assert_eq!(buckets.len(), FRAME_BUCKETS, "{family} {labels:?}");
             assert!(
@@ -866,6 +945,35 @@ mod tests {
             assert_eq!(err, Err(LabelError::BadName(bad.to_string())));
             assert!(out.is_empty());
         }
+    }
+
+    #[test]
+    fn rounds_and_budget_violations_are_by_category_and_frame() {
+        let mut out = String::new();
+        render(&sample(), &mut out);
+        for line in [
+            "# TYPE tickforge_round_frame_seconds histogram",
+            "tickforge_round_frame_seconds_count{category=\"movement\"} 1",
+            "tickforge_round_frame_seconds_sum{category=\"movement\"} 0.00005",
+            "tickforge_round_frame_seconds_sum{category=\"frame\"} 0.00008",
+            "tickforge_round_frame_seconds_count{category=\"fow\"} 1",
+            "# TYPE tickforge_budget_violations counter",
+            "tickforge_budget_violations_total{category=\"movement\"} 2",
+            "tickforge_budget_violations_total{category=\"frame\"} 1",
+            "tickforge_budget_violations_total{category=\"network\"} 0",
+        ] {
+            assert!(out.lines().any(|l| l == line), "{line} missing:\n{out}");
+        }
+        // Eleven series each, never one per match.
+        let violations = out
+            .lines()
+            .filter(|l| l.starts_with("tickforge_budget_violations_total{"))
+            .count();
+        assert_eq!(violations, crate::rounds::BUDGET_SLOTS);
+        let mut twice = sample();
+        twice.merge(&sample());
+        assert_eq!(twice.budget_violations[Category::Movement.index()], 4);
+        assert_eq!(twice.round_frame[crate::rounds::FRAME_SLOT].count(), 2);
     }
 
     #[test]

@@ -347,6 +347,14 @@ pub struct ServerReport {
     /// seconds without a frame are left out. At most [`MAX_FRAME_SECONDS`] seconds.
     #[serde(default)]
     pub frame_seconds: Vec<FrameSecond>,
+    /// The budgets match ticks were held to, in milliseconds per match tick, by category
+    /// name (`frame`: the whole frame): those configured, and the whole frame's (the
+    /// configured one, else the match budget at `players_per_match`).
+    #[serde(default)]
+    pub budgets_ms: BTreeMap<String, f64>,
+    /// Match ticks of the measured window over budget, by the same keys as `budgets_ms`.
+    #[serde(default)]
+    pub budget_violations: BTreeMap<String, u64>,
 }
 
 /// Seconds a [`ServerReport::frame_seconds`] series holds at most: an hour of window. The

@@ -21,9 +21,11 @@
 //!   [`COORD_BIAS`] so they stay unsigned decimals), readable with [`WalkResult::parse`].
 //! - **Recording** (when [`MatchSetup::record`]): every applied input, join and leave, in order
 //!   ([`replay`] plays it back to the same final positions).
+//! - **Rounds** (when `round_ticks` is set): round `1 + t / round_ticks` for tick `t`
+//!   ([`Game::round`]); none by default.
 //! - **Settings** (`[game]` table, all optional integers): `ticks` (1 to 10 000 000,
 //!   default 3840), `every` (1 to 65 535, default 64), `arena` (1 to 1 000 000, default
-//!   5000).
+//!   5000), `round_ticks` (0 to 10 000 000, default 0: no rounds).
 //!
 //! The tick path ([`Game::step`], [`Game::apply_input`], [`Game::decode_input`],
 //! [`Game::view`]) allocates nothing unless the match is recorded.
@@ -59,6 +61,8 @@ pub struct WalkConfig {
     pub every: u32,
     /// Positions are clamped to `-arena..=arena` on both axes.
     pub arena: i32,
+    /// Ticks a round lasts; 0: the game has no rounds.
+    pub round_ticks: u32,
 }
 
 impl Default for WalkConfig {
@@ -67,6 +71,7 @@ impl Default for WalkConfig {
             ticks: 3840,
             every: 64,
             arena: 5000,
+            round_ticks: 0,
         }
     }
 }
@@ -77,6 +82,7 @@ struct Table {
     ticks: Option<i64>,
     every: Option<i64>,
     arena: Option<i64>,
+    round_ticks: Option<i64>,
 }
 
 fn ranged(key: &str, v: Option<i64>, lo: i64, hi: i64, default: i64) -> Result<i64, ConfigError> {
@@ -303,6 +309,7 @@ impl Game for Walk {
             ticks: ranged("ticks", t.ticks, 1, 10_000_000, d.ticks.into())? as u32,
             every: ranged("every", t.every, 1, 65_535, d.every.into())? as u32,
             arena: ranged("arena", t.arena, 1, 1_000_000, d.arena.into())? as i32,
+            round_ticks: ranged("round_ticks", t.round_ticks, 0, 10_000_000, 0)? as u32,
         })
     }
 
@@ -415,6 +422,11 @@ impl Game for Walk {
 
     fn is_over(&self) -> bool {
         self.ticks >= self.config.ticks
+    }
+
+    fn round(&self) -> Option<u32> {
+        let per = self.config.round_ticks;
+        (per > 0).then(|| self.ticks.saturating_sub(1) / per + 1)
     }
 
     fn finish(&mut self) -> MatchEnd {
@@ -579,6 +591,30 @@ mod tests {
         assert_eq!(e.to_string(), "ticks: expected 1 to 10000000, got 0");
         let e = Walk::configure(&table(r#"{"tick": 5}"#)).unwrap_err();
         assert_eq!((e.key.as_str(), e.got.as_str()), ("tick", "an unknown key"));
+        let e = Walk::configure(&table(r#"{"round_ticks": -1}"#)).unwrap_err();
+        assert_eq!(e.to_string(), "round_ticks: expected 0 to 10000000, got -1");
+    }
+
+    #[test]
+    fn rounds_last_round_ticks_and_none_without_them() {
+        let config = Walk::configure(&serde_json::from_str(r#"{"round_ticks": 3}"#).unwrap());
+        let config = config.unwrap();
+        let mut entities = Entities::new(2);
+        let mut events = Events::default();
+        let mut g = Walk::new(&config, &setup(2, false), &mut entities);
+        assert_eq!(g.round(), Some(1));
+        let mut rounds = Vec::new();
+        for _ in 0..7 {
+            step(&mut g, &mut entities, &mut events);
+            rounds.push(g.round().unwrap());
+        }
+        assert_eq!(rounds, [1, 1, 1, 2, 2, 2, 3]);
+        let plain = Walk::new(
+            &WalkConfig::default(),
+            &setup(2, false),
+            &mut Entities::new(2),
+        );
+        assert_eq!(plain.round(), None);
     }
 
     #[test]
@@ -613,6 +649,7 @@ mod tests {
             ticks: 10,
             every: 4,
             arena: 50,
+            round_ticks: 0,
         };
         let mut entities = Entities::new(2);
         let mut events = Events::default();

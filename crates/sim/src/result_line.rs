@@ -25,6 +25,16 @@
 //! Numbers are unsigned decimal. The check catches a torn last line (whose truncated number
 //! would otherwise still parse) and bit rot; [`decode`] rejects either.
 //!
+//! Version 4 ([`COST_VERSION`], written by [`encode_with_cost`]) is version 3 with one more
+//! token of the runtime's between `at` and the body: `cost=<value>`, what the match's
+//! frames cost (per round and for the whole match; the server's telemetry writes and reads
+//! the value: `tickforge_telemetry::rounds`). The value is non-empty and holds no space.
+//!
+//! ```text
+//! tickforge-result/4 game=shooter match=7 run=3f2a9c0d11e4b5a6 at=2026-11-25T06:31:23Z
+//!   cost=m:1280:2:95000:… <body> check=<16 hex digits>\n
+//! ```
+//!
 //! Older lines still decode. They were all the reference shooter's ([`LEGACY_GAME`]):
 //! version 2 is version 3 without `game`; version 1 is version 2 without `match`, `run` and
 //! `at`, and so has no [`ResultOrigin`].
@@ -35,8 +45,11 @@ use std::str::FromStr;
 /// The first token of a results line; the format version follows after a `/`.
 pub const RESULT_TAG: &str = "tickforge-result";
 
-/// The format version [`encode`] writes; [`decode`] reads it, version 2 and version 1.
+/// The format version [`encode`] writes; [`decode`] reads it, version 4, version 2 and
+/// version 1.
 pub const VERSION: u32 = 3;
+/// The format version [`encode_with_cost`] writes: version 3 with a `cost` token.
+pub const COST_VERSION: u32 = 4;
 /// Version 3 without the `game` token.
 const VERSION_2: u32 = 2;
 /// Version 2 without the `match`, `run` and `at` tokens.
@@ -68,12 +81,15 @@ pub struct ResultOrigin {
 /// body is the game's to read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Framed<'a> {
-    /// The format version the line was written in: 1, 2 or 3.
+    /// The format version the line was written in: 1, 2, 3 or 4.
     pub version: u32,
     /// The game whose result the body is; [`LEGACY_GAME`] for versions 1 and 2.
     pub game: &'a str,
     /// Which match, run and time; `None` for a version 1 line.
     pub origin: Option<ResultOrigin>,
+    /// The value of the runtime's `cost` token (version 4), without `cost=`; `None` for
+    /// older versions.
+    pub cost: Option<&'a str>,
     /// The game's tokens, without the frame's: empty, or [`is_body`] holds.
     pub body: &'a str,
 }
@@ -136,16 +152,51 @@ pub fn is_body(body: &str) -> bool {
 /// If `game` is not a game name ([`is_game_name`]) or `body` is not a body ([`is_body`]):
 /// the line would not decode.
 pub fn encode(game: &str, origin: &ResultOrigin, body: &str, out: &mut String) {
+    write_line(game, origin, None, body, out);
+}
+
+/// Like [`encode`], in version 4: with the runtime's `cost` token (its value without
+/// `cost=`) before the body.
+///
+/// # Panics
+///
+/// As [`encode`], and if `cost` is not a cost value ([`is_cost`]).
+pub fn encode_with_cost(
+    game: &str,
+    origin: &ResultOrigin,
+    cost: &str,
+    body: &str,
+    out: &mut String,
+) {
+    assert!(is_cost(cost), "not a cost value: {cost:?}");
+    write_line(game, origin, Some(cost), body, out);
+}
+
+/// Whether `value` can be a `cost` token's value: non-empty, no space and no newline.
+pub fn is_cost(value: &str) -> bool {
+    !value.is_empty() && !value.contains([' ', '\n'])
+}
+
+fn write_line(game: &str, origin: &ResultOrigin, cost: Option<&str>, body: &str, out: &mut String) {
     assert!(is_game_name(game), "not a game name: {game:?}");
     assert!(is_body(body), "not a results line body: {body:?}");
     let start = out.len();
+    let version = if cost.is_some() {
+        COST_VERSION
+    } else {
+        VERSION
+    };
     // Writing to a String cannot fail.
     let _ = write!(
         out,
-        "{RESULT_TAG}/{VERSION} game={game} match={} run={:016x} at=",
+        "{RESULT_TAG}/{version} game={game} match={} run={:016x} at=",
         origin.match_id, origin.run_id
     );
     write_utc(out, origin.ended_at_unix_s);
+    if let Some(cost) = cost {
+        out.push_str(" cost=");
+        out.push_str(cost);
+    }
     if !body.is_empty() {
         out.push(' ');
         out.push_str(body);
@@ -178,7 +229,7 @@ pub fn decode(line: &str) -> Result<Framed<'_>, DecodeError> {
         .and_then(number::<u32>)
         .ok_or(DecodeError::Version)?;
     let (game, origin) = match version {
-        VERSION => {
+        VERSION | COST_VERSION => {
             let game = tokens
                 .next()
                 .and_then(|t| t.strip_prefix("game="))
@@ -190,6 +241,16 @@ pub fn decode(line: &str) -> Result<Framed<'_>, DecodeError> {
         VERSION_1 => (LEGACY_GAME, None),
         _ => return Err(DecodeError::Version),
     };
+    let cost = match version {
+        COST_VERSION => Some(
+            tokens
+                .next()
+                .and_then(|t| t.strip_prefix("cost="))
+                .filter(|t| is_cost(t))
+                .ok_or(DecodeError::Field("cost"))?,
+        ),
+        _ => None,
+    };
     let body = match tokens.rest {
         None => "",
         Some(body) if !body.is_empty() && is_body(body) => body,
@@ -199,6 +260,7 @@ pub fn decode(line: &str) -> Result<Framed<'_>, DecodeError> {
         version,
         game,
         origin,
+        cost,
         body,
     })
 }
@@ -397,11 +459,43 @@ mod tests {
                 version: 3,
                 game: "chess-960",
                 origin: Some(ORIGIN),
+                cost: None,
                 body,
             };
             assert_eq!(decode(&line), Ok(framed), "{body:?}");
             assert_eq!(decode(line.trim_end()), Ok(framed), "{body:?}");
         }
+    }
+
+    #[test]
+    fn a_version_4_line_carries_the_cost_before_the_body_and_is_checked() {
+        let cost = "m:2:0:10:12:0,0,0,0,0,0,0,0,0,0:0,0,0,0,0,0,0,0,0,0,0;r1:2:0:10:12:0,0,0,0,0,0,0,0,0,0:0,0,0,0,0,0,0,0,0,0,0";
+        for body in ["", BODY] {
+            let mut line = String::new();
+            encode_with_cost("chess", &ORIGIN, cost, body, &mut line);
+            assert!(
+                line.starts_with("tickforge-result/4 game=chess match=7 "),
+                "{line}"
+            );
+            assert!(line.contains(&format!("Z cost={cost}")), "{line}");
+            let framed = Framed {
+                version: COST_VERSION,
+                game: "chess",
+                origin: Some(ORIGIN),
+                cost: Some(cost),
+                body,
+            };
+            assert_eq!(decode(&line), Ok(framed));
+            // A torn or altered cost fails the check like any other byte.
+            let torn = line.replacen("r1:2", "r1:3", 1);
+            assert_eq!(decode(&torn), Err(DecodeError::Checksum));
+        }
+        // A version 4 line without its cost token is refused, naming it.
+        let missing = with_check(
+            "tickforge-result/4 game=chess match=7 run=3f2a9c0d11e4b5a6 at=2026-11-25T06:31:23Z x=1",
+        );
+        assert_eq!(decode(&missing), Err(DecodeError::Field("cost")));
+        assert!(!is_cost("") && !is_cost("a b") && is_cost("m:1"));
     }
 
     #[test]
@@ -415,6 +509,7 @@ mod tests {
                 version: 2,
                 game: LEGACY_GAME,
                 origin: Some(ORIGIN),
+                cost: None,
                 body: "x=1",
             })
         );
@@ -425,6 +520,7 @@ mod tests {
                 version: 1,
                 game: LEGACY_GAME,
                 origin: None,
+                cost: None,
                 body: "x=1 y=2",
             })
         );
@@ -633,7 +729,7 @@ mod tests {
             encode(&game, &origin, &body, &mut line);
             prop_assert_eq!(
                 decode(&line),
-                Ok(Framed { version: VERSION, game: &game, origin: Some(origin), body: &body })
+                Ok(Framed { version: VERSION, game: &game, origin: Some(origin), cost: None, body: &body })
             );
         }
     }

@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `GET /metrics` | the workers' metrics summed, each match's ticks, late ticks and hitches, and this server's requests by status code and the connections it closed by reason, as OpenMetrics text (`tickforge_telemetry::prometheus`) |
 //! | `GET /healthz` | 200 `ok` while serving; 200 `degraded: N result(s) not yet written` while a worker holds finished matches' results it could not yet write (alive, so a liveness probe does not kill it); 503 `draining` while draining |
-//! | `GET /matches` | JSON list: `id`, `worker`, `players_connected`, `tick`, `state` |
+//! | `GET /matches` | JSON list: `id`, `worker`, `players_connected`, `tick`, `state`, and what its frames cost since it (re)started: `frame` (the whole match), `rounds` (each finished round, oldest first, at most 64; `rounds_dropped` before them), `current_round` (its running means; `null` for a game without rounds), each as `round`, `ticks`, `late_ticks`, `frame_ms` `{mean, p99}`, `categories_ms` (mean per tick) and `budget_violations` (ticks over budget by category with one); and `budgets_ms` |
 //! | `POST /matches` | JSON body (`Content-Type: application/json`; an empty body needs none), every field optional: `map`, `players`, `rounds`, `tick_hz` (default: a 10-player match). 201 with `match_id` and one base64 connect token per player; 400 for a bad body, 408 when it does not arrive within [`AdminConfig::body_timeout`], 413 over [`MAX_BODY_BYTES`], 415 for another content type, 422 when no worker can host it, 503 when full, draining or a worker does not answer within [`AdminConfig::reply_timeout`] |
 //!
 //! **Access.** With a token ([`AdminConfig::token`]: `admin_token_file` or
@@ -54,13 +54,15 @@ use tickforge_proto::netcode::PrivateKey;
 use tickforge_proto::user_data::{UserData, ANY};
 use tickforge_proto::MatchId;
 use tickforge_telemetry::prometheus::{self, MetricsSnapshot};
+use tickforge_telemetry::rounds::{slot_name, Budgets, RoundSummary, BUDGET_SLOTS};
+use tickforge_telemetry::Category;
 use tokio::sync::watch;
 
 pub use auth::{AdminToken, MAX_TOKEN_CHARS, MIN_TOKEN_CHARS, TOKEN_ENV};
 pub use create::{MatchCreator, Placed, Refusal};
 pub use link::{
-    worker_link, AdminCommand, AdminHandle, CreateError, CreateMatch, MatchState, MatchStatus,
-    WorkerLink, WorkerStatus,
+    worker_link, AdminCommand, AdminHandle, CreateError, CreateMatch, MatchCost, MatchState,
+    MatchStatus, WorkerLink, WorkerStatus,
 };
 pub use spec::{MatchSpec, SpecDefaults, SpecError, MAX_PLAYERS, MAX_TICK_HZ};
 
@@ -382,6 +384,81 @@ struct MatchJson {
     players_connected: u32,
     tick: u32,
     state: MatchState,
+    /// Every frame since the match (re)started.
+    frame: SpanJson,
+    /// The finished rounds kept, oldest first (empty for a game without rounds).
+    rounds: Vec<SpanJson>,
+    /// Finished rounds dropped from the front of `rounds` to keep it bounded.
+    rounds_dropped: u32,
+    /// The round being played, its running means; `null` for a game without rounds.
+    current_round: Option<SpanJson>,
+    /// The budgets the violations count against, ms per match tick, by category
+    /// (`frame`: the whole frame).
+    budgets_ms: BTreeMap<&'static str, f64>,
+}
+
+/// What a round (or a whole match) cost, as `/matches` shows it.
+#[derive(Serialize)]
+struct SpanJson {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    round: Option<u32>,
+    ticks: u64,
+    late_ticks: u64,
+    /// The frame: mean and 99th percentile, ms.
+    frame_ms: FrameMsJson,
+    /// Mean per tick of each category, ms.
+    categories_ms: BTreeMap<&'static str, f64>,
+    /// Ticks over budget, by category with a budget (`frame`: the whole frame).
+    budget_violations: BTreeMap<&'static str, u64>,
+}
+
+#[derive(Serialize)]
+struct FrameMsJson {
+    mean: f64,
+    p99: f64,
+}
+
+impl SpanJson {
+    fn new(s: &RoundSummary, budgets: &Budgets) -> SpanJson {
+        let ms = |ns: u64| ns as f64 / 1e6;
+        SpanJson {
+            round: s.round,
+            ticks: s.ticks,
+            late_ticks: s.late,
+            frame_ms: FrameMsJson {
+                mean: ms(s.mean_ns),
+                p99: ms(s.p99_ns),
+            },
+            categories_ms: (Category::ALL.iter())
+                .map(|c| (c.name(), ms(s.category_mean_ns[c.index()])))
+                .collect(),
+            budget_violations: (0..BUDGET_SLOTS)
+                .filter(|&slot| budgets.ns[slot].is_some())
+                .map(|slot| (slot_name(slot), s.violations[slot]))
+                .collect(),
+        }
+    }
+}
+
+impl MatchJson {
+    fn new(worker: usize, m: &MatchStatus) -> MatchJson {
+        let c = &m.cost;
+        let span = |s: &RoundSummary| SpanJson::new(s, &c.budgets);
+        MatchJson {
+            id: m.id.0,
+            worker,
+            players_connected: m.players_connected,
+            tick: m.tick,
+            state: m.state,
+            frame: span(&c.whole),
+            rounds: c.rounds.iter().map(span).collect(),
+            rounds_dropped: c.rounds_dropped,
+            current_round: c.current.as_ref().map(span),
+            budgets_ms: (0..BUDGET_SLOTS)
+                .filter_map(|slot| Some((slot_name(slot), c.budgets.ns[slot]? as f64 / 1e6)))
+                .collect(),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -565,15 +642,7 @@ impl Admin {
     fn list(&self) -> Reply {
         let mut list = Vec::new();
         for (worker, w) in self.creator.workers().iter().enumerate() {
-            w.with_status(|s| {
-                list.extend(s.matches.iter().map(|m| MatchJson {
-                    id: m.id.0,
-                    worker,
-                    players_connected: m.players_connected,
-                    tick: m.tick,
-                    state: m.state,
-                }))
-            });
+            w.with_status(|s| list.extend(s.matches.iter().map(|m| MatchJson::new(worker, m))));
         }
         Reply::json(200, &list)
     }

@@ -1,6 +1,7 @@
 //! Server configuration: a TOML file and command-line flags with the same keys, checked once
 //! at start. A bad value stops startup with the key and the form it expects.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -8,6 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use tickforge_api::ConfigTable;
 use tickforge_proto::netcode::{KeyError, PrivateKey};
+use tickforge_telemetry::rounds::{slot_by_name, slot_name, Budgets, BUDGET_SLOTS};
 
 use crate::admin::{AdminToken, TOKEN_ENV};
 use crate::agones::{AgonesConfig, DEFAULT_HTTP_PORT, GRPC_PORT_ENV, HTTP_PORT_ENV};
@@ -76,6 +78,10 @@ pub struct ServerConfig {
     pub record_dir: Option<PathBuf>,
     /// How to talk to the Agones SDK sidecar; `None`: Agones is off.
     pub agones: Option<AgonesConfig>,
+    /// Budgets per category and for the whole frame (the `[budgets]` table): a match tick
+    /// over one counts a violation for its match and category. The whole frame's, when
+    /// not set, is the match budget at its players (`tickforge_telemetry::match_budget_ms`).
+    pub budgets: Budgets,
 }
 
 /// The results file `serve` writes when the configuration names none.
@@ -155,6 +161,8 @@ impl Default for ServerConfig {
             results_file: None,
             record_dir: None,
             agones: None,
+            // DESIGN.md gives the whole frame a budget, no category one.
+            budgets: Budgets::default(),
         }
     }
 }
@@ -222,6 +230,63 @@ pub struct ConfigFile {
     /// own keys (`tickforge serve --game NAME --help` lists them)
     #[serde(default, deserialize_with = "de_game_table")]
     pub game: Option<ConfigTable>,
+    /// `[budgets]`: milliseconds per match tick by category, `replication_ms = 0.03`, and
+    /// for the whole frame, `frame_ms = 0.117` (keys: [`BUDGET_KEYS_FORM`])
+    pub budgets: Option<BTreeMap<String, f64>>,
+}
+
+/// The keys of the `[budgets]` table, as an error names them.
+pub const BUDGET_KEYS_FORM: &str = "replication_ms, fow_ms, network_ms, animation_ms, \
+     gameplay_ms, movement_ms, equippable_ms, character_ms, physics_ms, other_ms or frame_ms";
+
+/// The values of the `[budgets]` table, as an error names them.
+pub const BUDGET_VALUE_FORM: &str = "milliseconds per match tick, more than 0 and at most 1000";
+
+/// Reads a `--budget CATEGORY=MS` flag: the `[budgets]` key (`CATEGORY_ms`) and its value.
+pub fn parse_budget_flag(text: &str) -> Result<(String, f64), String> {
+    let form = || {
+        format!(
+            "expected CATEGORY=MS, CATEGORY one of {}, MS {BUDGET_VALUE_FORM}",
+            (0..BUDGET_SLOTS)
+                .map(slot_name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    let (category, ms) = text.split_once('=').ok_or_else(form)?;
+    let ms: f64 = ms.trim().parse().map_err(|_| form())?;
+    if slot_by_name(category.trim()).is_none() || !budget_ok(ms) {
+        return Err(form());
+    }
+    Ok((format!("{}_ms", category.trim()), ms))
+}
+
+fn budget_ok(ms: f64) -> bool {
+    ms.is_finite() && ms > 0.0 && ms <= 1000.0
+}
+
+/// The `[budgets]` table, checked: each key a slot's `_ms`, each value in range.
+fn resolve_budgets(table: Option<BTreeMap<String, f64>>) -> Result<Budgets, ConfigError> {
+    let mut budgets = Budgets::default();
+    for (key, ms) in table.unwrap_or_default() {
+        let slot = key.strip_suffix("_ms").and_then(slot_by_name);
+        let Some(slot) = slot else {
+            return Err(ConfigError::Budget {
+                key,
+                expected: BUDGET_KEYS_FORM,
+                got: "an unknown key".into(),
+            });
+        };
+        if !budget_ok(ms) {
+            return Err(ConfigError::Budget {
+                key,
+                expected: BUDGET_VALUE_FORM,
+                got: ms.to_string(),
+            });
+        }
+        budgets.ns[slot] = Some((ms * 1e6).round() as u64);
+    }
+    Ok(budgets)
 }
 
 /// 4 groups: a quarter of a worker's matches wake together (2 ms apart at 128 Hz), so
@@ -306,6 +371,16 @@ pub enum ConfigError {
         /// What was asked for.
         got: u32,
     },
+    /// A key of the `[budgets]` table is not a budget, or its value is out of range.
+    #[error("config key `budgets.{key}`: expected {expected}, got {got}")]
+    Budget {
+        /// The key within the table.
+        key: String,
+        /// The form it accepts.
+        expected: &'static str,
+        /// What it was given.
+        got: String,
+    },
     /// A key has a value outside what it accepts.
     #[error("config key `{key}`: expected {expected}, got {got}")]
     Invalid {
@@ -387,6 +462,14 @@ impl ConfigFile {
                         Some(base)
                     }
                 }
+            },
+            // Budgets merge key by key: a flag replaces its category's only.
+            budgets: match (self.budgets, over.budgets) {
+                (Some(mut base), Some(over)) => {
+                    base.extend(over);
+                    Some(base)
+                }
+                (base, over) => over.or(base),
             },
         }
     }
@@ -529,6 +612,7 @@ impl ConfigFile {
             }
         };
         let cores = resolve_cores(self.core, self.cores, self.workers)?;
+        let budgets = resolve_budgets(self.budgets)?;
         let max_matches_per_worker = check(
             self.max_matches_per_worker,
             d.max_matches_per_worker,
@@ -622,6 +706,7 @@ impl ConfigFile {
                 }
             },
             agones,
+            budgets,
         })
     }
 }
@@ -1031,6 +1116,61 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(file.overlay(other).game, table(r#"{"name": "b", "z": 4}"#));
+    }
+
+    #[test]
+    fn budgets_are_read_by_category_and_bad_ones_named_with_the_form() {
+        use tickforge_telemetry::{rounds::FRAME_SLOT, Category};
+        let c = resolve(parse("[budgets]\nreplication_ms = 0.03\nframe_ms = 1").unwrap()).unwrap();
+        assert_eq!(c.budgets.ns[Category::Replication.index()], Some(30_000));
+        assert_eq!(c.budgets.ns[FRAME_SLOT], Some(1_000_000));
+        assert_eq!(c.budgets.ns[Category::Fow.index()], None);
+        assert_eq!(
+            resolve(ConfigFile::default()).unwrap().budgets,
+            Budgets::default()
+        );
+        let err = resolve(parse("[budgets]\nnetwork = 0.1").unwrap()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "config key `budgets.network`: expected {BUDGET_KEYS_FORM}, got an unknown key"
+            )
+        );
+        for (toml, got) in [
+            ("fow_ms = 0", "0"),
+            ("fow_ms = -1.5", "-1.5"),
+            ("fow_ms = 2000", "2000"),
+        ] {
+            let err = resolve(parse(&format!("[budgets]\n{toml}")).unwrap()).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("config key `budgets.fow_ms`: expected {BUDGET_VALUE_FORM}, got {got}")
+            );
+        }
+        let err = parse("[budgets]\nfow_ms = \"fast\"").unwrap_err();
+        assert!(err.contains("fow_ms"), "{err}");
+        // A flag replaces its own category's budget and keeps the file's others.
+        let file = parse("[budgets]\nfow_ms = 0.5\nphysics_ms = 0.2").unwrap();
+        let (key, ms) = parse_budget_flag("fow=0.25").unwrap();
+        let flags = ConfigFile {
+            budgets: Some(BTreeMap::from([(key, ms)])),
+            ..Default::default()
+        };
+        let c = resolve(file.overlay(flags)).unwrap();
+        assert_eq!(c.budgets.ns[Category::Fow.index()], Some(250_000));
+        assert_eq!(c.budgets.ns[Category::Physics.index()], Some(200_000));
+        for bad in ["fow", "fog=1", "fow=x", "fow=0", "frame=-1"] {
+            let err = parse_budget_flag(bad).unwrap_err();
+            assert!(
+                err.starts_with("expected CATEGORY=MS, CATEGORY one of replication,"),
+                "{err}"
+            );
+            assert!(err.contains("frame, MS milliseconds"), "{err}");
+        }
+        assert_eq!(
+            parse_budget_flag("frame=0.117"),
+            Ok(("frame_ms".into(), 0.117))
+        );
     }
 
     #[test]
@@ -1538,7 +1678,7 @@ mod tests {
             (
                 "arenas = 1",
                 "arenas",
-                "`ticks`, `every`, `arena`, got an unknown key",
+                "`ticks`, `every`, `arena`, `round_ticks`, got an unknown key",
             ),
         ] {
             let toml = format!("[game]\n{toml}");

@@ -498,6 +498,10 @@ impl<G: Game> HostedMatch for Match<G> {
         merged(self.past_game, self.game.counters())
     }
 
+    fn round(&self) -> Option<u32> {
+        self.game.round()
+    }
+
     fn acked_tick(&self, seat: Seat) -> Option<u32> {
         self.seats.get(seat.index())?.acked_tick
     }
@@ -687,6 +691,8 @@ pub trait HostedMatch: Send {
     fn replication_stats(&self) -> tickforge_replication::ReplicationStats;
     /// The game's counters over all its runs.
     fn game_counters(&self) -> GameCounters;
+    /// The game's round after its last step ([`Game::round`]); `None`: no rounds.
+    fn round(&self) -> Option<u32>;
     /// Newest snapshot tick `seat`'s client acknowledged.
     fn acked_tick(&self, seat: Seat) -> Option<u32>;
     /// Frees `seat`; the game is told its client left.

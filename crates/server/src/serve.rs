@@ -138,6 +138,12 @@ pub struct ServeArgs {
     /// spec.health.periodSeconds) [default: 5].
     #[arg(long, value_name = "S")]
     pub agones_health_period_s: Option<f64>,
+    /// A budget in milliseconds per match tick for a telemetry category (or `frame`, the
+    /// whole frame), as the `[budgets]` table's `CATEGORY_ms`; a tick over it counts a
+    /// violation for its match and category; repeatable [default: none; frame: the match
+    /// budget].
+    #[arg(long, value_name = "CATEGORY=MS", value_parser = crate::config::parse_budget_flag)]
+    pub budget: Vec<(String, f64)>,
     /// With --duration-s: keep serving this many seconds after the window, then exit
     /// [default: 0]. SIGINT or SIGTERM drains the server at any time (see
     /// --drain-timeout-s).
@@ -184,6 +190,7 @@ impl ServeArgs {
             agones: self.agones.then_some(true),
             agones_health_period_s: self.agones_health_period_s,
             game: self.game_table(),
+            budgets: (!self.budget.is_empty()).then(|| self.budget.iter().cloned().collect()),
         }
     }
 

@@ -339,6 +339,7 @@ fn status(hosted: u32, remaining: u32) -> impl FnOnce(&mut tickforge_server::adm
             ticks: 0,
             late_ticks: 0,
             hitches: 0,
+            cost: Default::default(),
         }));
         s.remaining = remaining;
     }

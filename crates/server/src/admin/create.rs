@@ -290,8 +290,9 @@ mod tests {
             ticks: 0,
             late_ticks: 0,
             hitches: 0,
+            cost: Default::default(),
         };
-        assert!(link_a.publish(|s| s.matches.extend([hosted, hosted])));
+        assert!(link_a.publish(|s| s.matches.extend([hosted.clone(), hosted])));
         let creator = MatchCreator::new(vec![a, b], 5, Duration::from_secs(5));
         creator.set_public_addr(1, "203.0.113.7:7777".parse().unwrap());
         let worker = std::thread::spawn(move || loop {

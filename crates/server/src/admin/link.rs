@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use serde::Serialize;
 use tickforge_proto::MatchId;
 use tickforge_telemetry::prometheus::MetricsSnapshot;
+use tickforge_telemetry::rounds::{Budgets, MatchHistory, RoundSummary};
 use tokio::sync::oneshot;
 
 use super::MatchSpec;
@@ -80,7 +81,7 @@ pub enum MatchState {
 }
 
 /// One match as a worker last published it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MatchStatus {
     /// The match.
     pub id: MatchId,
@@ -96,6 +97,36 @@ pub struct MatchStatus {
     pub late_ticks: u64,
     /// Of them, hitches: more than one tick late, or a frame over twice its budget.
     pub hitches: u64,
+    /// What its frames cost since it started (or started over): whole, by round, and the
+    /// round being played.
+    pub cost: MatchCost,
+}
+
+/// A match's frame history as a worker publishes it ([`MatchHistory`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MatchCost {
+    /// Every frame since the match (re)started.
+    pub whole: RoundSummary,
+    /// The finished rounds kept, oldest first.
+    pub rounds: Vec<RoundSummary>,
+    /// Finished rounds dropped from the front of `rounds` to keep it bounded.
+    pub rounds_dropped: u32,
+    /// The round being played, so far; `None` for a game without rounds.
+    pub current: Option<RoundSummary>,
+    /// The budgets its violations count against.
+    pub budgets: Budgets,
+}
+
+impl MatchCost {
+    /// Copies `history` in, reusing this value's memory.
+    pub fn fill(&mut self, history: &MatchHistory) {
+        self.whole = history.whole();
+        self.rounds.clear();
+        self.rounds.extend(history.rounds().copied());
+        self.rounds_dropped = history.dropped();
+        self.current = history.current();
+        self.budgets = *history.budgets();
+    }
 }
 
 /// What a worker publishes about once a second: its matches and its metrics.

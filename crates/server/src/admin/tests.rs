@@ -241,17 +241,93 @@ fn matches_lists_what_workers_published() {
             ticks: 640,
             late_ticks: 0,
             hitches: 0,
+            cost: Default::default(),
         });
     });
     let (status, body) = host.request("GET", "/matches", "");
     assert_eq!(status, 200);
     let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let list = list.as_array().unwrap();
+    assert_eq!(list.len(), 2, "{body}");
+    for (i, m) in list.iter().enumerate() {
+        for (key, want) in [
+            ("id", serde_json::json!(i + 1)),
+            ("worker", serde_json::json!(i)),
+            ("players_connected", serde_json::json!(10)),
+            ("tick", serde_json::json!(640)),
+            ("state", serde_json::json!("running")),
+            ("rounds", serde_json::json!([])),
+            ("current_round", serde_json::Value::Null),
+        ] {
+            assert_eq!(m[key], want, "{key}: {body}");
+        }
+    }
+    host.stop();
+}
+
+#[test]
+fn matches_show_each_rounds_means_the_current_round_and_violations() {
+    use tickforge_telemetry::rounds::{Budgets, MatchHistory, FRAME_SLOT};
+    use tickforge_telemetry::{Category, FrameRecord};
+    let mut budgets = Budgets::default();
+    budgets.ns[Category::Gameplay.index()] = Some(50_000);
+    budgets.ns[FRAME_SLOT] = Some(117_188);
+    let mut history = MatchHistory::new(budgets);
+    let frame = |gameplay_ns: u64| {
+        let mut r = FrameRecord::default();
+        r.category_ns[Category::Gameplay.index()] = gameplay_ns;
+        r.category_ns[Category::Network.index()] = 40_000;
+        r.total_ns = gameplay_ns + 40_000;
+        r
+    };
+    // Round 1: 4 ticks of 60 µs gameplay (over its 50 µs), round 2 so far: 2 of 20 µs.
+    for _ in 0..4 {
+        history.record(Some(1), &frame(60_000), false);
+    }
+    history.record(Some(2), &frame(20_000), true);
+    history.record(Some(2), &frame(20_000), false);
+    let mut cost = MatchCost::default();
+    cost.fill(&history);
+    let host = Host::start(&[Behaviour::Accept], move |_, s| {
+        s.matches.push(MatchStatus {
+            id: MatchId(9),
+            players_connected: 2,
+            tick: 6,
+            state: MatchState::Running,
+            ticks: 6,
+            late_ticks: 1,
+            hitches: 0,
+            cost: cost.clone(),
+        });
+    });
+    let (status, body) = host.request("GET", "/matches", "");
+    assert_eq!(status, 200);
+    let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let m = &list[0];
+    assert_eq!(m["rounds"].as_array().unwrap().len(), 1, "{body}");
+    let r1 = &m["rounds"][0];
+    assert_eq!(r1["round"], 1);
+    assert_eq!(r1["ticks"], 4);
+    assert_eq!(r1["frame_ms"]["mean"], 0.1);
+    assert_eq!(r1["categories_ms"]["gameplay"], 0.06);
+    assert_eq!(r1["categories_ms"]["network"], 0.04);
     assert_eq!(
-        list,
-        serde_json::json!([
-            {"id": 1, "worker": 0, "players_connected": 10, "tick": 640, "state": "running"},
-            {"id": 2, "worker": 1, "players_connected": 10, "tick": 640, "state": "running"},
-        ])
+        r1["budget_violations"],
+        serde_json::json!({"gameplay": 4, "frame": 0})
+    );
+    let now = &m["current_round"];
+    assert_eq!(
+        (now["round"].clone(), now["ticks"].clone()),
+        (2.into(), 2.into())
+    );
+    assert_eq!(now["late_ticks"], 1);
+    assert_eq!(now["frame_ms"]["mean"], 0.06);
+    assert_eq!(m["frame"]["ticks"], 6);
+    assert!(m["frame"].get("round").is_none(), "{body}");
+    assert_eq!(m["frame"]["budget_violations"]["gameplay"], 4);
+    assert_eq!(
+        m["budgets_ms"],
+        serde_json::json!({"gameplay": 0.05, "frame": 0.117188})
     );
     host.stop();
 }
@@ -340,6 +416,7 @@ fn a_full_worker_passes_the_match_to_the_next() {
                 ticks: 0,
                 late_ticks: 0,
                 hitches: 0,
+                cost: Default::default(),
             },
         );
     });
@@ -762,6 +839,7 @@ fn a_client_that_never_reads_its_answers_is_closed_at_the_header_deadline() {
                 ticks: 640,
                 late_ticks: 0,
                 hitches: 0,
+                cost: Default::default(),
             })
             .collect();
     });

@@ -13,7 +13,9 @@ use tickforge_io::time;
 use tickforge_proto::MatchId;
 
 use super::{Hosted, Worker};
-use crate::admin::{AdminCommand, CreateError, MatchSpec, MatchState, MatchStatus, WorkerLink};
+use crate::admin::{
+    AdminCommand, CreateError, MatchCost, MatchSpec, MatchState, MatchStatus, WorkerLink,
+};
 
 /// Share of each tick a worker may fill with match frames; the rest is kept for the OS
 /// (DESIGN.md's frame budget).
@@ -157,7 +159,8 @@ impl Worker {
             record: self.config.record_dir.is_some(),
         };
         self.matches.push(spec.maker.make(id, setup, grid));
-        self.hosted.push(Hosted::new(grid, false));
+        let budgets = super::match_budgets(&self.config.budgets, spec.tick_hz, spec.players);
+        self.hosted.push(Hosted::new(grid, false, budgets));
     }
 
     /// Removes every match the admin API created that no player has joined within
@@ -242,10 +245,10 @@ impl Worker {
         link.publish(|status| {
             status.metrics = *metrics;
             status.remaining = remaining;
-            status.matches.clear();
-            status
-                .matches
-                .extend(matches.iter().zip(hosted).map(|(m, h)| MatchStatus {
+            // Each match's entry is overwritten in place, its round list's memory reused.
+            status.matches.truncate(matches.len());
+            for (k, (m, h)) in matches.iter().zip(hosted).enumerate() {
+                let now = MatchStatus {
                     id: m.id(),
                     players_connected: m.connected() as u32,
                     tick: m.tick().0,
@@ -257,7 +260,21 @@ impl Worker {
                     ticks: h.counters.ticks,
                     late_ticks: h.counters.late,
                     hitches: h.counters.hitches,
-                }));
+                    cost: MatchCost::default(),
+                };
+                let entry = match status.matches.get_mut(k) {
+                    Some(entry) => {
+                        let cost = std::mem::take(&mut entry.cost);
+                        *entry = MatchStatus { cost, ..now };
+                        entry
+                    }
+                    None => {
+                        status.matches.push(now);
+                        &mut status.matches[k]
+                    }
+                };
+                entry.cost.fill(&h.history);
+            }
         });
     }
 }

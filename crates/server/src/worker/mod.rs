@@ -47,7 +47,8 @@ use tickforge_io::{entropy, time};
 use tickforge_proto::netcode::{self, Server as Transport};
 use tickforge_proto::{MatchId, MAX_PACKET_BYTES};
 use tickforge_telemetry::prometheus::MetricsSnapshot;
-use tickforge_telemetry::{FrameRecord, Scopes};
+use tickforge_telemetry::rounds::{Budgets, MatchHistory, FRAME_SLOT};
+use tickforge_telemetry::{match_budget_ms, FrameRecord, Scopes};
 
 use crate::admin::WorkerLink;
 use crate::config::ServerConfig;
@@ -281,6 +282,9 @@ struct Hosted {
     counters: MatchCounters,
     /// Its recent frame cost, against its fair share of the tick.
     cost: fair::FrameCost,
+    /// Its frames by round and budget violations since it (re)started: reserved with the
+    /// match, cleared when it starts over.
+    history: MatchHistory,
 }
 
 impl Hosted {
@@ -290,7 +294,7 @@ impl Hosted {
         self.awaiting_result = ticket.map(|t| (t, now + RESULT_HOLD));
     }
 
-    fn new(grid: Instant, restarts: bool) -> Hosted {
+    fn new(grid: Instant, restarts: bool, budgets: Budgets) -> Hosted {
         Hosted {
             grid,
             restarts,
@@ -300,8 +304,34 @@ impl Hosted {
             awaiting_result: None,
             counters: MatchCounters::default(),
             cost: fair::FrameCost::default(),
+            history: MatchHistory::new(budgets),
         }
     }
+}
+
+/// The budgets a match of `seats` seats at `tick_hz` is held to: the configured ones, and
+/// for the whole frame the configured one or else the match budget
+/// ([`match_budget_ms`]: DESIGN.md's frame budget, grown past ten players).
+pub(crate) fn match_budgets(configured: &Budgets, tick_hz: u32, seats: u16) -> Budgets {
+    let mut budgets = *configured;
+    let frame_ns = match_budget_ms(tick_hz, u32::from(seats)) * 1e6;
+    budgets.ns[FRAME_SLOT] = budgets.ns[FRAME_SLOT].or(Some(frame_ns.round() as u64));
+    budgets
+}
+
+/// One match tick of a wake-up, waiting for its share of the send cost.
+#[derive(Clone, Copy, Debug)]
+struct DueFrame {
+    /// The match's index.
+    index: usize,
+    record: FrameRecord,
+    /// Datagrams it queued.
+    queued: usize,
+    /// How late the tick started.
+    late: Duration,
+    deadline: Instant,
+    /// The game's round after the tick ([`HostedMatch::round`]).
+    round: Option<u32>,
 }
 
 /// One worker thread's state: it lives as long as the thread.
@@ -328,9 +358,8 @@ pub struct Worker {
     frame_buf: Vec<u8>,
     /// Datagrams routed to each match in this wake-up, to share the receive cost.
     routed: Vec<u32>,
-    /// Frames of this wake-up waiting for their share of the send cost:
-    /// (match index, record, datagrams queued, lateness, deadline).
-    due: Vec<(usize, FrameRecord, usize, Duration, Instant)>,
+    /// Frames of this wake-up waiting for their share of the send cost.
+    due: Vec<DueFrame>,
     /// The matches due in this wake-up, in the order they run ([`fair::order`]).
     order: Vec<fair::Due>,
     /// Matches finished in this wake-up and not restarted.
@@ -448,7 +477,8 @@ impl Worker {
             // Match k starts (k mod G)/G of a period after the first.
             let grid = start + period * (k as u32 % groups) / groups;
             matches.push(maker.make(id, match_setup, grid));
-            hosted.push(Hosted::new(grid, true));
+            let budgets = match_budgets(&config.budgets, config.tick_hz, match_setup.seats);
+            hosted.push(Hosted::new(grid, true, budgets));
         }
         if let Some(dir) = &config.record_dir {
             std::fs::create_dir_all(dir).map_err(|source| WorkerError::RecordDir {
@@ -625,13 +655,14 @@ impl Worker {
     /// frames' costs are charged and recorded, and the admin's commands are taken (a match
     /// it asks for is created here, its memory reserved).
     pub fn after_frame(&mut self, frame: &Frame, draining: bool) {
+        // Recorded before a finished match's result is made: its last frame is in it.
+        let window = self.window;
+        self.charge_send_and_record(nanos(frame.sent - frame.ticked), &window);
         self.finish_ended(draining);
         self.disconnect_stalled();
         if let Some(p) = &mut self.persister {
             p.hand_over();
         }
-        let window = self.window;
-        self.charge_send_and_record(nanos(frame.sent - frame.ticked), &window);
         self.remove_finished();
         self.take_commands(time::now(), draining);
     }
@@ -703,7 +734,14 @@ impl Worker {
                 &mut self.frame_buf,
                 &mut self.send,
             );
-            self.due.push((i, record, queued, now - deadline, deadline));
+            self.due.push(DueFrame {
+                index: i,
+                record,
+                queued,
+                late: now - deadline,
+                deadline,
+                round: self.matches[i].round(),
+            });
         }
         self.due.len()
     }
@@ -715,14 +753,19 @@ impl Worker {
     /// tick, so no match's tick waits for another's restart.
     fn finish_ended(&mut self, draining: bool) {
         for k in 0..self.due.len() {
-            let i = self.due[k].0;
+            let i = self.due[k].index;
             if !self.matches[i].is_over() {
                 continue;
             }
             let Some(end) = self.matches[i].finish_if_over() else {
                 continue;
             };
+            if let Some(round) = self.hosted[i].history.close_round() {
+                self.metrics.record_round(&round);
+            }
             let ticket = self.persist(i, end);
+            // The match starts over (or is removed): its history starts again.
+            self.hosted[i].history.clear();
             if draining || !self.hosted[i].restarts {
                 self.hosted[i].over = true;
                 self.finished += 1;
@@ -798,7 +841,7 @@ mod tests {
         }
         for round in 0..3 {
             assert_eq!(w.run_due_ticks(), 4, "round {round}: every due match ticks");
-            let order: Vec<usize> = w.due.iter().map(|d| d.0).collect();
+            let order: Vec<usize> = w.due.iter().map(|d| d.index).collect();
             assert_eq!(order, vec![1, 2, 3, 0], "round {round}");
         }
         // Back within its share, it runs in deadline order again.
@@ -807,7 +850,7 @@ mod tests {
         }
         w.run_due_ticks();
         assert_eq!(
-            w.due.iter().map(|d| d.0).collect::<Vec<_>>(),
+            w.due.iter().map(|d| d.index).collect::<Vec<_>>(),
             vec![0, 1, 2, 3]
         );
     }

@@ -81,6 +81,9 @@ const IN_FLIGHT_JOBS: usize = 16;
 const BACKLOG_JOBS: usize = 64;
 /// Room reserved for a result line: about 130 bytes and 30 a player, so ten fit.
 const LINE_BYTES: usize = 512;
+/// Bytes reserved for a result line's `cost` token: the whole match and a dozen rounds
+/// (a round takes about 90 bytes; more grow the string, once a match, off the tick).
+const COST_BYTES: usize = 1280;
 /// Result lines the persister keeps in memory while the disk refuses them: days of
 /// matches. Past this a line is dropped and counted unwritten.
 const KEPT_LINES: u64 = 4096;
@@ -451,8 +454,12 @@ impl Worker {
                     run_id: self.run_id.0,
                     ended_at_unix_s: tickforge_io::entropy::unix_now(),
                 };
-                let mut line = String::with_capacity(LINE_BYTES.max(result.len() + 128));
-                result_line::encode(game, &origin, &result, &mut line);
+                // What the match's frames cost, whole and by round, before the game's body.
+                let mut cost = String::with_capacity(COST_BYTES);
+                self.hosted[i].history.write_cost(&mut cost);
+                let mut line =
+                    String::with_capacity(LINE_BYTES.max(result.len() + cost.len() + 128));
+                result_line::encode_with_cost(game, &origin, &cost, &result, &mut line);
                 line
             });
         if actions.is_none() && line.is_none() {

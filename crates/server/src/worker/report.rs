@@ -10,6 +10,7 @@ use tickforge_telemetry::report::{
     merge_frame_seconds, Datagrams, FrameSecond, Replication, ServerReport, Ticks,
     MAX_FRAME_SECONDS,
 };
+use tickforge_telemetry::rounds::{slot_name, Budgets, BUDGET_SLOTS};
 use tickforge_telemetry::{
     match_budget_ms, projected_games_per_core, Category, DurationHistogram, FrameStats, Phase,
 };
@@ -70,6 +71,8 @@ pub(super) struct Measure {
     pub(super) ticks: Ticks,
     /// The match frames second by second.
     seconds: FrameSeconds,
+    /// Match ticks over budget, by budget slot.
+    violations: [u64; BUDGET_SLOTS],
     cpu_start: Option<Duration>,
     cpu_end: Option<Duration>,
 }
@@ -219,6 +222,8 @@ pub struct WorkerFigures {
     io: IoStats,
     dropped: BTreeMap<String, u64>,
     retired: Retired,
+    /// The budgets of a match of `players_per_match` (the report's `budgets_ms`).
+    budgets: Budgets,
 }
 
 /// Ticks on a grid starting at `grid` with period `period_ns` whose deadlines fall in
@@ -233,9 +238,11 @@ impl Worker {
     /// Records each frame of this wake-up, after adding its share of the send cost: in the
     /// metrics, the match's counters, the cost window and, inside the window, the measure.
     pub(super) fn charge_send_and_record(&mut self, send_ns: u64, window: &Window) {
-        let queued: u64 = self.due.iter().map(|d| d.2 as u64).sum();
+        let queued: u64 = self.due.iter().map(|d| d.queued as u64).sum();
         let due = self.due.len() as u64;
-        for &(mi, mut record, q, late, deadline) in &self.due {
+        for d in &self.due {
+            let (mi, mut record, q, late, deadline) =
+                (d.index, d.record, d.queued, d.late, d.deadline);
             let share = (send_ns * q as u64)
                 .checked_div(queued)
                 .unwrap_or(send_ns / due.max(1));
@@ -252,9 +259,17 @@ impl Worker {
             self.metrics.record_frame(&record);
             self.metrics.late_ticks += u64::from(is_late);
             self.metrics.hitches += u64::from(hitch);
+            let recorded = self.hosted[mi].history.record(d.round, &record, is_late);
+            self.metrics.count_violations(recorded.over);
+            if let Some(round) = recorded.closed {
+                self.metrics.record_round(&round);
+            }
             self.cost.add(record.total_ns);
             if !window.contains(deadline) {
                 continue;
+            }
+            for (slot, n) in self.measure.violations.iter_mut().enumerate() {
+                *n += u64::from(recorded.over >> slot & 1);
             }
             self.measure.frames.record(&record);
             let second = (deadline.saturating_duration_since(window.start)).as_secs();
@@ -331,6 +346,11 @@ impl Worker {
             io: self.io,
             dropped,
             retired,
+            budgets: super::match_budgets(
+                &self.config.budgets,
+                self.config.tick_hz,
+                self.config.players_per_match,
+            ),
         }
     }
 }
@@ -349,6 +369,9 @@ impl WorkerFigures {
         t.on_time += u.on_time;
         t.late += u.late;
         t.hitches += u.hitches;
+        for (v, w) in a.violations.iter_mut().zip(b.violations) {
+            *v += w;
+        }
         // One process clock: the window opens at the earliest reading, closes at the latest.
         a.cpu_start = a.cpu_start.into_iter().chain(b.cpu_start).min();
         a.cpu_end = a.cpu_end.into_iter().chain(b.cpu_end).max();
@@ -441,6 +464,13 @@ impl WorkerFigures {
                 dropped: self.dropped.clone(),
             },
             frame_seconds: m.seconds.closed.clone(),
+            budgets_ms: (0..BUDGET_SLOTS)
+                .filter_map(|s| Some((slot_name(s).to_string(), self.budgets.ns[s]? as f64 / 1e6)))
+                .collect(),
+            budget_violations: (0..BUDGET_SLOTS)
+                .filter(|&s| self.budgets.ns[s].is_some() || m.violations[s] > 0)
+                .map(|s| (slot_name(s).to_string(), m.violations[s]))
+                .collect(),
         }
     }
 

@@ -3,7 +3,8 @@
 //! the snapshots it reads, and they walk about, asking for verdicts on some of their inputs,
 //! through a short match of Walk (the test kit's small game), its end and the start of the
 //! next, so that admission of connections, routing, inputs, the game's events to one seat
-//! and to all, replication, sealing and the restart all do their work.
+//! and to all, replication, sealing, the per-round frame history and the restart all do
+//! their work.
 //!
 //! Measured is [`Worker::frame`](tickforge_server::Worker::frame), the function
 //! [`Worker::run`](tickforge_server::Worker::run) calls once a wake-up: `recvmmsg`, the
@@ -100,8 +101,8 @@ fn a_warm_worker_frame_allocates_nothing_through_connect_match_end_and_restart()
         marked: vec![Vec::new(); usize::from(PLAYERS)],
         ..Heard::default()
     };
-    // A short match, then the next.
-    let table = serde_json::json!({ "ticks": MATCH_TICKS, "every": EVERY })
+    // A short match, then the next; rounds of 64 ticks, so rounds end in measured frames.
+    let table = serde_json::json!({ "ticks": MATCH_TICKS, "every": EVERY, "round_ticks": 64 })
         .as_object()
         .unwrap()
         .clone();

@@ -5,10 +5,11 @@
 //! ([`run`]). What the clients send and make of the game's events is the game's
 //! ([`Script`]).
 //!
-//! Measured is [`Worker::frame`], the function [`Worker::run`] calls once a wake-up. What
-//! must allocate, a finished match's result and its successor's state, is done by
-//! [`Worker::after_frame`] before the next wake-up, and is not measured ([`run`] checks that
-//! it happened). The worker's start lies in the past, so every frame runs a tick of the
+//! Measured is [`Worker::frame`], the function [`Worker::run`] calls once a wake-up, and
+//! [`Worker::after_frame`] in every frame but the one the match ends in: what must
+//! allocate, a finished match's result and its successor's state, is done there, after
+//! the send ([`run`] checks that it happened); the rest of it (recording the frames, their
+//! rounds' history) must not. The worker's start lies in the past, so every frame runs a tick of the
 //! match without waiting for its deadline. The clients' side is not measured.
 //!
 //! The test binary must count allocations: `#[global_allocator] static GLOBAL: Counting`
@@ -228,9 +229,14 @@ pub fn run<G: Game, S: Script<G>>(players: u16, table: ConfigTable, script: &mut
             }
         }
         assert_eq!(done.ticks, 1, "frame {frame}: the match ticks");
-        worker.after_frame(&done, false);
+        let ((), after) = allocations_in(|| worker.after_frame(&done, false));
         // The tick ran, and the match ended in it and started over.
         let restarted = S::ticks(hosted::<G>(&worker).game()) <= ticks_before;
+        // Recording the frame (its round's history, a round that ends, budgets) allocates
+        // nothing either; only a match's end does (its result, its new world).
+        if frame >= WARM_UP && !restarted && after > 0 {
+            allocating.push((frame, after));
+        }
         if restarted {
             assert!(
                 ended_at.is_none(),

@@ -30,6 +30,8 @@
 
 mod admission;
 mod fair;
+#[cfg(test)]
+mod history_tests;
 mod persist;
 mod report;
 mod results;

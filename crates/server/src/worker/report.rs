@@ -72,7 +72,7 @@ pub(super) struct Measure {
     /// The match frames second by second.
     seconds: FrameSeconds,
     /// Match ticks over budget, by budget slot.
-    violations: [u64; BUDGET_SLOTS],
+    pub(super) violations: [u64; BUDGET_SLOTS],
     cpu_start: Option<Duration>,
     cpu_end: Option<Duration>,
 }

@@ -778,7 +778,8 @@ fn every_dashboard_query_names_a_metric_the_server_exports() {
     );
 
     // The list: frame time and its categories, late ticks and hitches, matches and
-    // players, bandwidth and packets, drops by reason.
+    // players, bandwidth and packets, drops by reason; frame time per round and budget
+    // violations by category.
     let used: BTreeSet<String> = queries
         .iter()
         .flat_map(|(_, e, _)| promql::refs(e).unwrap().selectors)
@@ -794,6 +795,8 @@ fn every_dashboard_query_names_a_metric_the_server_exports() {
         "tickforge_bytes_total",
         "tickforge_packets_total",
         "tickforge_datagrams_dropped_total",
+        "tickforge_round_frame_seconds_sum",
+        "tickforge_budget_violations_total",
     ] {
         assert!(used.contains(metric), "no panel shows {metric}");
     }

@@ -21,6 +21,7 @@ pub fn exported() -> Exported {
     use tickforge_telemetry::prometheus::{
         render_with_matches, AdminCounts, AgonesCounts, MatchTicks, MetricsSnapshot,
     };
+    use tickforge_telemetry::rounds::{RoundSummary, FRAME_SLOT};
     use tickforge_telemetry::{Category, FrameRecord, Phase};
     let mut s = MetricsSnapshot::default();
     for us in [3u64, 40, 90, 120, 300, 20_000] {
@@ -46,6 +47,14 @@ pub fn exported() -> Exported {
     s.results_failed = 1;
     s.results_pending = 1;
     s.matches_reclaimed = 1;
+    s.record_round(&RoundSummary {
+        round: Some(1),
+        ticks: 128,
+        mean_ns: 90_000,
+        category_mean_ns: [9_000; Category::COUNT],
+        ..RoundSummary::default()
+    });
+    s.count_violations(1 << Category::Replication.index() | 1 << FRAME_SLOT);
     let matches = [MatchTicks {
         match_id: 1,
         ticks: 6,

@@ -38,8 +38,8 @@ use tickforge_api::sim::result_line;
 
 /// How far back from the end the repair at open looks for the last line's start: a
 /// result line is a few kilobytes at most (its `cost` token: 64 rounds of about 100
-/// bytes), so a file whose last megabyte holds no newline is
-/// not a results file, and is neither read whole nor cut.
+/// bytes), so a file whose last megabyte holds no newline is not a results file, and is
+/// neither read whole nor cut.
 pub(super) const SCAN_MAX: u64 = 1 << 20;
 
 /// Where a results file's bytes go: a file, or a test's faulting stand-in.

@@ -4,7 +4,9 @@ use std::fmt::Write;
 
 use tickforge_telemetry::report::{BotsReport, Clients, Hitreg, Report, ServerReport};
 pub use tickforge_telemetry::summary::game_label;
-use tickforge_telemetry::summary::{categories_line, frame_line, ms, pct, ticks_line};
+use tickforge_telemetry::summary::{
+    budgets_line, categories_line, frame_line, ms, pct, ticks_line,
+};
 use tickforge_telemetry::REFERENCE_PLAYERS;
 
 /// True for the shooter's reports, whose bots judge shots and whose server rewinds them.
@@ -164,6 +166,7 @@ pub fn bench(r: &Report) -> String {
         }
     );
     categories_line(&mut out, &r.server);
+    budgets_line(&mut out, &r.server);
     ticks_line(&mut out, &r.server);
     let _ = writeln!(
         out,

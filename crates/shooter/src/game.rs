@@ -303,6 +303,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_round_is_the_rules_round_from_one_and_moves_on_with_them() {
+        let table: ConfigTable = serde_json::from_str(
+            r#"{"rounds": 3, "buy_s": 0.05, "round_s": 0.1, "round_end_s": 0.05}"#,
+        )
+        .unwrap();
+        let config = Shooter::configure(&table).unwrap();
+        let setup = MatchSetup {
+            seats: 2,
+            tick_hz: 128,
+            record: false,
+        };
+        let mut entities = Entities::new(Shooter::max_entities(&config, 2));
+        let mut events = Events::default();
+        let mut game = Shooter::new(&config, &setup, &mut entities);
+        let scopes = tickforge_api::Scopes::new(std::time::Instant::now);
+        let mut rounds = vec![game.round().unwrap()];
+        for tick in 0..128 * 2 {
+            events.clear();
+            game.step(&mut StepContext {
+                tick: tickforge_api::Tick(tick),
+                scopes: &scopes,
+                entities: &mut entities,
+                events: &mut events,
+            });
+            let round = game.round().unwrap();
+            assert_eq!(round, u32::from(game.world().rules().round_state().round()));
+            if rounds.last() != Some(&round) {
+                rounds.push(round);
+            }
+        }
+        assert_eq!(rounds[..2], [1, 2], "from 1, one at a time: {rounds:?}");
+    }
+
+    #[test]
     fn the_settings_read_back_as_the_same_config() {
         let table: ConfigTable = serde_json::from_str(
             r#"{"map": "flat2km", "rounds": 3, "buy_s": 0.5, "max_rewind_ms": 150}"#,

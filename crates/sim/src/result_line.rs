@@ -614,7 +614,7 @@ mod tests {
     #[test]
     fn well_checked_but_malformed_frames_are_refused() {
         let cases = [
-            ("tickforge-result/4 game=chess", DecodeError::Version),
+            ("tickforge-result/5 game=chess", DecodeError::Version),
             ("tickforge-result/0", DecodeError::Version),
             ("tickforge-result/+3", DecodeError::Version),
             ("other/3 game=chess", DecodeError::Version),

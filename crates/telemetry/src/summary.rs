@@ -77,6 +77,20 @@ pub fn categories_line(out: &mut String, r: &ServerReport) {
     );
 }
 
+/// Ticks over each budget (`[budgets]`, and the whole frame's), when the report has any.
+pub fn budgets_line(out: &mut String, r: &ServerReport) {
+    if r.budget_violations.is_empty() {
+        return;
+    }
+    let parts: Vec<String> = (r.budget_violations.iter())
+        .map(|(name, n)| match r.budgets_ms.get(name) {
+            Some(ms) => format!("{name} {n} (budget {ms:.3} ms)"),
+            None => format!("{name} {n}"),
+        })
+        .collect();
+    let _ = writeln!(out, "  over budget   {} ticks", parts.join(", "));
+}
+
 /// What `serve` prints when it stops.
 pub fn server(r: &ServerReport) -> String {
     let mut out = String::new();
@@ -91,6 +105,7 @@ pub fn server(r: &ServerReport) -> String {
     );
     frame_line(&mut out, "match frame", &r.match_frame_ms);
     categories_line(&mut out, r);
+    budgets_line(&mut out, r);
     ticks_line(&mut out, r);
     let _ = writeln!(
         out,
@@ -111,5 +126,27 @@ pub fn game_label(game: &str, map: &str) -> String {
         game.to_string()
     } else {
         format!("{game} on {map}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_line_names_each_category_its_ticks_and_budget_and_only_when_any() {
+        let mut r = ServerReport::default();
+        let mut out = String::new();
+        budgets_line(&mut out, &r);
+        assert_eq!(out, "", "no budget, no line");
+        r.budgets_ms.insert("frame".into(), 0.1171875);
+        r.budgets_ms.insert("gameplay".into(), 0.05);
+        r.budget_violations.insert("frame".into(), 3);
+        r.budget_violations.insert("gameplay".into(), 12);
+        budgets_line(&mut out, &r);
+        assert_eq!(
+            out,
+            "  over budget   frame 3 (budget 0.117 ms), gameplay 12 (budget 0.050 ms) ticks\n"
+        );
     }
 }

@@ -9,11 +9,13 @@
 //!                                            send batch (seal.rs)
 //!   send the batch
 //! Worker::after_frame, before the next wake-up:
-//!   each match that ended: its result queued, and it starts over on its shared map (its
-//!                                            first tick waits until the result is on
-//!                                            disk, at most RESULT_HOLD) or is removed
+//!   charge the frames their share of the send, record them (metrics, the match's
+//!                                            history by round, budget violations)
+//!   each match that ended: its result queued (its frame history in it), and it starts
+//!                                            over on its shared map (its first tick
+//!                                            waits until the result is on disk, at most
+//!                                            RESULT_HOLD) or is removed
 //!   hand queued results to the persister     → its thread writes and fsyncs them
-//!   charge the frames their share of the send, record them
 //!   take the admin's commands                → create matches between ticks
 //! about once a second: publish status and metrics, roll the cost window
 //! ```
@@ -651,11 +653,11 @@ impl Worker {
         }
     }
 
-    /// What follows a [`Worker::frame`] before the next wake-up, off the tick: every match
-    /// that ended in it hands its result to the persister and starts over or is removed
-    /// (allocating its new world), the results are handed to the persister's thread, the
-    /// frames' costs are charged and recorded, and the admin's commands are taken (a match
-    /// it asks for is created here, its memory reserved).
+    /// What follows a [`Worker::frame`] before the next wake-up, off the tick: the frames'
+    /// costs are charged and recorded (allocating nothing), every match that ended in it
+    /// hands its result to the persister and starts over or is removed (allocating its new
+    /// world), the results are handed to the persister's thread, and the admin's commands
+    /// are taken (a match it asks for is created here, its memory reserved).
     pub fn after_frame(&mut self, frame: &Frame, draining: bool) {
         // Recorded before a finished match's result is made: its last frame is in it.
         let window = self.window;

@@ -656,6 +656,7 @@ fn merge(scenario: &str, s: ServerReport, b: BotsReport, warmup_s: f64) -> Repor
         host: Host::default(),
         sweep: None,
         run: None,
+        repeats: None,
     }
 }
 

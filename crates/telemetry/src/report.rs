@@ -551,6 +551,35 @@ pub struct Report {
     /// benches recorded it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<RunInfo>,
+    /// The key figures of every run of `bench --repeat N`; `None` for a single run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeats: Option<Repeats>,
+}
+
+/// The same bench run N times (`bench --repeat N`): each key figure's spread over the runs.
+/// The rest of the report is one whole run's, the one [`Repeats::base_run`] names.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Repeats {
+    /// Runs made.
+    pub runs: u32,
+    /// The run (0-based, in the order run) whose report the rest of this one is.
+    pub base_run: u32,
+    /// Each key figure by its stable name (`match_frame_p99_ms`); a figure no run measured
+    /// is left out.
+    pub figures: BTreeMap<String, Spread>,
+}
+
+/// One figure over the runs of a [`Repeats`]: the least, the median and the most of the
+/// runs that measured it, and every run's value in the order run (`None`: not measured).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct Spread {
+    pub min: f64,
+    /// The middle value; with an even count the mean of the two middle ones.
+    pub median: f64,
+    pub max: f64,
+    pub runs: Vec<Option<f64>>,
 }
 
 /// What built a bench and where it ran: the record a report carries for whoever reads it

@@ -3,6 +3,7 @@
 mod bench;
 mod bots_cmd;
 mod capacity_cmd;
+mod compare;
 mod doctor;
 mod flood;
 mod games;
@@ -43,8 +44,9 @@ enum Command {
     /// Print a saved bench report (`bench --json`) again; draw its sweep as an SVG chart, or
     /// the whole report as one HTML page.
     Report(report_cmd::ReportArgs),
-    /// Put two bench reports side by side: each key figure before, after, and the ratio.
-    Compare(report_cmd::CompareArgs),
+    /// Compare two bench reports: each key figure's ratio against the noise of their runs
+    /// (`bench --repeat N`); exits 3 on a regression beyond it.
+    Compare(compare::CompareArgs),
     /// Cores and hosts for N players from a measured sweep; `--check` it against a held run.
     Capacity(capacity_cmd::CapacityArgs),
 }
@@ -66,7 +68,7 @@ fn main() {
         Command::Replay(args) => replay_cmd::run(args),
         Command::Doctor(args) => doctor::run(args),
         Command::Report(args) => report_cmd::run(args),
-        Command::Compare(args) => report_cmd::compare(args),
+        Command::Compare(args) => compare::run(args),
         Command::Capacity(args) => capacity_cmd::run(args),
     };
     if let Err(e) = result {

@@ -1,8 +1,7 @@
 //! `tickforge report FILE`: a saved bench report again, in words, its games-per-core
-//! curve as the VALORANT chart (`--svg`), and the whole report as one HTML page (`--html`);
-//! `tickforge compare A B`: two reports side by side.
+//! curve as the VALORANT chart (`--svg`), and the whole report as one HTML page (`--html`).
+//! (`tickforge compare A B` is [`crate::compare`].)
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -25,18 +24,8 @@ pub struct ReportArgs {
     pub html: Option<PathBuf>,
 }
 
-/// Flags of `compare`.
-#[derive(Args, Debug)]
-pub struct CompareArgs {
-    /// The report taken as the reference.
-    #[arg(value_name = "BEFORE")]
-    pub before: PathBuf,
-    /// The report compared with it.
-    #[arg(value_name = "AFTER")]
-    pub after: PathBuf,
-}
-
-fn load(path: &Path) -> Result<Report> {
+/// Reads a report written by `bench --json`.
+pub(crate) fn load(path: &Path) -> Result<Report> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     serde_json::from_str(&text)
@@ -62,71 +51,6 @@ pub fn run(args: ReportArgs) -> Result<()> {
         println!("  wrote         {}", out.display());
     }
     Ok(())
-}
-
-pub fn compare(args: CompareArgs) -> Result<()> {
-    let (a, b) = (load(&args.before)?, load(&args.after)?);
-    print!("{}", comparison(&a, &b));
-    Ok(())
-}
-
-/// How a figure is read off a report.
-type Figure = fn(&Report) -> Option<f64>;
-
-/// One row per figure: before, after, and after ÷ before.
-fn comparison(a: &Report, b: &Report) -> String {
-    let mut out = format!(
-        "tickforge compare: {} of {} ({} × {}) against {} of {} ({} × {})\n",
-        b.scenario,
-        crate::summary::game_label(&b.game, &b.map),
-        b.matches,
-        b.players_per_match,
-        a.scenario,
-        crate::summary::game_label(&a.game, &a.map),
-        a.matches,
-        a.players_per_match
-    );
-    let _ = writeln!(
-        out,
-        "  {:<28} {:>12} {:>12} {:>8}",
-        "", "before", "after", "ratio"
-    );
-    let rows: [(&str, Figure); 12] = [
-        ("match frame p50 (ms)", |r| r.match_frame_ms.map(|p| p.p50)),
-        ("match frame p99 (ms)", |r| r.match_frame_ms.map(|p| p.p99)),
-        ("match frame mean (ms)", |r| {
-            r.match_frame_ms.map(|p| p.mean)
-        }),
-        ("games/core projected", |r| r.games_per_core.projected),
-        ("games/core measured", |r| r.games_per_core.measured),
-        ("ticks on time (%)", |r| {
-            let t = &r.ticks;
-            (t.expected > 0).then(|| 100.0 * t.on_time as f64 / t.expected as f64)
-        }),
-        ("frame ÷ I/O floor", |r| r.frame_to_io_floor),
-        ("response p50 (ms)", |r| r.clients.response_time_ms.p50),
-        ("response p99 (ms)", |r| r.clients.response_time_ms.p99),
-        ("hitreg agree (%)", |r| {
-            r.hitreg.agree_rate.map(|x| 100.0 * x)
-        }),
-        ("server cpu (%)", |r| r.server_cpu_util.map(|x| 100.0 * x)),
-        ("bots cpu (%)", |r| r.bots_cpu_util.map(|x| 100.0 * x)),
-    ];
-    for (name, get) in rows {
-        let (x, y) = (get(a), get(b));
-        let cell = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.3}"));
-        let ratio = match (x, y) {
-            (Some(x), Some(y)) if x != 0.0 => format!("{:.3}", y / x),
-            _ => "n/a".to_string(),
-        };
-        let _ = writeln!(
-            out,
-            "  {name:<28} {:>12} {:>12} {ratio:>8}",
-            cell(x),
-            cell(y)
-        );
-    }
-    out
 }
 
 /// The games-per-core curve as an SVG file: match frame p50 and p99 (ms) against
@@ -185,39 +109,6 @@ mod tests {
             })
             .collect();
         assert!(ys[0] < ys[1] && ys[1] < ys[2], "{ys:?}");
-    }
-
-    #[test]
-    fn compare_gives_ratios_and_n_a_where_a_side_lacks_the_figure() {
-        let mut a = Report::default();
-        let mut b = Report::default();
-        a.match_frame_ms = Some(Percentiles {
-            p50: 0.2,
-            ..Percentiles::default()
-        });
-        b.match_frame_ms = Some(Percentiles {
-            p50: 0.1,
-            ..Percentiles::default()
-        });
-        b.games_per_core.projected = Some(60.0);
-        (a.scenario, a.game, a.map) = ("smoke".into(), "shooter".into(), "arena".into());
-        (b.scenario, b.game) = ("smoke".into(), "ctf".into());
-        let text = comparison(&a, &b);
-        assert!(
-            text.starts_with(
-                "tickforge compare: smoke of ctf (0 × 0) against smoke of shooter on arena (0 × 0)"
-            ),
-            "{text}"
-        );
-        let row = |name: &str| text.lines().find(|l| l.contains(name)).unwrap().to_string();
-        assert!(
-            row("match frame p50").trim_end().ends_with("0.500"),
-            "{text}"
-        );
-        assert!(
-            row("games/core projected").trim_end().ends_with("n/a"),
-            "{text}"
-        );
     }
 
     #[test]

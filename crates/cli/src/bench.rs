@@ -226,6 +226,12 @@ pub struct BenchArgs {
     /// (measured games per core and what limited the sweep are still read up to that one).
     #[arg(long)]
     pub sweep_every_step: bool,
+    /// Run the bench N times over and report each key figure's least, median and most
+    /// over the runs (`repeats` in the JSON, whose spread `compare` judges changes
+    /// against); the rest of the report is the run with the median match frame mean.
+    /// Not with --sweep or --scenario saturation.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: u32,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -234,6 +240,7 @@ pub struct BenchArgs {
 }
 
 pub mod checks;
+pub mod repeat;
 mod sweep;
 
 /// The bytes of one input datagram's payload and one snapshot's of `game` with `players`
@@ -309,6 +316,11 @@ pub fn run(args: BenchArgs) -> Result<()> {
     if !args.sweep_steps.is_empty() && !args.sweep && args.scenario != Scenario::Saturation {
         bail!("--sweep-steps needs --sweep (or --scenario saturation, which sweeps players)");
     }
+    if args.repeat > 1 && (args.sweep || args.scenario == Scenario::Saturation) {
+        bail!(
+            "--repeat: a sweep's steps are runs of their own; repeat smoke, many-matches or crowd"
+        );
+    }
     // A page that cannot be written says so now, not after the run.
     if let Some(dir) = args.html.as_deref().and_then(Path::parent) {
         if !dir.as_os_str().is_empty() && !dir.is_dir() {
@@ -343,6 +355,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
         sweep::run(&args, &dir, &plan, sweep::Axis::Players)
     } else if args.sweep {
         sweep::run(&args, &dir, &plan, sweep::Axis::Matches)
+    } else if args.repeat > 1 {
+        repeat::run(&args, &dir, &plan)
     } else {
         run_in(&args, &dir, &plan)
     };
@@ -361,6 +375,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     print!("{}", summary::bench(&report));
+    if let Some(repeats) = &report.repeats {
+        print!("{}", repeat::summary(repeats));
+    }
     if let Some(checks) = &checks {
         print!("{}", checks::summary(checks));
     }

@@ -35,6 +35,9 @@ pub(crate) fn load(path: &Path) -> Result<Report> {
 pub fn run(args: ReportArgs) -> Result<()> {
     let report = load(&args.file)?;
     print!("{}", crate::summary::bench(&report));
+    if let Some(repeats) = &report.repeats {
+        print!("{}", crate::bench::repeat::summary(repeats));
+    }
     if let Some(out) = &args.svg {
         let Some(sweep) = &report.sweep else {
             bail!(

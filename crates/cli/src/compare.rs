@@ -469,12 +469,26 @@ fn setup(r: &Report) -> String {
     )
 }
 
+/// A figure's value to four or so significant digits: `0.052`, `97.66`, `9350`.
+pub fn value_text(x: f64) -> String {
+    match x.abs() {
+        a if a >= 1000.0 => format!("{x:.0}"),
+        a if a >= 10.0 => format!("{x:.2}"),
+        _ => format!("{x:.3}"),
+    }
+}
+
 /// `0.052` for a single run, `0.052 [0.050–0.055]` for repeats.
 fn cell(s: Option<Sample>) -> String {
     match s {
         None => "n/a".into(),
-        Some(s) if s.runs > 1 => format!("{:.3} [{:.3}–{:.3}]", s.median, s.min, s.max),
-        Some(s) => format!("{:.3}", s.median),
+        Some(s) if s.runs > 1 => format!(
+            "{} [{}–{}]",
+            value_text(s.median),
+            value_text(s.min),
+            value_text(s.max)
+        ),
+        Some(s) => value_text(s.median),
     }
 }
 

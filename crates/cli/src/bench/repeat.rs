@@ -16,7 +16,7 @@ use anyhow::{Context, Result};
 use tickforge_telemetry::report::{Repeats, Report, Spread};
 
 use super::{BenchArgs, Plan};
-use crate::compare::FIGURES;
+use crate::compare::{value_text, FIGURES};
 
 /// Runs the bench `args.repeat` times, each in its own scratch directory under `dir` (so
 /// one run never reads another's files), and combines the reports.
@@ -121,8 +121,11 @@ pub fn summary(r: &Repeats) -> String {
         };
         let _ = writeln!(
             out,
-            "    {:<24} {:>10.3} / {:>10.3} / {:>10.3}{spread}",
-            f.label, s.min, s.median, s.max
+            "    {:<24} {:>8} / {:>8} / {:>8}{spread}",
+            f.label,
+            value_text(s.min),
+            value_text(s.median),
+            value_text(s.max)
         );
     }
     out
@@ -231,7 +234,7 @@ mod tests {
             .find(|l| l.trim_start().starts_with("match frame mean"))
             .unwrap();
         assert!(
-            line.contains("0.100 /      0.200 /      0.300  (-50.0% / +50.0%)"),
+            line.contains("0.100 /    0.200 /    0.300  (-50.0% / +50.0%)"),
             "{line}"
         );
     }

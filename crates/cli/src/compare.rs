@@ -22,11 +22,19 @@
 //!   change, and a table of many figures would flag one in a few same-build comparisons.
 //!   `--tolerance 0` judges on the runs alone.
 //!
+//! What the runs' spread cannot see is the host changing between the two sets: runs taken
+//! back to back share their conditions, so two sets of one build taken minutes apart on a
+//! busy host differ by more than either set varies (on a 2-core machine shared with
+//! compilers, the match frame mean of same-build sets of three moved by 8–15%). Gate on a
+//! quiet host, or take before and after in turns, or set `--tolerance` to what two
+//! same-build sets on that host give.
+//!
 //! A change beyond the band is "better" or "worse" by the figure's direction (lower is
 //! better for frame times, response times, bytes and CPU; higher for games per core,
 //! response rate, ticks on time and hit-registration agreement); a figure with no better
 //! direction (the bots' own CPU) is only "changed". A figure either report lacks is "n/a"
-//! and never gates.
+//! and never gates. The telemetry categories (fog of war, replication, …) say where a
+//! frame's change comes from; they gate only when `--fail-on` names them.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -56,8 +64,9 @@ pub struct CompareArgs {
     /// and a floor under the band of repeated runs. `5%`, `5` and `0` are read as percent.
     #[arg(long, value_name = "PCT", default_value = "5%", value_parser = parse_percent)]
     pub tolerance: f64,
-    /// Gate on these figures only (keys as in `--json`, comma-separated)
-    /// [default: every figure with a better direction].
+    /// Gate on these figures only (keys as in `--json`, comma-separated; the telemetry
+    /// categories, `category_fow_us` and the like, gate only when named here)
+    /// [default: every figure above the categories but the bots' CPU].
     #[arg(long, value_name = "KEYS", value_delimiter = ',')]
     pub fail_on: Vec<String>,
     /// Write the comparison as JSON to FILE (`-`: to stdout, instead of the table).
@@ -106,46 +115,67 @@ pub struct Figure {
     pub label: &'static str,
     /// Which way it gets better.
     pub better: Better,
+    /// Whether it gates when `--fail-on` names no figures.
+    pub gates: bool,
     /// Its value in one run's report; `None` where the run did not measure it.
     pub read: fn(&Report) -> Option<f64>,
 }
 
+/// The figure of one telemetry category's mean per match tick, in microseconds.
+macro_rules! category {
+    ($field:ident) => {
+        Figure {
+            key: concat!("category_", stringify!($field), "_us"),
+            label: concat!("  ", stringify!($field), " (µs)"),
+            better: Better::Lower,
+            gates: false,
+            read: |r| r.categories_ms.$field.map(|ms| 1e3 * ms),
+        }
+    };
+}
+
 /// The figures `compare` judges and `bench --repeat` spreads, in table order.
-pub static FIGURES: [Figure; 14] = [
+pub static FIGURES: [Figure; 24] = [
     Figure {
         key: "match_frame_p50_ms",
         label: "match frame p50 (ms)",
         better: Better::Lower,
+        gates: true,
         read: |r| r.match_frame_ms.map(|p| p.p50),
     },
     Figure {
         key: "match_frame_p99_ms",
         label: "match frame p99 (ms)",
         better: Better::Lower,
+        gates: true,
         read: |r| r.match_frame_ms.map(|p| p.p99),
     },
     Figure {
         key: "match_frame_mean_ms",
         label: "match frame mean (ms)",
         better: Better::Lower,
+        gates: true,
         read: |r| r.match_frame_ms.map(|p| p.mean),
     },
     Figure {
         key: "games_per_core_projected",
         label: "games/core projected",
         better: Better::Higher,
+        gates: true,
         read: |r| r.games_per_core.projected,
     },
     Figure {
         key: "games_per_core_measured",
         label: "games/core measured",
         better: Better::Higher,
+        gates: true,
         read: |r| r.games_per_core.measured,
     },
     Figure {
         key: "ticks_on_time_pct",
         label: "ticks on time (%)",
         better: Better::Higher,
+        gates: true,
         read: |r| {
             let t = &r.ticks;
             (t.expected > 0).then(|| 100.0 * t.on_time as f64 / t.expected as f64)
@@ -155,42 +185,49 @@ pub static FIGURES: [Figure; 14] = [
         key: "frame_to_io_floor",
         label: "frame ÷ I/O floor",
         better: Better::Lower,
+        gates: true,
         read: |r| r.frame_to_io_floor,
     },
     Figure {
         key: "response_rate_hz",
         label: "response rate (Hz)",
         better: Better::Higher,
+        gates: true,
         read: |r| r.clients.response_rate_hz,
     },
     Figure {
         key: "response_p50_ms",
         label: "response p50 (ms)",
         better: Better::Lower,
+        gates: true,
         read: |r| r.clients.response_time_ms.p50,
     },
     Figure {
         key: "response_p99_ms",
         label: "response p99 (ms)",
         better: Better::Lower,
+        gates: true,
         read: |r| r.clients.response_time_ms.p99,
     },
     Figure {
         key: "down_bytes_per_s",
         label: "down B/s per client",
         better: Better::Lower,
+        gates: true,
         read: |r| r.clients.down_bytes_per_s,
     },
     Figure {
         key: "hitreg_agree_pct",
         label: "hitreg agree (%)",
         better: Better::Higher,
+        gates: true,
         read: |r| r.hitreg.agree_rate.map(|x| 100.0 * x),
     },
     Figure {
         key: "server_cpu_pct",
         label: "server cpu (%)",
         better: Better::Lower,
+        gates: true,
         read: |r| r.server_cpu_util.map(|x| 100.0 * x),
     },
     // The load generator's cost: context for the rest, not the server's doing.
@@ -198,8 +235,21 @@ pub static FIGURES: [Figure; 14] = [
         key: "bots_cpu_pct",
         label: "bots cpu (%)",
         better: Better::Neither,
+        gates: false,
         read: |r| r.bots_cpu_util.map(|x| 100.0 * x),
     },
+    // Where a frame's change comes from (VALORANT's per-category lines): shown, and gating
+    // only when `--fail-on` names them, since a few microseconds are noisier than the frame.
+    category!(replication),
+    category!(fow),
+    category!(network),
+    category!(animation),
+    category!(gameplay),
+    category!(movement),
+    category!(equippable),
+    category!(character),
+    category!(physics),
+    category!(other),
 ];
 
 /// The figure whose key is `key`.
@@ -382,7 +432,7 @@ struct Comparison {
 }
 
 impl Comparison {
-    /// `gate`: the keys that gate; empty for every directional figure.
+    /// `gate`: the keys that gate; empty for the figures that gate by default.
     fn new(before: &Report, after: &Report, tolerance: f64, gate: &[String]) -> Comparison {
         let rows = FIGURES
             .iter()
@@ -393,8 +443,11 @@ impl Comparison {
                     before: b,
                     after: a,
                     judged: judge(b, a, f.better, tolerance),
-                    gates: f.better != Better::Neither
-                        && (gate.is_empty() || gate.iter().any(|k| k == f.key)),
+                    gates: if gate.is_empty() {
+                        f.gates
+                    } else {
+                        f.better != Better::Neither && gate.iter().any(|k| k == f.key)
+                    },
                 }
             })
             .collect();
@@ -512,7 +565,12 @@ fn table(c: &Comparison, before: &Report, after: &Report) -> String {
         "  {:<24} {:>25} {:>25} {:>7}  {:<13} verdict",
         "", "before", "after", "ratio", "band"
     );
-    for row in &c.rows {
+    // A figure neither run measured is left out of the table (never of the JSON).
+    for row in c
+        .rows
+        .iter()
+        .filter(|r| r.before.is_some() || r.after.is_some())
+    {
         let j = &row.judged;
         let band = j.band.map_or("".into(), |b| {
             format!(
@@ -842,7 +900,12 @@ mod tests {
 
     #[test]
     fn only_the_gating_figures_make_a_regression() {
-        let (before, after) = (report(&[0.30, 0.31, 0.32]), report(&[0.40, 0.41, 0.42]));
+        let (before, mut after) = (report(&[0.30, 0.31, 0.32]), report(&[0.40, 0.41, 0.42]));
+        after.clients.response_time_ms.p99 = Some(100.0);
+        // A category gates only when named.
+        after.categories_ms.fow = Some(0.02);
+        let mut before = before;
+        before.categories_ms.fow = Some(0.01);
         let all = Comparison::new(&before, &after, FIVE, &[]);
         let worse: Vec<&str> = all.regressions().map(|r| r.figure.key).collect();
         assert_eq!(worse, ["match_frame_p99_ms"]);
@@ -866,14 +929,26 @@ mod tests {
             ),
             "{text}"
         );
-        // A figure only one side has is n/a, never a regression.
+        // A figure only one side has is n/a, never a regression; one neither has is not
+        // shown.
         let row = text.lines().find(|l| l.contains("response p99")).unwrap();
         assert!(row.trim_end().ends_with("n/a"), "{row}");
+        assert!(!text.contains("games/core measured"), "{text}");
+        let row = text.lines().find(|l| l.contains("fow (µs)")).unwrap();
+        assert!(row.ends_with("worse (not gating)"), "{row}");
+        let fow = Comparison::new(&before, &after, FIVE, &["category_fow_us".into()]);
+        let worse: Vec<&str> = fow.regressions().map(|r| r.figure.key).collect();
+        assert_eq!(worse, ["category_fow_us"]);
     }
 
     #[test]
     fn fail_on_takes_the_directional_keys_only() {
-        assert!(check_gate(&["match_frame_p99_ms".into(), "ticks_on_time_pct".into()]).is_ok());
+        assert!(check_gate(&[
+            "match_frame_p99_ms".into(),
+            "ticks_on_time_pct".into(),
+            "category_replication_us".into()
+        ])
+        .is_ok());
         let err = check_gate(&["frame_p99".into()]).unwrap_err().to_string();
         assert!(
             err.contains("no such figure") && err.contains("match_frame_p99_ms"),

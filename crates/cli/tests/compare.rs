@@ -234,6 +234,9 @@ fn bench_repeat_records_every_run_and_compares_within_noise_with_itself() {
             "1",
             "--warmup-s",
             "0.5",
+            // The repeat loop is under test, not the host.
+            "--checks",
+            "report",
             "--json",
         ])
         .arg(&json)

@@ -395,6 +395,34 @@ impl<'a> ActionFile<'a> {
         self.inputs
     }
 
+    /// Every recorded input, in file order (ticks ascending): the tick it was applied
+    /// before stepping, the slot, its command and the moment it was made looking at.
+    /// Allocates nothing.
+    pub fn entries(&self) -> impl Iterator<Item = (Tick, PlayerSlot, UserCmd, ViewTime)> + 'a {
+        let mut c = Cursor {
+            bytes: self.records,
+            at: 0,
+        };
+        let mut tick = 0;
+        let mut left = 0u8;
+        // Every record was checked by `parse`: the reads below cannot fail.
+        std::iter::from_fn(move || {
+            while left == 0 {
+                tick = c.u32().ok()?;
+                left = c.u8().ok()?;
+            }
+            left -= 1;
+            let e = c.take(ENTRY_BYTES).ok()?;
+            let mut cmd = [0; UserCmd::BYTES];
+            cmd.copy_from_slice(&e[1..1 + UserCmd::BYTES]);
+            let view = ViewTime {
+                tick: Tick(u32::from_le_bytes(e[8..12].try_into().expect("4 bytes"))),
+                frac: e[12],
+            };
+            Some((Tick(tick), PlayerSlot(e[0]), UserCmd::from_bytes(cmd), view))
+        })
+    }
+
     /// Rebuilds the world the file was recorded from and plays every input into it, to
     /// the end tick: at most [`ActionFile::end_tick`] steps.
     pub fn replay(&self, scopes: &Scopes) -> ReplayOutcome {
@@ -535,6 +563,36 @@ mod tests {
         assert!(outcome.inputs > 1000);
         // The match had shots in it, so the replay proves shots replay too.
         assert!(world.players().iter().map(|p| p.shots).sum::<u32>() > 0);
+    }
+
+    #[test]
+    fn entries_are_every_input_the_recording_holds_in_order() {
+        let config = short();
+        let scopes = scopes();
+        let mut world = World::new(config);
+        let mut rec = Recorder::new(&config, 1 << 12);
+        let mut written = Vec::new();
+        for t in 0..40u32 {
+            for slot in (0..config.players).filter(|s| (t + u32::from(*s)) % 4 == 0) {
+                let cmd = UserCmd {
+                    forward: t as i8,
+                    yaw: (t * 1000 + u32::from(slot)) as u16,
+                    ..UserCmd::default()
+                };
+                let view = ViewTime {
+                    tick: Tick(t.saturating_sub(2)),
+                    frac: t as u8,
+                };
+                rec.input(world.tick(), PlayerSlot(slot), &cmd, view);
+                written.push((world.tick(), PlayerSlot(slot), cmd, view));
+            }
+            world.step(&scopes);
+        }
+        let bytes = rec.finish(&world);
+        let file = ActionFile::parse(&bytes).unwrap();
+        let read: Vec<_> = file.entries().collect();
+        assert_eq!(read, written);
+        assert_eq!(read.len() as u64, file.inputs());
     }
 
     #[test]

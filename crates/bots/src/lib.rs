@@ -15,7 +15,9 @@
 //! each shot against those same players, and compare with the server's verdict (the
 //! server rewinds to the render tick their input names). Every shooter bot predicts its
 //! own movement and reconciles it with the server's snapshots ([`predict`]), and reports
-//! how far the server's word corrected it. A simple
+//! how far the server's word corrected it. With [`BotsConfig::replay`], shooter bots play
+//! recorded matches instead ([`replay`]): each sends a recorded player's inputs, open loop,
+//! as the Quake paper's bots did. A simple
 //! network conditioner ([`BotsConfig::rtt`], [`BotsConfig::jitter`]) delays every datagram
 //! each way, so this can be measured at a given latency.
 //!
@@ -25,6 +27,7 @@
 pub mod behaviour;
 pub mod hitreg;
 pub mod predict;
+pub mod replay;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -53,6 +56,7 @@ use tickforge_telemetry::DurationHistogram;
 use behaviour::{Aimer, Rng, Role, Runner, Wander};
 use hitreg::{verdict_of, AimView, HitregCounts};
 use predict::{Outcome, PredictCounts, Predictor};
+use replay::{ReplaySet, Replayer};
 
 /// The game the bots play: it decides their schema, their inputs and what they do.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -141,6 +145,10 @@ pub struct BotsConfig {
     /// The server's posing interval, ticks: aimers pose the players they show as the
     /// server does.
     pub pose_every: std::num::NonZeroU8,
+    /// Recorded inputs to replay instead of [`BotsConfig::behaviour`] (the shooter only):
+    /// bot `k` replays the `k mod pairs`-th recorded seat ([`replay`]). `None`: the bots
+    /// think for themselves.
+    pub replay: Option<Arc<ReplaySet>>,
 }
 
 impl Default for BotsConfig {
@@ -164,6 +172,7 @@ impl Default for BotsConfig {
             rtt: Duration::ZERO,
             jitter: Duration::ZERO,
             pose_every: tickforge_game::history::HistoryConfig::default().pose_every,
+            replay: None,
         }
     }
 }
@@ -241,6 +250,12 @@ enum Behaviour {
     Aim(Aimer),
     Run(Runner),
     Ctf(CtfPlayer),
+    /// A recorded seat's commands, from the first input after the bot's first snapshot
+    /// (of each match) on.
+    Replay {
+        replayer: Replayer,
+        started: bool,
+    },
 }
 
 /// A capture-the-flag bot: its brain, made with the welcome (it needs the seat), and the
@@ -422,6 +437,12 @@ struct ClientHistograms {
 ///
 /// `progress` is called about once a second.
 pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<BotsReport> {
+    if config.replay.is_some() && config.game != BotGame::Shooter {
+        anyhow::bail!(
+            "--replay: action files record the shooter's inputs, not {}'s",
+            config.game.name()
+        );
+    }
     if let Some(core) = config.core {
         cpu::pin_current_thread(core).with_context(|| format!("pinning bots to core {core}"))?;
     }
@@ -635,6 +656,13 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
             server_hit_unseen: hitreg.server_hit_unseen,
             other_victim: hitreg.other_victim,
         },
+        replay: config.replay.as_ref().map(|set| {
+            let fewest = bots.iter().map(|b| match &b.behaviour {
+                Behaviour::Replay { replayer, .. } => replayer.sent(),
+                _ => 0,
+            });
+            set.source(bots.len() as u64, fewest.min().unwrap_or(0))
+        }),
     })
 }
 
@@ -730,8 +758,11 @@ impl Bot {
             .context("enabling receive timestamps")?;
         let token = mint_token(config, match_id);
         let seed = config.seed.wrapping_mul(1_000_003).wrapping_add(i);
-        // Only a bot that shows other players keeps interpolation frames.
-        let aims = config.game == BotGame::Shooter && matches!(role, Role::Aim | Role::Run);
+        // Only a bot that shows other players keeps interpolation frames; a replaying bot
+        // shows no one (its aim was recorded).
+        let replays = config.game == BotGame::Shooter && config.replay.is_some();
+        let aims =
+            config.game == BotGame::Shooter && !replays && matches!(role, Role::Aim | Role::Run);
         let session = Session::with_link_config(
             token,
             config.game.schema(),
@@ -744,15 +775,19 @@ impl Bot {
         Ok(Bot {
             socket,
             session,
-            behaviour: match (config.game, role) {
-                (BotGame::Ctf, _) => Behaviour::Ctf(CtfPlayer {
+            behaviour: match (config.game, role, &config.replay) {
+                (BotGame::Shooter, _, Some(set)) => Behaviour::Replay {
+                    replayer: Replayer::new(set.clone(), i),
+                    started: false,
+                },
+                (BotGame::Ctf, _, _) => Behaviour::Ctf(CtfPlayer {
                     config: config.ctf,
                     brain: None,
                     world: Vec::new(),
                 }),
-                (BotGame::Shooter, Role::Wander) => Behaviour::Wander(Wander::new(seed)),
-                (BotGame::Shooter, Role::Aim) => Behaviour::Aim(Aimer::new(seed)),
-                (BotGame::Shooter, Role::Run) => Behaviour::Run(Runner::new(seed)),
+                (BotGame::Shooter, Role::Wander, None) => Behaviour::Wander(Wander::new(seed)),
+                (BotGame::Shooter, Role::Aim, None) => Behaviour::Aim(Aimer::new(seed)),
+                (BotGame::Shooter, Role::Run, None) => Behaviour::Run(Runner::new(seed)),
             },
             slot: None,
             aim: aims.then(|| AimView::new(map.clone(), players, config.pose_every)),
@@ -898,6 +933,10 @@ impl Bot {
                 // server's replication afresh (the session reset the replica, its clock
                 // and its frames). Nothing of the old match's view holds.
                 SessionEvent::Epoch { .. } => {
+                    if let Behaviour::Replay { replayer, started } = &mut self.behaviour {
+                        replayer.restart();
+                        *started = false;
+                    }
                     if let Some(p) = self.predict.as_mut() {
                         p.discontinuity();
                     }
@@ -950,6 +989,9 @@ impl Bot {
         s: &mut Scratch,
     ) {
         self.snapshots_total += 1;
+        if let Behaviour::Replay { started, .. } = &mut self.behaviour {
+            *started = true;
+        }
         if let (Some(p), Some(slot), Some(replica)) =
             (self.predict.as_mut(), self.slot, self.session.replica())
         {
@@ -1008,6 +1050,10 @@ impl Bot {
         else {
             return match &mut self.behaviour {
                 Behaviour::Wander(w) => w.next_cmd(tick_hz),
+                Behaviour::Replay {
+                    replayer,
+                    started: true,
+                } => replayer.next_cmd(),
                 _ => UserCmd::default(),
             };
         };
@@ -1025,7 +1071,7 @@ impl Bot {
             Behaviour::Run(r) => r.next_cmd(tick_hz, own.as_ref().map(|(s, _)| s), sight),
             Behaviour::Aim(a) => a.next_cmd(tick_hz, sight),
             Behaviour::Wander(w) => w.next_cmd(tick_hz),
-            Behaviour::Ctf(_) => UserCmd::default(),
+            Behaviour::Ctf(_) | Behaviour::Replay { .. } => UserCmd::default(),
         };
         if c.forward != 0 || c.side != 0 || c.buttons & buttons::JUMP != 0 {
             self.last_move_seq = self.session.seq() + 1;
@@ -1121,6 +1167,8 @@ mod ctf_tests;
 mod no_alloc_tests;
 #[cfg(test)]
 mod predict_tests;
+#[cfg(test)]
+mod replay_tests;
 #[cfg(test)]
 mod test_host;
 

@@ -1,9 +1,10 @@
 //! A warm bot's packets allocate nothing: reading a snapshot datagram (netcode, the reliable
 //! link and its events, the replica and the interpolation frames, the response-time
 //! histograms), showing an aimer's or runner's view of the players at the render tick and
-//! judging its shots there, and sending an input, with the network conditioner off and on.
+//! judging its shots there, taking a replaying bot's next recorded command, and sending an
+//! input, with the network conditioner off and on.
 //!
-//! Eight bots (wanderers, aimers and runners) play a real match ([`tickforge_server::Match`])
+//! Eight bots (wanderers, aimers, runners and bots replaying action files) play a real match ([`tickforge_server::Match`])
 //! over loopback sockets, driven as [`run`] drives them: each tick, every bot's
 //! [`Bot::flush_out`], [`Bot::receive`] and [`Bot::tick`]. The test serves the match from
 //! one socket, on virtual time, and seats two scripted hunters beside the bots so that
@@ -68,13 +69,29 @@ fn play(rtt: Duration, jitter: Duration) -> Played {
     };
     let mut host = Host::new(&config, socket, start, rules);
     let map = Arc::new(config.map.load());
-    // Every behaviour: wanderers keep no view, aimers and runners do.
-    let roles = [Role::Wander, Role::Aim, Role::Run];
+    // Every behaviour: wanderers and replaying bots keep no view, aimers and runners do.
+    // The checked-in recordings loop several times over the window.
+    let recordings = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/actions");
+    let replaying = BotsConfig {
+        replay: Some(Arc::new(
+            replay::ReplaySet::load(&recordings, config.map, config.tick_hz).unwrap(),
+        )),
+        ..config.clone()
+    };
+    let roles = [Some(Role::Wander), Some(Role::Aim), Some(Role::Run), None];
     let mut bots: Vec<Bot> = (0..u32::from(BOTS))
-        .map(|i| {
-            let role = roles[i as usize % roles.len()];
-            Bot::new(&config, u64::from(i), MatchId(1), role, &map, start).unwrap()
+        .map(|i| match roles[i as usize % roles.len()] {
+            Some(role) => Bot::new(&config, u64::from(i), MatchId(1), role, &map, start),
+            None => Bot::new(
+                &replaying,
+                u64::from(i),
+                MatchId(1),
+                Role::Wander,
+                &map,
+                start,
+            ),
         })
+        .map(Result::unwrap)
         .collect();
     let mut scratch = Scratch::new();
     // The bots count what arrives in the window; it ends when the test stops.
@@ -194,9 +211,20 @@ fn assert_allocated_nothing(played: &Played) {
             bot.link_errors(),
             bot.bad_snapshots()
         );
-        // Aimers and runners show the players their session interpolates; a wanderer
-        // keeps no view and its session no interpolation frames.
-        let shows = !matches!(bot.behaviour, Behaviour::Wander(_));
+        // Aimers and runners show the players their session interpolates; a wanderer or a
+        // replaying bot keeps no view and its session no interpolation frames.
+        let shows = !matches!(
+            bot.behaviour,
+            Behaviour::Wander(_) | Behaviour::Replay { .. }
+        );
+        if let Behaviour::Replay { replayer, started } = &bot.behaviour {
+            // It replayed through the window: past the end of its recording, more than once.
+            assert!(
+                *started && replayer.position().0 >= 2,
+                "bot {i}: {:?}",
+                replayer.position()
+            );
+        }
         assert_eq!(bot.aim.is_some(), shows, "bot {i}");
         assert_eq!(
             bot.aim.as_ref().and_then(AimView::view).is_some(),

@@ -10,6 +10,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use tickforge_bots::behaviour::BotMix;
+use tickforge_bots::replay::ReplaySet;
 use tickforge_bots::{BotGame, BotsConfig, Progress};
 use tickforge_game::BuiltinMap;
 
@@ -63,8 +64,16 @@ pub struct BotsArgs {
     /// What the bots do: arena (every other bot aims at the enemies it sees, the rest
     /// wander about) or crowd (every bot runs to the map's centre, then fights)
     /// [default: the map's, crowd on flat2km and arena on arena].
-    #[arg(long, value_name = "MIX", value_parser = mix_parser())]
+    #[arg(long, value_name = "MIX", value_parser = mix_parser(), conflicts_with = "replay")]
     pub behaviour: Option<BotMix>,
+    /// Replay recorded matches instead of a behaviour (the shooter): an action file
+    /// (`serve --record-dir`) or a directory of `*.actions` files, sorted by name. Bot k
+    /// (from 0, across matches) sends the inputs of the (k mod N)-th recorded seat, file by
+    /// file, seats ascending; from its first snapshot on, one recorded tick per tick,
+    /// looping at the end, starting over with each new match. Files must be recorded at
+    /// --tick-hz; a directory's files of another map than --map are left out.
+    #[arg(long, value_name = "PATH")]
+    pub replay: Option<PathBuf>,
     /// Protocol id, decimal or hex with 0x [default: 8388345093885489767].
     #[arg(long, value_name = "ID", value_parser = tickforge_server::config::parse_protocol_id)]
     pub protocol_id: Option<u64>,
@@ -133,6 +142,38 @@ pub fn run(args: BotsArgs) -> Result<()> {
     if args.matches == 0 || args.bots_per_match == 0 || args.matches * args.bots_per_match > 4096 {
         bail!("--matches × --bots-per-match: expected 1 to 4096 bots in all");
     }
+    let replay = match &args.replay {
+        Some(_) if args.game != BotGame::Shooter => {
+            bail!(
+                "--replay: action files record the shooter's inputs; --game is {}",
+                args.game.name()
+            )
+        }
+        Some(path) => Some(std::sync::Arc::new(ReplaySet::load(
+            path,
+            args.map,
+            args.tick_hz,
+        )?)),
+        None => None,
+    };
+    if let Some(set) = &replay {
+        let (files, skipped) = (set.files(), set.source(0, 0).skipped);
+        eprintln!(
+            "tickforge bots: replaying {} seat(s) of {} file(s) ({}){}",
+            set.pairs(),
+            files.len(),
+            files
+                .iter()
+                .map(|f| f.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            if skipped.is_empty() {
+                String::new()
+            } else {
+                format!("; left out: {}", skipped.join("; "))
+            }
+        );
+    }
     let private_key = crate::token_cmd::load_key(args.key_file.as_deref())?;
     let config = BotsConfig {
         game: args.game,
@@ -155,6 +196,7 @@ pub fn run(args: BotsArgs) -> Result<()> {
         pose_every: std::num::NonZeroU8::new(args.pose_every).expect("parsed as 1 to 32"),
         map: args.map,
         behaviour: args.behaviour.unwrap_or(BotMix::for_map(args.map)),
+        replay,
     };
     let total_s = args.warmup_s + args.duration_s;
     let bar = (!args.progress_lines).then(|| {

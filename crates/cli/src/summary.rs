@@ -2,7 +2,9 @@
 
 use std::fmt::Write;
 
-use tickforge_telemetry::report::{BotsReport, Clients, Hitreg, Report, ServerReport};
+use tickforge_telemetry::report::{
+    BotsReport, Clients, Hitreg, ReplaySource, Report, ServerReport,
+};
 pub use tickforge_telemetry::summary::game_label;
 use tickforge_telemetry::summary::{
     budgets_line, categories_line, frame_line, ms, pct, ticks_line,
@@ -54,6 +56,38 @@ fn hitreg_line(out: &mut String, h: &Hitreg) {
     );
 }
 
+/// Which recorded inputs the bots replayed (`bots --replay`), and the rule that gave each
+/// bot its seat.
+fn replay_line(out: &mut String, r: &ReplaySource) {
+    let files: Vec<String> = r
+        .files
+        .iter()
+        .map(|f| {
+            format!(
+                "{} ({} B, check {}, {} seats, {} ticks)",
+                f.name,
+                f.bytes,
+                f.check,
+                f.seats.len(),
+                f.ticks
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "  replay        {} bots on {} recorded seats, bot k replays seat k mod {} file by file, open loop: {}{}",
+        r.bots,
+        r.pairs,
+        r.pairs,
+        files.join(", "),
+        if r.skipped.is_empty() {
+            String::new()
+        } else {
+            format!("; left out: {}", r.skipped.join("; "))
+        }
+    );
+}
+
 fn prediction_line(out: &mut String, c: &Clients) {
     let p = &c.correction_m;
     let cm = |m: Option<f64>| m.map_or("n/a".into(), |m| format!("{:.2} cm", m * 100.0));
@@ -74,6 +108,9 @@ fn prediction_line(out: &mut String, c: &Clients) {
 pub fn bots(r: &BotsReport) -> String {
     let mut out = String::from("tickforge bots:\n");
     clients_line(&mut out, &r.clients);
+    if let Some(replay) = &r.replay {
+        replay_line(&mut out, replay);
+    }
     hitreg_line(&mut out, &r.hitreg);
     if r.clients.correction_m.samples > 0 {
         prediction_line(&mut out, &r.clients);
@@ -207,6 +244,9 @@ pub fn bench(r: &Report) -> String {
         );
     }
     clients_line(&mut out, &r.clients);
+    if let Some(replay) = &r.bots.replay {
+        replay_line(&mut out, replay);
+    }
     if shoots(&r.game) {
         hitreg_line(&mut out, &r.hitreg);
         prediction_line(&mut out, &r.clients);

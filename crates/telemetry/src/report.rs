@@ -455,6 +455,47 @@ pub struct BotsReport {
     /// Hit registration: the bots' own verdicts on their shots against the server's.
     #[serde(default)]
     pub hitreg: Hitreg,
+    /// Action-file bots (`bots --replay`): the files whose inputs they sent and how the
+    /// bots were given their seats; `None` for bots with a behaviour of their own.
+    #[serde(default)]
+    pub replay: Option<ReplaySource>,
+}
+
+/// The recorded inputs action-file bots replayed: bot `k` (from 0, across matches) replays
+/// pair `k mod pairs` of the `(file, seat)` pairs, taken file by file in `files`' order,
+/// each file's seats ascending.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ReplaySource {
+    /// The files, sorted by name.
+    pub files: Vec<ReplayFile>,
+    /// `(file, seat)` pairs in all: the sum of the files' `seats`.
+    pub pairs: u64,
+    /// Bots that replayed a pair.
+    pub bots: u64,
+    /// Recorded commands sent by the bot that sent the fewest, over the whole run (warm-up
+    /// included): 0 when some bot never got to replay.
+    pub min_inputs_per_bot: u64,
+    /// Files of the directory left out, each with why (recorded on another map).
+    pub skipped: Vec<String>,
+}
+
+/// One action file the bots replayed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ReplayFile {
+    /// Its file name.
+    pub name: String,
+    /// Its size, bytes.
+    pub bytes: u64,
+    /// The check it ends with (FNV-1a 64 of every byte before it), hex.
+    pub check: String,
+    /// The map it was recorded on.
+    pub map: String,
+    /// Ticks one pass over it takes, at the file's tick rate (the bots loop it).
+    pub ticks: u32,
+    /// The seats replayed: those with at least one input recorded, ascending.
+    pub seats: Vec<u8>,
 }
 
 /// Hit-registration agreement: each aiming bot judges its shots against its own view of

@@ -49,7 +49,10 @@ impl BenchGame {
             other => bail!("--game {other}: bench drives the shooter and ctf only"),
         };
         if game == BenchGame::Ctf {
-            if matches!(args.scenario, Scenario::Crowd | Scenario::Saturation) {
+            if matches!(
+                args.scenario,
+                Scenario::Crowd | Scenario::Saturation | Scenario::Replay
+            ) {
                 bail!(
                     "--scenario {}: the shooter's (a crowd on its 2 km map); --game ctf runs \
                      smoke and many-matches (with --sweep for the games-per-core curve)",
@@ -60,6 +63,7 @@ impl BenchGame {
                 ("--pose-every", args.pose_every.is_some()),
                 ("--fow-every", args.fow_every.is_some()),
                 ("--max-rewind-ms", args.max_rewind_ms.is_some()),
+                ("--replay", args.replay.is_some()),
             ] {
                 if given {
                     bail!("{flag}: a setting of the shooter; --game ctf has none");
@@ -85,6 +89,10 @@ pub enum Scenario {
     /// (set the steps with --sweep-steps), 5 s measured each; response rate and response
     /// time at the clients against players. The shooter only.
     Saturation,
+    /// The Quake paper's action-file bots: 1 match × 10 bots on arena, each replaying a
+    /// recorded player's inputs (`--replay DIR`, default `tests/actions` in the current
+    /// directory). The shooter only.
+    Replay,
 }
 
 impl Scenario {
@@ -94,13 +102,14 @@ impl Scenario {
             Scenario::ManyMatches => "many-matches",
             Scenario::Crowd => "crowd",
             Scenario::Saturation => "saturation",
+            Scenario::Replay => "replay",
         }
     }
 
     /// The map the matches are played on.
     fn map(self) -> BuiltinMap {
         match self {
-            Scenario::Smoke | Scenario::ManyMatches => BuiltinMap::Arena,
+            Scenario::Smoke | Scenario::ManyMatches | Scenario::Replay => BuiltinMap::Arena,
             Scenario::Crowd | Scenario::Saturation => BuiltinMap::Flat2km,
         }
     }
@@ -108,7 +117,7 @@ impl Scenario {
     /// What the bots do.
     fn mix(self) -> BotMix {
         match self {
-            Scenario::Smoke | Scenario::ManyMatches => BotMix::Arena,
+            Scenario::Smoke | Scenario::ManyMatches | Scenario::Replay => BotMix::Arena,
             Scenario::Crowd | Scenario::Saturation => BotMix::Crowd,
         }
     }
@@ -116,7 +125,7 @@ impl Scenario {
     /// Seconds of each round's combat phase, where the server's default will not do.
     fn round_s(self) -> Option<f64> {
         match self {
-            Scenario::Smoke | Scenario::ManyMatches => None,
+            Scenario::Smoke | Scenario::ManyMatches | Scenario::Replay => None,
             // The run-in alone takes ~100 s, the server's default round; a round that
             // timed out would put everyone back on the ring mid-fight.
             Scenario::Crowd | Scenario::Saturation => Some(600.0),
@@ -126,7 +135,7 @@ impl Scenario {
     /// Players' health, where the server's default will not do.
     fn max_health_hp(self) -> Option<u16> {
         match self {
-            Scenario::Smoke | Scenario::ManyMatches => None,
+            Scenario::Smoke | Scenario::ManyMatches | Scenario::Replay => None,
             // 100 times the default: the crowd meets in the centre and keeps fighting, all
             // in view (the Iris test), instead of wiping out in seconds and running in
             // again from the ring.
@@ -137,7 +146,7 @@ impl Scenario {
     /// Matches, players per match, warm-up and measured seconds.
     fn defaults(self) -> (u32, u32, f64, f64) {
         match self {
-            Scenario::Smoke => (1, 10, 1.0, 5.0),
+            Scenario::Smoke | Scenario::Replay => (1, 10, 1.0, 5.0),
             Scenario::ManyMatches => (10, 10, 2.0, 10.0),
             // 800 m at 8.13 m/s is ~98 s of running, then a fight at the centre.
             Scenario::Crowd => (1, 100, 2.0, 110.0),
@@ -232,6 +241,11 @@ pub struct BenchArgs {
     /// Not with --sweep or --scenario saturation.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: u32,
+    /// Bots replay recorded matches instead of their behaviour: an action file or a
+    /// directory of `*.actions` (see `bots --replay`) [default with --scenario replay:
+    /// tests/actions in the current directory].
+    #[arg(long, value_name = "DIR")]
+    pub replay: Option<PathBuf>,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -299,11 +313,12 @@ fn max_rewind_ms(args: &BenchArgs) -> u32 {
     })
 }
 
-pub fn run(args: BenchArgs) -> Result<()> {
+pub fn run(mut args: BenchArgs) -> Result<()> {
     if let Some(path) = &args.check.check_only {
         return checks::check_only(path, args.check.checks);
     }
     let game = BenchGame::of(&args)?;
+    args.replay = replay_files(&args)?;
     let (d_matches, d_players, d_warmup, d_duration) = args.scenario.defaults();
     let matches = args.matches.unwrap_or(d_matches);
     let players = args.players.unwrap_or(d_players);
@@ -620,15 +635,41 @@ fn serve_game_args(args: &BenchArgs, game: BenchGame) -> Vec<String> {
     }
 }
 
+/// The action files the bots replay: `--replay`, or with `--scenario replay` the checked-in
+/// `tests/actions` of the current directory; loaded here once, so a bad file is named
+/// before anything starts.
+fn replay_files(args: &BenchArgs) -> Result<Option<PathBuf>> {
+    let dir = match (&args.replay, args.scenario) {
+        (Some(dir), _) => dir.clone(),
+        (None, Scenario::Replay) => {
+            let dir = PathBuf::from("tests/actions");
+            if !dir.is_dir() {
+                bail!(
+                    "--scenario replay: give --replay DIR (no tests/actions in the current \
+                     directory; run from the workspace for the checked-in recordings)"
+                );
+            }
+            dir
+        }
+        (None, _) => return Ok(None),
+    };
+    tickforge_bots::replay::ReplaySet::load(&dir, args.scenario.map(), args.tick_hz)?;
+    Ok(Some(dir))
+}
+
 /// The game's flags of `bots`: for the shooter the map (the aimers trace sight on it),
-/// the scenario's behaviour and the posing interval; for ctf the game alone.
+/// the scenario's behaviour (or the recordings replayed instead) and the posing interval;
+/// for ctf the game alone.
 fn bots_game_args(args: &BenchArgs, game: BenchGame) -> Vec<String> {
     match game {
         BenchGame::Shooter => {
             let s = args.scenario;
             let mut v = vec![
                 format!("--map={}", s.map().name()),
-                format!("--behaviour={}", s.mix().name()),
+                match &args.replay {
+                    Some(dir) => format!("--replay={}", dir.display()),
+                    None => format!("--behaviour={}", s.mix().name()),
+                },
             ];
             v.extend(args.pose_every.map(|n| format!("--pose-every={n}")));
             v

@@ -918,6 +918,23 @@ mod tests {
     }
 
     #[test]
+    fn replay_passes_the_recordings_to_the_bots_instead_of_a_behaviour() {
+        let args = bench_args(&["--scenario", "many-matches", "--replay", "rec"]);
+        let game = BenchGame::of(&args).unwrap();
+        assert_eq!(bots_game_args(&args, game), ["--map=arena", "--replay=rec"]);
+        let replay = bench_args(&["--scenario", "replay"]);
+        assert_eq!(replay.scenario.map(), BuiltinMap::Arena);
+        assert_eq!(replay.scenario.defaults(), Scenario::Smoke.defaults());
+        for flags in [
+            &["--game", "ctf", "--scenario", "replay"][..],
+            &["--game", "ctf", "--replay", "rec"],
+        ] {
+            let err = BenchGame::of(&bench_args(flags)).unwrap_err().to_string();
+            assert!(err.contains("replay"), "{err}");
+        }
+    }
+
+    #[test]
     fn the_io_floor_is_sized_by_the_game() {
         let (shooter_in, shooter_out) = tick_datagram_bytes(BenchGame::Shooter, 10);
         assert_eq!(

@@ -63,7 +63,7 @@ impl Field {
             config,
             host,
             bots,
-            scratch: Scratch::new(),
+            scratch: Scratch::virtual_time(),
             start,
             period,
         }
@@ -174,19 +174,30 @@ fn aimers_agree_with_the_server_across_rounds_and_a_match_that_starts_over() {
         };
         let (first, later) = (shots_in(false), shots_in(true));
         assert!(
-            first >= 20 && later >= 20 && first + later >= 100,
+            first >= 20 && later >= 20,
             "match {g}: {first} shots judged in round 1, {later} after a respawn: \
              {stretches:#?}"
         );
+    }
+    // Enough shots that 99% means something: at most a few disagreements in each pool.
+    for (name, c) in [
+        ("the first match", of(&|g| g == 1)),
+        ("the matches that started over", of(&|g| g > 1)),
+    ] {
+        assert!(c.shots >= 150, "{name}: {} shots judged", c.shots);
     }
     // The first match, then the ones that started over.
     for (name, c) in [
         ("the first match", of(&|g| g == 1)),
         ("the matches that started over", of(&|g| g > 1)),
     ] {
+        // The bug this test was written for agreed on 86.3%; the 99% target is the
+        // bench's, over thousands of shots (the README's figures). On a pool of some 200
+        // shots a build that agrees on 99% lands within a point of it either way (one
+        // standard deviation is 0.7 points), so the bar here is 98%.
         let rate = c.agree as f64 / c.shots as f64;
         assert!(
-            rate >= 0.99,
+            rate >= 0.98,
             "{name}: agreement {rate:.4} of {} shots: {c:?}\nby round: {stretches:#?}",
             c.shots
         );

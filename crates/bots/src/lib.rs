@@ -185,10 +185,17 @@ pub const DEFAULT_INTERP_DELAY: Duration = Duration::from_micros(35_156);
 
 /// The session settings of a bot: the compact replica and link (within 128 KiB for a
 /// match of ten, `tickforge-client`'s `tests/memory.rs`), with the interpolation frames only
-/// for a bot that shows other players (an aimer or a runner: `aims`).
-pub fn session_config(aims: bool) -> SessionConfig {
+/// for a bot that shows other players (an aimer or a runner: `aims`), shown at least
+/// `pose_every` + 1 ticks behind, so that the server's next posing tick after the moment
+/// shown has arrived and players are posed as the server's rewind poses them.
+pub fn session_config(aims: bool, pose_every: std::num::NonZeroU8) -> SessionConfig {
     SessionConfig {
         interpolation: aims,
+        min_delay_ticks: if aims {
+            pose_every.get().saturating_add(1)
+        } else {
+            1
+        },
         ..SessionConfig::COMPACT
     }
 }
@@ -417,6 +424,17 @@ impl Scratch {
             recv: vec![0; SLOT_BYTES],
             frame: Vec::with_capacity(tickforge_proto::MAX_PACKET_BYTES),
             hist: ClientHistograms::default(),
+        }
+    }
+
+    /// [`Scratch::new`] without the kernel's arrival stamps: every datagram arrives at the
+    /// `now` its receive is called with. For tests on virtual time, where a stamp would
+    /// measure the host's load between the send and the receive, not the virtual clock.
+    #[cfg(test)]
+    fn virtual_time() -> Self {
+        Scratch {
+            batch: RecvBatch::with_capacity(RECV_BATCH),
+            ..Scratch::new()
         }
     }
 }
@@ -766,7 +784,7 @@ impl Bot {
         let session = Session::with_link_config(
             token,
             config.game.schema(),
-            session_config(aims),
+            session_config(aims, config.pose_every),
             compact_link_config(),
             start,
         )

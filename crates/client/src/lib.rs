@@ -98,6 +98,12 @@ pub struct SessionConfig {
     /// snapshot, about 1 µs a snapshot for ten players. A client that renders (or aims at)
     /// other players wants them; a load-test bot that shows nobody does not.
     pub interpolation: bool,
+    /// The least interpolation delay, whole ticks (the delay still adapts above it, up to
+    /// [`timing::MAX_DELAY`]). A client whose server poses players for hit tests only
+    /// every Nth tick and lerps between (the shooter's `pose_every`) wants N + 1: the
+    /// posing tick after the moment shown has then arrived, so it can pose players as
+    /// the server's rewind will. Default 1, the adaptive delay's own floor.
+    pub min_delay_ticks: u8,
 }
 
 impl SessionConfig {
@@ -110,6 +116,7 @@ impl SessionConfig {
     pub const COMPACT: SessionConfig = SessionConfig {
         history_ticks: 72,
         interpolation: true,
+        min_delay_ticks: 1,
     };
 }
 
@@ -138,6 +145,7 @@ impl Default for SessionConfig {
         SessionConfig {
             history_ticks: ReplicaConfig::default().history_ticks,
             interpolation: true,
+            min_delay_ticks: 1,
         }
     }
 }
@@ -384,7 +392,7 @@ impl Session {
             sealed: Vec::with_capacity(MAX_PACKET_BYTES),
             sealed_to: None,
             stats: SessionStats::default(),
-            clock: Clock::new(now),
+            clock: Clock::new(now, config.min_delay_ticks),
             frames: None,
         }
     }

@@ -65,6 +65,8 @@ const INITIAL_JITTER: f64 = 0.5;
 #[derive(Clone, Debug)]
 pub(crate) struct Clock {
     origin: Instant,
+    /// The delay's floor, ticks: [`MIN_DELAY`] or the session's own, if more.
+    min_delay: f64,
     hz: f64,
     offset: f64,
     samples: u32,
@@ -81,9 +83,10 @@ pub(crate) struct Clock {
 }
 
 impl Clock {
-    pub(crate) fn new(origin: Instant) -> Clock {
+    pub(crate) fn new(origin: Instant, min_delay_ticks: u8) -> Clock {
         Clock {
             origin,
+            min_delay: f64::from(min_delay_ticks).clamp(MIN_DELAY, MAX_DELAY),
             hz: 0.0,
             offset: 0.0,
             samples: 0,
@@ -102,7 +105,10 @@ impl Clock {
     pub(crate) fn set_rate(&mut self, tick_hz: u16) {
         let hz = f64::from(tick_hz.max(1));
         if hz != self.hz {
-            *self = Clock::new(self.origin);
+            *self = Clock {
+                min_delay: self.min_delay,
+                ..Clock::new(self.origin, 0)
+            };
             self.hz = hz;
         }
     }
@@ -173,7 +179,8 @@ impl Clock {
             None => self.newest = Some(tick),
         }
         // The delay heads for its new target from where it is now.
-        let target = (2.0 + 3.0 * self.jitter + 8.0 * self.gap_loss).clamp(MIN_DELAY, MAX_DELAY);
+        let target =
+            (2.0 + 3.0 * self.jitter + 8.0 * self.gap_loss).clamp(self.min_delay, MAX_DELAY);
         if self.delay_set {
             self.delay0 = self.delay_at_local(x);
         } else {
@@ -214,7 +221,7 @@ impl Clock {
     /// The interpolation delay at `now`, ticks.
     pub(crate) fn delay_at(&self, now: Instant) -> f64 {
         if !self.delay_set {
-            return 2.0 + 3.0 * INITIAL_JITTER;
+            return self.initial_delay();
         }
         self.delay_at_local(self.local(now))
     }
@@ -222,9 +229,14 @@ impl Clock {
     /// The delay as of the newest sample, ticks.
     pub(crate) fn delay(&self) -> f64 {
         if !self.delay_set {
-            return 2.0 + 3.0 * INITIAL_JITTER;
+            return self.initial_delay();
         }
         self.delay0
+    }
+
+    /// The delay before any snapshot was sampled, ticks.
+    fn initial_delay(&self) -> f64 {
+        (2.0 + 3.0 * INITIAL_JITTER).max(self.min_delay)
     }
 
     /// The delay's current target, ticks.
@@ -263,7 +275,7 @@ mod tests {
     #[test]
     fn wild_ticks_keep_the_clock_finite_and_the_delay_bounded() {
         let t0 = Instant::now();
-        let mut c = Clock::new(t0);
+        let mut c = Clock::new(t0, 1);
         c.set_rate(128);
         for k in 0..10_000u32 {
             let tick = if k % 2 == 0 { u32::MAX - k } else { k };
@@ -282,5 +294,29 @@ mod tests {
         let _ = c.duration(c.jitter());
         assert_eq!(c.duration(f64::INFINITY), Duration::ZERO);
         assert_eq!(c.duration(1e300), Duration::MAX);
+    }
+
+    /// Snapshots on time, every tick: the delay settles at its floor, the adaptive 2 ticks
+    /// or the session's own minimum when that is more, and never under it; a rate change
+    /// keeps the floor.
+    #[test]
+    fn a_clean_link_settles_at_the_sessions_least_delay() {
+        let t0 = Instant::now();
+        for (min, settles) in [(1u8, 2.0), (5, 5.0), (200, MAX_DELAY)] {
+            let mut c = Clock::new(t0, min);
+            c.set_rate(128);
+            let tick = Duration::from_nanos(7_812_500);
+            for k in 0..4096u32 {
+                let at = t0 + tick * k;
+                c.sample(k, at);
+                assert!(
+                    c.delay_at(at) >= f64::from(min).min(MAX_DELAY) - 1e-9,
+                    "{min}"
+                );
+            }
+            assert!((c.delay() - settles).abs() < 0.05, "{min}: {}", c.delay());
+            c.set_rate(64);
+            assert!(c.delay_at(t0) >= f64::from(min).min(MAX_DELAY), "{min}");
+        }
     }
 }

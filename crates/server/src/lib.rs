@@ -18,6 +18,7 @@ mod game_match;
 pub mod games;
 pub mod host;
 pub mod io_floor;
+pub mod profile;
 mod run_id;
 pub mod serve;
 mod worker;

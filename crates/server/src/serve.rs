@@ -158,6 +158,14 @@ pub struct ServeArgs {
     /// No status lines while running.
     #[arg(long)]
     pub quiet: bool,
+    /// After the warm-up, sample the process for this many seconds and write a flame graph
+    /// SVG of the workers; the server goes on serving [default: no profile].
+    #[arg(long, value_name = "S", allow_negative_numbers = true)]
+    pub profile_s: Option<f64>,
+    /// The flame graph's file, with --profile-s [default:
+    /// tickforge-profile-<run id>.svg in the current directory].
+    #[arg(long, value_name = "FILE")]
+    pub profile_out: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -242,6 +250,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
             args.linger_s
         );
     }
+    let profile = crate::profile::prepare(args.profile_s, args.profile_out.as_deref())?;
     let shutdown = Shutdown::new();
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         // The first signal drains; a second stops the workers at once, and `wait_with`
@@ -343,7 +352,15 @@ pub fn run(args: ServeArgs) -> Result<()> {
             },
         );
     }
-    let report = host.wait_with(&mut |event| eprintln!("tickforge serve: {event}"))?;
+    let profile = match profile {
+        Some(p) => Some(p.start(config.warmup, host.run_id())?),
+        None => None,
+    };
+    let report = host.wait_with(&mut |event| eprintln!("tickforge serve: {event}"));
+    if let Some(profile) = profile {
+        profile.finish();
+    }
+    let report = report?;
     if let Some(path) = &args.report {
         let json = serde_json::to_string_pretty(&report)?;
         std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;

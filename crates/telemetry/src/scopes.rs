@@ -5,6 +5,13 @@
 //! since the last transition to the scope below it; leaving charges the scope being left.
 //! So every nanosecond between `begin_frame` and `end_frame` lands in exactly one category
 //! and exactly one phase, and nested scopes never count twice.
+//!
+//! With the `tracy` feature each scope is also a Tracy zone named after its category, each
+//! frame a `match frame` zone around them, and [`Scopes::mark_wakeup`] a frame mark named
+//! after the thread (`tickforge-worker-N`): a connected Tracy profiler sees the categories
+//! on a timeline. Tracy collects only while a profiler is connected (its `ondemand` mode);
+//! until then a zone costs a check of that flag and allocates nothing. Without the feature
+//! none of it is compiled.
 
 use std::cell::Cell;
 use std::time::Instant;
@@ -59,6 +66,8 @@ pub struct Scopes {
     phase: Cell<Phase>,
     phase_mark: Cell<Instant>,
     record: Cell<FrameRecord>,
+    #[cfg(feature = "tracy")]
+    tracy: tracy::State,
 }
 
 impl Scopes {
@@ -74,6 +83,8 @@ impl Scopes {
             phase: Cell::new(Phase::Receive),
             phase_mark: Cell::new(now),
             record: Cell::new(FrameRecord::default()),
+            #[cfg(feature = "tracy")]
+            tracy: tracy::State::default(),
         }
     }
 
@@ -92,6 +103,8 @@ impl Scopes {
         self.frame_start.set(now);
         self.phase.set(Phase::Receive);
         self.phase_mark.set(now);
+        #[cfg(feature = "tracy")]
+        self.tracy.begin_frame();
     }
 
     /// Ends the frame started by [`Scopes::begin_frame`] and returns what it cost.
@@ -104,7 +117,18 @@ impl Scopes {
         self.depth.set(0);
         let mut record = self.record.get();
         record.total_ns += nanos(now, self.frame_start.get());
+        #[cfg(feature = "tracy")]
+        self.tracy.end_frame();
         record
+    }
+
+    /// Marks the end of one wake-up of the thread that owns these scopes (a worker's
+    /// frame: receive, every due match's tick, send). With the `tracy` feature, a Tracy
+    /// frame mark named after the thread; without it, nothing.
+    #[inline]
+    pub fn mark_wakeup(&self) {
+        #[cfg(feature = "tracy")]
+        self.tracy.mark_wakeup();
     }
 
     /// Enters `category` until the returned guard drops.
@@ -115,6 +139,8 @@ impl Scopes {
             return ScopeGuard {
                 scopes: self,
                 active: false,
+                #[cfg(feature = "tracy")]
+                _zone: None,
             };
         }
         let now = self.now();
@@ -130,6 +156,8 @@ impl Scopes {
         ScopeGuard {
             scopes: self,
             active: true,
+            #[cfg(feature = "tracy")]
+            _zone: tracy::zone(category),
         }
     }
 
@@ -185,6 +213,9 @@ fn nanos(later: Instant, earlier: Instant) -> u64 {
 pub struct ScopeGuard<'a> {
     scopes: &'a Scopes,
     active: bool,
+    /// Ends after the scope's time is charged.
+    #[cfg(feature = "tracy")]
+    _zone: Option<tracy_client::Span>,
 }
 
 impl Drop for ScopeGuard<'_> {
@@ -197,6 +228,70 @@ impl Drop for ScopeGuard<'_> {
 
 /// Returned by [`Scopes::enter_phase`]; phases end when the next one starts.
 pub struct PhaseGuard(());
+
+/// The `tracy` feature: zones for the categories and the match frame, a frame mark per
+/// wake-up.
+#[cfg(feature = "tracy")]
+mod tracy {
+    use std::cell::{Cell, OnceCell};
+
+    use tracy_client::{span_location, Client, FrameName, Span, SpanLocation};
+
+    use crate::Category;
+
+    /// A Tracy zone named after `category`, ended when dropped.
+    pub(super) fn zone(category: Category) -> Option<Span> {
+        // One static location per category: a zone allocates nothing.
+        let location: &'static SpanLocation = match category {
+            Category::Replication => span_location!("replication"),
+            Category::Fow => span_location!("fow"),
+            Category::Network => span_location!("network"),
+            Category::Animation => span_location!("animation"),
+            Category::Gameplay => span_location!("gameplay"),
+            Category::Movement => span_location!("movement"),
+            Category::Equippable => span_location!("equippable"),
+            Category::Character => span_location!("character"),
+            Category::Physics => span_location!("physics"),
+            Category::Other => span_location!("other"),
+        };
+        Some(Client::running()?.span(location, 0))
+    }
+
+    /// The zone of the frame under way, and the name of this thread's wake-ups.
+    #[derive(Default)]
+    pub(super) struct State {
+        frame: Cell<Option<Span>>,
+        wakeup: OnceCell<Option<FrameName>>,
+    }
+
+    impl State {
+        pub(super) fn begin_frame(&self) {
+            // A frame begun again without its end ends the old zone first.
+            drop(self.frame.take());
+            let zone = Client::running().map(|c| c.span(span_location!("match frame"), 0));
+            self.frame.set(zone);
+        }
+
+        pub(super) fn end_frame(&self) {
+            drop(self.frame.take());
+        }
+
+        pub(super) fn mark_wakeup(&self) {
+            // Named once per thread (leaked once, as Tracy keeps frame names for good).
+            let name = self.wakeup.get_or_init(|| {
+                let client = Client::running()?;
+                let thread = std::thread::current();
+                let name = thread.name().unwrap_or("tickforge thread");
+                // Linux keeps 15 bytes of a thread name; Tracy keeps the whole.
+                client.set_thread_name(name);
+                Some(FrameName::new_leak(name.to_string()))
+            });
+            if let (Some(client), Some(name)) = (Client::running(), name) {
+                client.secondary_frame_mark(*name);
+            }
+        }
+    }
+}
 
 #[cfg(test)]
 pub(crate) mod tests {
@@ -296,6 +391,27 @@ pub(crate) mod tests {
         let r = s.end_frame();
         assert_eq!(r.total_ns, 4);
         assert_eq!(r.category_ns[Category::Movement.index()], 0);
+    }
+
+    /// With the `tracy` feature and no profiler connected, the zones and marks neither
+    /// block nor change the accounting.
+    #[cfg(feature = "tracy")]
+    #[test]
+    fn tracy_zones_without_a_profiler_change_nothing() {
+        let s = Scopes::new(fake_now);
+        for _ in 0..1_000 {
+            s.begin_frame();
+            {
+                let _n = s.scope(Category::Network);
+                advance(3);
+                let _m = s.scope(Category::Movement);
+                advance(4);
+            }
+            let r = s.end_frame();
+            assert_eq!(r.category_ns[Category::Network.index()], 3);
+            assert_eq!(r.category_ns[Category::Movement.index()], 4);
+            s.mark_wakeup();
+        }
     }
 
     #[test]

@@ -646,6 +646,7 @@ impl Worker {
         let ticks = self.run_due_ticks();
         let ticked = time::now();
         self.send.flush(&self.socket, &mut self.io);
+        self.scopes.mark_wakeup();
         Frame {
             ticks,
             ticked,

@@ -257,23 +257,31 @@ mod tracy {
         Some(Client::running()?.span(location, 0))
     }
 
-    /// The zone of the frame under way, and the name of this thread's wake-ups.
+    thread_local! {
+        /// The zone of the frame under way on this thread. Kept by the thread, not by the
+        /// `Scopes` (which a worker may be moved with): Tracy ends a zone on the thread
+        /// that began it.
+        static FRAME: Cell<Option<Span>> = const { Cell::new(None) };
+    }
+
+    /// The name of a thread's wake-ups.
     #[derive(Default)]
     pub(super) struct State {
-        frame: Cell<Option<Span>>,
         wakeup: OnceCell<Option<FrameName>>,
     }
 
     impl State {
         pub(super) fn begin_frame(&self) {
-            // A frame begun again without its end ends the old zone first.
-            drop(self.frame.take());
-            let zone = Client::running().map(|c| c.span(span_location!("match frame"), 0));
-            self.frame.set(zone);
+            FRAME.with(|frame| {
+                // A frame begun again without its end ends the old zone first.
+                drop(frame.take());
+                let zone = Client::running().map(|c| c.span(span_location!("match frame"), 0));
+                frame.set(zone);
+            });
         }
 
         pub(super) fn end_frame(&self) {
-            drop(self.frame.take());
+            FRAME.with(|frame| drop(frame.take()));
         }
 
         pub(super) fn mark_wakeup(&self) {
@@ -391,6 +399,13 @@ pub(crate) mod tests {
         let r = s.end_frame();
         assert_eq!(r.total_ns, 4);
         assert_eq!(r.category_ns[Category::Movement.index()], 0);
+    }
+
+    /// A worker moves to its thread with its scopes, with or without the `tracy` feature.
+    #[test]
+    fn scopes_can_move_to_another_thread() {
+        fn send<T: Send>() {}
+        send::<Scopes>();
     }
 
     /// With the `tracy` feature and no profiler connected, the zones and marks neither

@@ -249,6 +249,14 @@ pub struct BenchArgs {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// Passed to the server: a flame graph of its workers over this many seconds after
+    /// the warm-up, written to the current directory as tickforge-profile-<run id>.svg (one
+    /// per server of a sweep) [default: no profile].
+    #[arg(long, value_name = "S", allow_negative_numbers = true)]
+    pub profile_s: Option<f64>,
+    /// Passed to the server: the flame graph's file, with --profile-s.
+    #[arg(long, value_name = "FILE")]
+    pub profile_out: Option<PathBuf>,
     #[command(flatten)]
     pub check: checks::CheckArgs,
 }
@@ -468,6 +476,12 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
         .args(args.phase_groups.map(|n| format!("--phase-groups={n}")))
         .arg(format!("--rt-priority={}", args.rt_priority))
         .args(args.spin_us.map(|us| format!("--spin-us={us}")))
+        .args(args.profile_s.map(|s| format!("--profile-s={s}")))
+        .args(
+            args.profile_out
+                .iter()
+                .flat_map(|f| [std::ffi::OsStr::new("--profile-out"), f.as_os_str()]),
+        )
         .arg("--results-file")
         .arg(dir.join("results.log"))
         // The bench stops the server with SIGTERM once its bots are done: no drain.

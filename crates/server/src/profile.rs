@@ -21,7 +21,9 @@
 //! barely moved). Samples inside the unwinder itself (`libgcc`, `libunwind`) are dropped,
 //! as re-entering it from the signal could deadlock. Resolving the samples' symbols and
 //! drawing the graph afterwards runs on the profiling thread at the lowest priority (nice
-//! 19), so it yields to the workers. Only one profile runs in a process at a time.
+//! 19), so it yields to the workers. The sampler's tables take about a hundred megabytes
+//! of memory, made before the server starts (most of a second in a debug build) so that
+//! sampling starts when asked. Only one profile runs in a process at a time.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -67,6 +69,7 @@ pub fn prepare(seconds: Option<f64>, out: Option<&Path>) -> Result<Option<Prepar
     #[cfg(all(unix, feature = "profile"))]
     {
         let out = sampler::Output::create(out)?;
+        sampler::ready()?;
         Ok(Some(Prepared { length, out }))
     }
     #[cfg(not(all(unix, feature = "profile")))]
@@ -162,6 +165,17 @@ mod sampler {
         }
     }
 
+    /// Makes the sampler's tables (a hundred megabytes, most of a second to fill in a
+    /// debug build) before the server starts, so that sampling starts on time: pprof makes
+    /// them when first started, and again when stopped, ready for the next start.
+    pub(super) fn ready() -> Result<()> {
+        let guard = pprof::ProfilerGuardBuilder::default()
+            .build()
+            .context("--profile-s: starting the sampler")?;
+        drop(guard);
+        Ok(())
+    }
+
     /// The stop flag the sampling thread waits on.
     #[derive(Default)]
     struct Stop {
@@ -224,13 +238,6 @@ mod sampler {
 
     fn profile(prepared: Prepared, warmup: Duration, run: RunId, stop: &Stop) -> Result<()> {
         let Prepared { length, out } = prepared;
-        // Symbols and drawing take a while: this thread yields to the workers. On Linux
-        // the nice value is a thread's own (elsewhere it would be the whole process's).
-        #[cfg(target_os = "linux")]
-        // SAFETY: setpriority(2) with constant arguments, on this thread only.
-        unsafe {
-            libc::setpriority(libc::PRIO_PROCESS, 0, 19);
-        }
         if stop.wait(warmup) {
             eprintln!("tickforge serve: profile: the server stopped in the warm-up; no profile");
             return Ok(());
@@ -243,6 +250,14 @@ mod sampler {
         let started = Instant::now();
         let cut_short = stop.wait(length);
         let sampled = started.elapsed();
+        // Sampling is over; symbols and drawing take a while: this thread now yields to
+        // the workers (not before: under load it would start sampling late). On Linux
+        // the nice value is a thread's own (elsewhere it would be the whole process's).
+        #[cfg(target_os = "linux")]
+        // SAFETY: setpriority(2) with constant arguments, on this thread only.
+        unsafe {
+            libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+        }
         let mut report = guard
             .report()
             .frames_post_processor(|frames| {

@@ -16,14 +16,16 @@
 //! core) gets a few samples a second, and wants a profile of a minute or more.
 //!
 //! The cost: each sample interrupts the thread that is on the CPU and walks its stack with
-//! the DWARF unwinder, so the frame a sample lands in runs longer (in a release build, a
-//! smoke bench's p99 frame went from about 0.15 ms to 0.21 ms while sampling; its median
-//! barely moved). Samples inside the unwinder itself (`libgcc`, `libunwind`) are dropped,
+//! the DWARF unwinder, so the frame a sample lands in runs longer (in a release build on a
+//! quiet host, a smoke bench's p99 worker frame went from about 0.15 ms to 0.21 ms while
+//! sampling; its median did not move). Samples inside the unwinder itself (`libgcc`, `libunwind`) are dropped,
 //! as re-entering it from the signal could deadlock. Resolving the samples' symbols and
 //! drawing the graph afterwards runs on the profiling thread at the lowest priority (nice
-//! 19), so it yields to the workers. The sampler's tables take about a hundred megabytes
-//! of memory, made before the server starts (most of a second in a debug build) so that
-//! sampling starts when asked. Only one profile runs in a process at a time.
+//! 19), so it yields to the workers. The sampler's tables and the binary's symbols take a
+//! few hundred megabytes of memory (a release server of 4 matches: 366 MB at most with a
+//! profile, 15 MB without); the tables are made before the server starts (a few tenths of
+//! a second, most of a second in a debug build) so that sampling starts when asked. Only
+//! one profile runs in a process at a time.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

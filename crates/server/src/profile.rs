@@ -265,6 +265,15 @@ mod sampler {
             .frames_post_processor(|frames| {
                 if frames.thread_name.starts_with(WORKER_THREAD) {
                     ROOT.clone_into(&mut frames.thread_name);
+                    // The thread's start, below the worker's loop, is the same in every
+                    // sample: the loop stands on the root.
+                    let run = frames
+                        .frames
+                        .iter()
+                        .position(|f| f.iter().any(is_worker_loop));
+                    if let Some(run) = run {
+                        frames.frames.truncate(run + 1);
+                    }
                 }
                 // The sampler's own frames, below the signal (pprof drops the handler's
                 // frame; a debug build keeps the unwinder's calls above it).
@@ -322,6 +331,11 @@ mod sampler {
             all - kept
         );
         Ok(())
+    }
+
+    /// The worker's loop, `Worker::run`.
+    fn is_worker_loop(symbol: &pprof::Symbol) -> bool {
+        symbol.name().ends_with("::Worker::run")
     }
 
     /// A symbol of the sampler's signal handler or of the unwinder it calls.

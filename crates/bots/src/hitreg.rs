@@ -31,9 +31,10 @@ use std::num::NonZeroU8;
 use std::sync::Arc;
 
 use tickforge_game::history::HistoryConfig;
+use tickforge_game::hitscan::segment_enters;
 use tickforge_game::map::Aabb;
 use tickforge_game::pose::{
-    pose_of, Gait, Hitboxes, LocalHitboxes, Pose, PoseParams, SAME_DISTANCE_M,
+    beats, pose_of, Gait, Hitboxes, LocalHitboxes, Pose, PoseParams, SAME_DISTANCE_M,
 };
 use tickforge_game::rules::BodyPart;
 use tickforge_game::{angle16_to_rad, hitscan, Map, PlayerState, UserCmd, Vec3, ViewTime};
@@ -465,42 +466,6 @@ impl AimView {
             still: own.on_ground && own.velocity.horizontal_length() < 0.05,
         })
     }
-}
-
-/// True when a hit on `part` at `t` metres should replace the best so far at `best_t`:
-/// nearer by more than [`SAME_DISTANCE_M`], or as near and on a part that ranks first
-/// (the head, then the body, then the legs), as the server ranks them.
-fn beats((part, t): (BodyPart, f32), (best_part, best_t): (BodyPart, f32)) -> bool {
-    t < best_t - SAME_DISTANCE_M
-        || (t <= best_t + SAME_DISTANCE_M && part_code(part) < part_code(best_part))
-}
-
-/// True when the segment from `origin` along unit `dir` for `length` metres touches the box
-/// from `min` to `max` (faces included: the broad phase may keep too much, never too little).
-fn segment_enters(origin: Vec3, dir: Vec3, length: f32, min: Vec3, max: Vec3) -> bool {
-    let (o, d, lo, hi) = (
-        origin.to_array(),
-        dir.to_array(),
-        min.to_array(),
-        max.to_array(),
-    );
-    let (mut enter, mut leave) = (0.0_f32, length);
-    for axis in 0..3 {
-        if d[axis] == 0.0 {
-            if o[axis] < lo[axis] || o[axis] > hi[axis] {
-                return false;
-            }
-            continue;
-        }
-        let a = (lo[axis] - o[axis]) / d[axis];
-        let b = (hi[axis] - o[axis]) / d[axis];
-        enter = enter.max(a.min(b));
-        leave = leave.min(a.max(b));
-        if enter > leave {
-            return false;
-        }
-    }
-    true
 }
 
 /// An enemy in view.

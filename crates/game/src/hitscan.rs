@@ -176,7 +176,8 @@ pub fn fire_with_stats(
 
 /// True when the segment from `origin` along unit `dir` for `length` metres touches the box
 /// from `min` to `max` (faces included: the broad phase may keep too much, never too little).
-fn segment_enters(origin: Vec3, dir: Vec3, length: f32, min: Vec3, max: Vec3) -> bool {
+/// A client that judges shots as the server does uses it too.
+pub fn segment_enters(origin: Vec3, dir: Vec3, length: f32, min: Vec3, max: Vec3) -> bool {
     let (o, d, lo, hi) = (
         origin.to_array(),
         dir.to_array(),

@@ -494,7 +494,7 @@ impl Hitboxes {
 
 /// True when a hit on `part` at `t` metres should replace the best so far: nearer by more
 /// than [`SAME_DISTANCE_M`], or as near and on a part that ranks first.
-pub(crate) fn beats((part, t): (BodyPart, f32), (best_part, best_t): (BodyPart, f32)) -> bool {
+pub fn beats((part, t): (BodyPart, f32), (best_part, best_t): (BodyPart, f32)) -> bool {
     t < best_t - SAME_DISTANCE_M || (t <= best_t + SAME_DISTANCE_M && rank(part) < rank(best_part))
 }
 

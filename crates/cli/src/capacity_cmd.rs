@@ -147,12 +147,12 @@ fn load(path: &Path) -> Result<Source> {
         )
     })?;
     let written = match &report.run {
-        Some(run) => Some(utc(run.started_unix_s)),
+        Some(run) => Some(crate::summary::utc(run.started_unix_s)),
         None => std::fs::metadata(path)
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| utc(d.as_secs())),
+            .map(|d| crate::summary::utc(d.as_secs())),
     };
     Ok(Source {
         path: path.to_path_buf(),
@@ -161,23 +161,6 @@ fn load(path: &Path) -> Result<Source> {
         steps,
         fit,
     })
-}
-
-/// `2026-11-25 12:00 UTC` from seconds since the epoch (the civil calendar from days, as
-/// in Howard Hinnant's `civil_from_days`).
-fn utc(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let (hh, mm) = ((secs % 86_400) / 3600, (secs % 3600) / 60);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {hh:02}:{mm:02} UTC")
 }
 
 /// What one held run of a check measured.
@@ -816,14 +799,5 @@ mod tests {
         assert_eq!(c.ratios(), [1.125, 0.9]);
         assert_eq!(model::median(&c.ratios()), Some(1.0125));
         assert!((c.ratio(&c.runs[1]) - 0.45).abs() < 1e-12);
-    }
-
-    #[test]
-    fn utc_dates_from_epoch_seconds() {
-        assert_eq!(utc(0), "1970-01-01 00:00 UTC");
-        // 2000-02-29 12:34:56
-        assert_eq!(utc(951_827_696), "2000-02-29 12:34 UTC");
-        // 2026-11-25 00:00
-        assert_eq!(utc(1_795_564_800), "2026-11-25 00:00 UTC");
     }
 }

@@ -189,31 +189,10 @@ fn run_line(run: Option<&RunInfo>) -> String {
                 &i.hostname
             },
             i.kernel,
-            utc(i.started_unix_s)
+            crate::summary::utc(i.started_unix_s)
         ),
         None => "the report does not record its commit or host".into(),
     }
-}
-
-/// `2026-11-25 12:10:25 UTC` from seconds since the Unix epoch.
-fn utc(unix_s: u64) -> String {
-    let (days, secs) = ((unix_s / 86_400) as i64, unix_s % 86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    )
 }
 
 /// The run's record: build, host, configuration, and the doctor's checks.
@@ -226,7 +205,7 @@ fn run_section(page: &mut String, r: &Report) {
     if let Some(i) = &r.run {
         row(page, "version", &i.version);
         row(page, "commit", i.commit.as_deref().unwrap_or("unknown"));
-        row(page, "started", &utc(i.started_unix_s));
+        row(page, "started", &crate::summary::utc(i.started_unix_s));
         row(page, "host", &i.hostname);
         row(page, "kernel", &i.kernel);
         row(page, "cpu", &i.cpu_model);
@@ -502,12 +481,5 @@ mod tests {
         }
         assert!(page.contains("data-missing=\"sweep\""));
         assert!(page.contains("tick rate 128 Hz"));
-    }
-
-    #[test]
-    fn the_start_time_reads_as_a_utc_date() {
-        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
-        assert_eq!(utc(951_782_400), "2000-02-29 00:00:00 UTC");
-        assert_eq!(utc(1_795_609_825), "2026-11-25 12:30:25 UTC");
     }
 }

@@ -304,8 +304,30 @@ pub fn bench(r: &Report) -> String {
     out
 }
 
+/// `2026-11-25 12:10:25 UTC` from seconds since the Unix epoch: how reports and summaries
+/// date a run. Past what a date can hold, the largest date.
+pub fn utc(unix_s: u64) -> String {
+    let t = i64::try_from(unix_s)
+        .ok()
+        .and_then(|s| jiff::Timestamp::from_second(s).ok())
+        .unwrap_or(jiff::Timestamp::MAX);
+    t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn runs_are_dated_in_utc_to_the_second() {
+        assert_eq!(super::utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(super::utc(951_827_696), "2000-02-29 12:34:56 UTC");
+        assert_eq!(super::utc(1_795_609_825), "2026-11-25 12:30:25 UTC");
+        assert!(
+            super::utc(u64::MAX).starts_with("9999-12-"),
+            "{}",
+            super::utc(u64::MAX)
+        );
+    }
+
     use super::*;
 
     fn report(game: &str, map: &str) -> Report {

@@ -22,6 +22,7 @@
 //! | `tickforge_round_frame_seconds` | histogram | `category` (each [`Category::name`], and `frame` for the whole frame): one observation per finished round, its mean per tick |
 //! | `tickforge_budget_violations_total` | counter | `category` (each [`Category::name`], and `frame`): match ticks over the configured budget |
 //! | `tickforge_ticks_total`, `tickforge_late_ticks_total`, `tickforge_skipped_ticks_total`, `tickforge_hitches_total` | counter | — |
+//! | `tickforge_ticks_late_total` | counter | `cause` (`own`, `others`, `host_preempted`, `host_steal`, `unexplained`: [`crate::report::LateCauses`]) |
 //! | `tickforge_bytes_total`, `tickforge_packets_total` | counter | `direction` (`in`, `out`) |
 //! | `tickforge_players_connected`, `tickforge_matches` | gauge | — |
 //! | `tickforge_datagrams_dropped_total`, `tickforge_connections_refused_total`, `tickforge_connections_kicked_total` | counter | `reason` |
@@ -152,6 +153,9 @@ pub struct MetricsSnapshot {
     /// Matches created through the admin API and removed because nobody joined them in
     /// time (`unjoined_match_ttl_s`).
     pub matches_reclaimed: u64,
+    /// Late ticks by cause, in [`crate::report::LateCauses::NAMES`] order (they add up to
+    /// `late_ticks`).
+    pub late_by_cause: [u64; 5],
 }
 
 /// Entries of one [`ReasonCounts`]: distinct reasons up to one less, and `other`, which
@@ -311,6 +315,9 @@ impl MetricsSnapshot {
         self.results_failed += other.results_failed;
         self.results_pending += other.results_pending;
         self.matches_reclaimed += other.matches_reclaimed;
+        for (a, b) in self.late_by_cause.iter_mut().zip(&other.late_by_cause) {
+            *a += b;
+        }
     }
 }
 
@@ -483,6 +490,20 @@ impl Collector for SnapshotCollector {
             "Ticks that started more than 1 ms after their deadline.",
             s.late_ticks,
         )?;
+        {
+            let mut m = enc.encode_descriptor(
+                "tickforge_ticks_late",
+                "Late ticks by what made them late: the match's own cost, the worker's other \
+                 matches, or the host (preempted, stolen), or unexplained.",
+                None,
+                MetricType::Counter,
+            )?;
+            for (cause, n) in crate::report::LateCauses::NAMES.iter().zip(s.late_by_cause) {
+                let labels = [("cause", *cause)];
+                m.encode_family(&labels)?
+                    .encode_counter::<NoLabelSet, _, u64>(&n, None)?;
+            }
+        }
         counter(
             &mut enc,
             "tickforge_skipped_ticks",
@@ -741,6 +762,7 @@ mod tests {
             s.record_frame(&r);
         }
         s.late_ticks = 2;
+        s.late_by_cause = [0, 1, 1, 0, 0];
         s.hitches = 1;
         s.bytes_in = 1200;
         s.bytes_out = 34_000;
@@ -801,6 +823,7 @@ mod tests {
             ("tickforge_frame_seconds", "histogram"),
             ("tickforge_ticks", "counter"),
             ("tickforge_late_ticks", "counter"),
+            ("tickforge_ticks_late", "counter"),
             ("tickforge_skipped_ticks", "counter"),
             ("tickforge_hitches", "counter"),
             ("tickforge_bytes", "counter"),

@@ -124,6 +124,11 @@ pub struct GamesPerCore {
     pub measured: Option<f64>,
     /// 0.9 × tick ÷ mean match frame cost.
     pub projected: Option<f64>,
+    /// Most matches one worker core held with every late tick counted, the host's
+    /// (preempted, stolen) included: the strict reading of `measured`, which excuses the
+    /// misses attributed to the host (needs a sweep).
+    #[serde(default)]
+    pub measured_strict: Option<f64>,
 }
 
 /// Response time at the clients, in milliseconds.
@@ -355,6 +360,97 @@ pub struct ServerReport {
     /// Match ticks of the measured window over budget, by the same keys as `budgets_ms`.
     #[serde(default)]
     pub budget_violations: BTreeMap<String, u64>,
+    /// The late ticks of the window by cause (they add up to `ticks.late`).
+    #[serde(default)]
+    pub late_causes: LateCauses,
+    /// What the workers saw of the host taking their core while a tick was due.
+    #[serde(default)]
+    pub preemption: Preemption,
+}
+
+/// Late ticks by what made them late (the worker's attribution, `worker/preempt.rs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LateCauses {
+    /// The match's own previous tick ran past this one's deadline.
+    pub own: u64,
+    /// The worker's other work in or before this wake-up (the receive, the matches run
+    /// before it, a backlog of their ticks).
+    pub others: u64,
+    /// The worker's thread was runnable but not running: preempted or its wake-up held on
+    /// the run queue (involuntary context switches, run-queue delay).
+    pub host_preempted: u64,
+    /// The host's steal time rose while the worker woke late (a VM's vCPU not running).
+    pub host_steal: u64,
+    /// The wake-up was late beyond what the spin explains with no sign of either.
+    pub unexplained: u64,
+}
+
+impl LateCauses {
+    /// The causes' names, as the report keys and the `cause` label of `/metrics` spell them.
+    pub const NAMES: [&'static str; 5] = [
+        "own",
+        "others",
+        "host_preempted",
+        "host_steal",
+        "unexplained",
+    ];
+
+    /// The counts in [`LateCauses::NAMES`] order.
+    pub fn counts(&self) -> [u64; 5] {
+        [
+            self.own,
+            self.others,
+            self.host_preempted,
+            self.host_steal,
+            self.unexplained,
+        ]
+    }
+
+    /// From counts in [`LateCauses::NAMES`] order.
+    pub fn from_counts(c: [u64; 5]) -> LateCauses {
+        LateCauses {
+            own: c[0],
+            others: c[1],
+            host_preempted: c[2],
+            host_steal: c[3],
+            unexplained: c[4],
+        }
+    }
+
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: &LateCauses) {
+        let (a, b) = (self.counts(), other.counts());
+        *self = LateCauses::from_counts(std::array::from_fn(|i| a[i] + b[i]));
+    }
+
+    /// Late ticks attributed to the host (preempted or stolen).
+    pub fn host(&self) -> u64 {
+        self.host_preempted + self.host_steal
+    }
+
+    /// Every late tick.
+    pub fn total(&self) -> u64 {
+        self.counts().iter().sum()
+    }
+}
+
+/// What the workers measured of the host over the window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Preemption {
+    /// Wake-ups later than the spin explains (a stall: more than 0.5 ms past the deadline
+    /// while the worker slept, or that long on the run queue).
+    pub stalls: u64,
+    /// The longest stall, milliseconds.
+    pub stall_max_ms: f64,
+    /// Involuntary context switches of the worker threads.
+    pub involuntary_switches: u64,
+    /// Time the worker threads were runnable but waited for a CPU, milliseconds
+    /// (`/proc/thread-self/schedstat`; 0 where the kernel does not keep it).
+    pub run_delay_ms: f64,
+    /// The host's steal time over the window, as a share of its CPU time (`/proc/stat`).
+    pub steal_share: Option<f64>,
 }
 
 /// Seconds a [`ServerReport::frame_seconds`] series holds at most: an hour of window. The
@@ -379,6 +475,9 @@ pub struct FrameSecond {
     pub late: u32,
     /// Hitches (as [`Ticks::hitches`]).
     pub hitches: u32,
+    /// Of `late`, ticks attributed to the host (preempted or stolen, [`LateCauses::host`]).
+    #[serde(default)]
+    pub late_host: u32,
 }
 
 /// Adds the series `other` (another worker's, of the same window) into `into`, second by
@@ -401,6 +500,7 @@ pub fn merge_frame_seconds(into: &mut Vec<FrameSecond>, other: &[FrameSecond]) {
                     max: x.max.max(y.max),
                     late: x.late + y.late,
                     hitches: x.hitches + y.hitches,
+                    late_host: x.late_host + y.late_host,
                 }
             }
             (Some(x), Some(y)) if x.s < y.s => *a.next().unwrap(),
@@ -680,11 +780,20 @@ pub struct DoctorCheck {
 pub struct Sweep {
     /// The steps, fewest matches first.
     pub steps: Vec<SweepStep>,
+    /// Most matches a step held counting every late tick, the host's too.
+    #[serde(default)]
+    pub measured_strict_games_per_core: Option<u32>,
+    /// Why the sweep stopped, in words with the figures (the step, its on-time rates, the
+    /// late ticks by cause).
+    #[serde(default)]
+    pub stopped_because: String,
     /// Most matches a step held with at least 99.5% of ticks on time, none skipped, and
     /// the bots not saturated; `None` when even the first step did not.
     pub measured_games_per_core: Option<u32>,
-    /// What ended the sweep: "server" (ticks late or skipped), "bots" (the bots'
-    /// core saturated first: the server was not the limit), or "steps" (the last step
+    /// What ended the sweep: "server" (ticks late or skipped on the server's own
+    /// account), "bots" (the bots' core saturated first: the server was not the limit),
+    /// "host" (the host made so many ticks late, preempting or stealing the worker's
+    /// core, that the server's own account could not be read), or "steps" (the last step
     /// still held).
     pub limited_by: String,
     /// What the steps raise: "matches" (`many-matches --sweep`, the default) or "players"
@@ -733,6 +842,52 @@ pub struct SweepStep {
     pub projected_games_per_core: Option<f64>,
     /// Mean match frame ÷ the I/O floor.
     pub frame_to_io_floor: Option<f64>,
+    /// The step's late ticks by cause.
+    #[serde(default)]
+    pub late_causes: LateCauses,
+    /// The step judged on windows of its measured run ([`StepVerdict`]); `None` in
+    /// reports written before the sweep judged windows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<StepVerdict>,
+}
+
+/// How a sweep judged a step: its measured run split into windows, each judged on the
+/// server's own account (late ticks attributed to the host excused) and strictly.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StepVerdict {
+    /// The windows of the run the verdict stands on (the re-run's, when there was one).
+    pub windows: Vec<WindowVerdict>,
+    /// At least two windows in three held on the server's own account, nothing skipped.
+    pub held: bool,
+    /// The same, every late tick counted.
+    pub held_strict: bool,
+    /// Runs of the step: 2 when the first failed and it was run again.
+    pub runs: u32,
+    /// "held", "host" (held only with the host's misses excused), "server", "bots".
+    pub outcome: String,
+    /// Share of the step's ticks made late by the host (preempted or stolen).
+    pub host_late_share: f64,
+}
+
+/// One window of a step's run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WindowVerdict {
+    /// Seconds of the measured run, `[from_s, to_s)`.
+    pub from_s: u32,
+    /// End of the window, seconds.
+    pub to_s: u32,
+    /// Ticks run in the window.
+    pub ticks: u64,
+    /// Of them late, every cause.
+    pub late: u64,
+    /// Of the late, the host's.
+    pub late_host: u64,
+    /// Share on time, the host's misses excused.
+    pub on_time_rate: f64,
+    /// Share on time, every miss counted.
+    pub on_time_rate_strict: f64,
 }
 
 /// Where the bench ran.
@@ -845,7 +1000,34 @@ mod tests {
             max,
             late,
             hitches: late / 2,
+            late_host: late / 3,
         }
+    }
+
+    #[test]
+    fn late_causes_add_and_split_host_from_server() {
+        let mut a = LateCauses {
+            own: 1,
+            others: 2,
+            host_preempted: 3,
+            host_steal: 4,
+            unexplained: 5,
+        };
+        assert_eq!((a.host(), a.total()), (7, 15));
+        a.add(&LateCauses::from_counts([1, 1, 1, 1, 1]));
+        assert_eq!(a.counts(), [2, 3, 4, 5, 6]);
+        let v = serde_json::to_value(a).unwrap();
+        for name in LateCauses::NAMES {
+            assert!(v.get(name).is_some(), "missing {name}");
+        }
+        // Reports written before the attribution read as no late tick by cause.
+        let old: ServerReport = serde_json::from_str(
+            &serde_json::to_string(&ServerReport::default())
+                .unwrap()
+                .replace(",\"late_causes\":{\"own\":0,\"others\":0,\"host_preempted\":0,\"host_steal\":0,\"unexplained\":0}", ""),
+        )
+        .unwrap();
+        assert_eq!(old.late_causes, LateCauses::default());
     }
 
     #[test]

@@ -35,6 +35,7 @@ mod fair;
 #[cfg(test)]
 mod history_tests;
 mod persist;
+mod preempt;
 mod report;
 mod results;
 mod routing;
@@ -386,6 +387,8 @@ pub struct Worker {
     measure: Measure,
     /// The startup matches it was given (a drain may remove them before the report).
     startup_matches: u32,
+    /// Why its ticks were late: its own work or the host's (preempt.rs).
+    preempt: preempt::Preempt,
 }
 
 /// Errors that stop a worker before it runs.
@@ -546,6 +549,7 @@ impl Worker {
             start,
             measure: Measure::default(),
             startup_matches: setup.matches.len() as u32,
+            preempt: preempt::Preempt::default(),
         })
     }
 
@@ -575,6 +579,7 @@ impl Worker {
         if let Some(p) = &mut self.persister {
             p.start();
         }
+        self.preempt.start();
         let stopped_at = loop {
             if shutdown.is_draining() && drain_until.is_none() {
                 drain_until = Some(time::now() + self.config.drain_timeout);
@@ -593,12 +598,14 @@ impl Worker {
             if shutdown.is_stopped() || drained || exit_at.is_some_and(|t| deadline >= t) {
                 break time::now();
             }
+            self.preempt.sleeping(time::now());
             let woke = self.sleeper.sleep_until(deadline);
             if let Some(link) = &self.admin {
                 link.beat();
             }
             if earliest.is_some() {
                 self.measure.woke(&window, deadline, woke);
+                (self.preempt).woke(deadline, woke, window.contains(deadline));
             }
 
             let frame = self.frame(woke);
@@ -612,6 +619,7 @@ impl Worker {
             if sent >= next_status {
                 next_status += Duration::from_secs(1);
                 self.cost.roll();
+                self.preempt.sample_steal(sent >= window.start);
                 self.publish();
                 status(&WorkerStatus {
                     worker: self.index,

@@ -7,14 +7,15 @@ use tickforge_io::cpu;
 use tickforge_io::udp::IoStats;
 use tickforge_replication::ReplicationStats;
 use tickforge_telemetry::report::{
-    merge_frame_seconds, Datagrams, FrameSecond, Replication, ServerReport, Ticks,
-    MAX_FRAME_SECONDS,
+    merge_frame_seconds, Datagrams, FrameSecond, LateCauses, Preemption, Replication, ServerReport,
+    Ticks, MAX_FRAME_SECONDS,
 };
 use tickforge_telemetry::rounds::{slot_name, Budgets, BUDGET_SLOTS};
 use tickforge_telemetry::{
     match_budget_ms, projected_games_per_core, Category, DurationHistogram, FrameStats, Phase,
 };
 
+use super::preempt::merge_preemption;
 use super::{nanos, Worker, LATE_AFTER};
 use crate::game_match::HostedMatch;
 
@@ -88,6 +89,7 @@ struct FrameSeconds {
     hist: DurationHistogram,
     late: u32,
     hitches: u32,
+    late_host: u32,
     closed: Vec<FrameSecond>,
 }
 
@@ -98,6 +100,7 @@ impl Default for FrameSeconds {
             hist: DurationHistogram::new(),
             late: 0,
             hitches: 0,
+            late_host: 0,
             closed: Vec::with_capacity(MAX_FRAME_SECONDS),
         }
     }
@@ -107,7 +110,7 @@ impl FrameSeconds {
     /// Records one frame whose deadline fell `second` seconds into the window. A frame of
     /// an earlier second than the one being filled (a worker runs due matches in one
     /// wake-up, not strictly by deadline) counts in the open second.
-    fn record(&mut self, second: u32, frame_ns: u64, late: bool, hitch: bool) {
+    fn record(&mut self, second: u32, frame_ns: u64, late: bool, hitch: bool, host: bool) {
         let second = self.open.map_or(second, |open| second.max(open));
         if self.open != Some(second) {
             self.close();
@@ -119,6 +122,7 @@ impl FrameSeconds {
         self.hist.record_ns(frame_ns);
         self.late += u32::from(late);
         self.hitches += u32::from(hitch);
+        self.late_host += u32::from(late && host);
     }
 
     /// Closes the open second into the series.
@@ -134,11 +138,12 @@ impl FrameSeconds {
                     max: p.max,
                     late: self.late,
                     hitches: self.hitches,
+                    late_host: self.late_host,
                 });
             }
         }
         self.hist.reset();
-        (self.late, self.hitches) = (0, 0);
+        (self.late, self.hitches, self.late_host) = (0, 0, 0);
     }
 }
 
@@ -224,6 +229,8 @@ pub struct WorkerFigures {
     retired: Retired,
     /// The budgets of a match of `players_per_match` (the report's `budgets_ms`).
     budgets: Budgets,
+    late_causes: LateCauses,
+    preemption: Preemption,
 }
 
 /// Ticks on a grid starting at `grid` with period `period_ns` whose deadlines fall in
@@ -251,6 +258,12 @@ impl Worker {
             let m = &self.matches[mi];
             let budget_ns = match_budget_ms(self.config.tick_hz, m.seats() as u32) * 1e6;
             let hitch = late > m.period() || record.total_ns as f64 > 2.0 * budget_ns;
+            // Why it was late (preempt.rs), judged against its cost before this frame.
+            let cause = (is_late)
+                .then(|| (self.preempt).cause(late, deadline, self.hosted[mi].cost.mean_ns()));
+            if let Some(c) = cause {
+                self.metrics.late_by_cause[c as usize] += 1;
+            }
             self.hosted[mi].cost.add(record.total_ns);
             let c = &mut self.hosted[mi].counters;
             c.ticks += 1;
@@ -273,7 +286,11 @@ impl Worker {
             }
             self.measure.frames.record(&record);
             let second = (deadline.saturating_duration_since(window.start)).as_secs();
-            (self.measure.seconds).record(second as u32, record.total_ns, is_late, hitch);
+            let host = cause.is_some_and(|c| c.is_host());
+            (self.measure.seconds).record(second as u32, record.total_ns, is_late, hitch, host);
+            if let Some(c) = cause {
+                self.preempt.causes[c as usize] += 1;
+            }
             self.measure.tick_late.record_ns(nanos(late));
             let t = &mut self.measure.ticks;
             if is_late {
@@ -322,6 +339,7 @@ impl Worker {
         dropped.insert("oversize".into(), self.drops.oversize);
         dropped.insert("bad_message".into(), self.drops.bad_message);
         dropped.insert("bad_cmd".into(), self.drops.bad_cmd);
+        let (late_causes, preemption) = self.preempt.report();
         WorkerFigures {
             tick_hz: self.config.tick_hz,
             game: self.maker.game(),
@@ -351,6 +369,8 @@ impl Worker {
                 self.config.tick_hz,
                 self.config.players_per_match,
             ),
+            late_causes,
+            preemption,
         }
     }
 }
@@ -405,6 +425,8 @@ impl WorkerFigures {
         r.results_failed += s.results_failed;
         r.results_written += s.results_written;
         r.results_unwritten += s.results_unwritten;
+        self.late_causes.add(&other.late_causes);
+        merge_preemption(&mut self.preemption, &other.preemption);
     }
 
     /// The report of the measured window. Ticks not run by the window's close count as
@@ -471,6 +493,8 @@ impl WorkerFigures {
                 .filter(|&s| self.budgets.ns[s].is_some() || m.violations[s] > 0)
                 .map(|s| (slot_name(s).to_string(), m.violations[s]))
                 .collect(),
+            late_causes: self.late_causes,
+            preemption: self.preemption,
         }
     }
 
@@ -503,11 +527,11 @@ mod tests {
     fn frame_seconds_close_each_second_with_its_percentiles_and_counts() {
         let mut f = FrameSeconds::default();
         for i in 1..=100u64 {
-            f.record(0, i * 1000, i == 100, false);
+            f.record(0, i * 1000, i == 100, false, false);
         }
-        f.record(2, 5_000_000, true, true);
+        f.record(2, 5_000_000, true, true, true);
         // A straggler of second 0 recorded while second 2 is open counts in second 2.
-        f.record(0, 1_000, false, false);
+        f.record(0, 1_000, false, false, false);
         f.close();
         assert_eq!(f.closed.len(), 2, "second 1 had no frame: {:?}", f.closed);
         let (a, b) = (f.closed[0], f.closed[1]);
@@ -518,6 +542,7 @@ mod tests {
         );
         assert!((a.max - 0.100).abs() < 1e-3, "{a:?}");
         assert_eq!((b.s, b.frames, b.late, b.hitches), (2, 2, 1, 1));
+        assert_eq!((a.late_host, b.late_host), (0, 1), "the host's late tick");
         assert!((b.max - 5.0).abs() < 0.01, "{b:?}");
     }
 
@@ -527,7 +552,7 @@ mod tests {
         let reserved = f.closed.capacity();
         assert!(reserved >= MAX_FRAME_SECONDS);
         for s in 0..(MAX_FRAME_SECONDS as u32 + 10) {
-            f.record(s, 1_000, false, false);
+            f.record(s, 1_000, false, false, false);
         }
         f.close();
         assert_eq!(f.closed.len(), MAX_FRAME_SECONDS);

@@ -264,6 +264,7 @@ pub struct BenchArgs {
 pub mod checks;
 pub mod repeat;
 mod sweep;
+mod verdict;
 
 /// The bytes of one input datagram's payload and one snapshot's of `game` with `players`
 /// players: an input is the kind, sequence, view tick and fraction, and the game's input;
@@ -713,6 +714,7 @@ fn merge(scenario: &str, s: ServerReport, b: BotsReport, warmup_s: f64) -> Repor
         games_per_core: GamesPerCore {
             measured: None,
             projected: s.projected_games_per_core,
+            measured_strict: None,
         },
         io_floor_ms: None,
         io_floor_per_datagram_us: None,

@@ -380,6 +380,7 @@ mod tests {
                 max: if s == 1 { 3.0 } else { 0.1 },
                 late: u32::from(s == 1),
                 hitches: u32::from(s == 1),
+                late_host: 0,
             })
             .collect();
         // A reading with markup in it: it must come out as text.
@@ -464,6 +465,7 @@ mod tests {
             measured_games_per_core: Some(5),
             limited_by: "steps".into(),
             by: "matches".into(),
+            ..Sweep::default()
         });
         let page = render(&r);
         assert!(charts(&page).contains(&"sweep"));

@@ -168,6 +168,29 @@ pub fn sweep_step(s: &tickforge_telemetry::report::SweepStep) -> String {
         s.bots_cpu_util
             .map_or("n/a".into(), |u| format!("{:.0}%", u * 100.0)),
         if s.bots_saturated { " SATURATED" } else { "" },
+    ) + &step_verdict(s)
+}
+
+/// A sweep step's verdict, when it was judged on windows: the outcome, the windows that
+/// held on the server's own account and strictly, the runs, and its host-late ticks.
+fn step_verdict(s: &tickforge_telemetry::report::SweepStep) -> String {
+    let Some(v) = &s.verdict else {
+        return String::new();
+    };
+    let held = |rate: fn(&tickforge_telemetry::report::WindowVerdict) -> f64| {
+        v.windows.iter().filter(|w| rate(w) >= 0.995).count()
+    };
+    format!(
+        "  [{}: {}/{n} windows held, {}/{n} strictly; run {}; late own {} others {} host {} unexplained {}]",
+        v.outcome,
+        held(|w| w.on_time_rate),
+        held(|w| w.on_time_rate_strict),
+        v.runs,
+        s.late_causes.own,
+        s.late_causes.others,
+        s.late_causes.host(),
+        s.late_causes.unexplained,
+        n = v.windows.len(),
     )
 }
 
@@ -205,15 +228,37 @@ pub fn bench(r: &Report) -> String {
     categories_line(&mut out, &r.server);
     budgets_line(&mut out, &r.server);
     ticks_line(&mut out, &r.server);
+    let (c, p) = (&r.server.late_causes, &r.server.preemption);
+    if c.total() > 0 || p.stalls > 0 {
+        let _ = writeln!(
+            out,
+            "  late by cause own {} others {} host_preempted {} host_steal {} unexplained {}; {} stall(s) up to {:.2} ms, {} involuntary switches, {:.1} ms on the run queue, steal {}",
+            c.own,
+            c.others,
+            c.host_preempted,
+            c.host_steal,
+            c.unexplained,
+            p.stalls,
+            p.stall_max_ms,
+            p.involuntary_switches,
+            p.run_delay_ms,
+            p.steal_share.map_or("n/a".into(), |s| format!("{:.2}%", s * 100.0)),
+        );
+    }
     let _ = writeln!(
         out,
-        "  games/core    {} projected, measured {}",
+        "  games/core    {} projected, measured {}{}",
         r.games_per_core
             .projected
             .map_or("n/a".into(), |g| format!("{g:.0}")),
         r.games_per_core
             .measured
             .map_or("n/a (needs --sweep)".into(), |g| format!("{g:.0}")),
+        r.games_per_core
+            .measured_strict
+            .map_or(String::new(), |g| format!(
+                " ({g:.0} strictly, host misses counted)"
+            )),
     );
     let d = &r.server.datagrams;
     let _ = writeln!(
@@ -279,11 +324,16 @@ pub fn bench(r: &Report) -> String {
         } else {
             let _ = writeln!(
                 out,
-                "  sweep         {} games per core measured (limited by {}):",
+                "  sweep         {} games per core measured, {} strictly (limited by {}):",
                 sw.measured_games_per_core
+                    .map_or("n/a".into(), |g| g.to_string()),
+                sw.measured_strict_games_per_core
                     .map_or("n/a".into(), |g| g.to_string()),
                 sw.limited_by
             );
+            if !sw.stopped_because.is_empty() {
+                let _ = writeln!(out, "                stopped: {}", sw.stopped_because);
+            }
         }
         for step in &sw.steps {
             let _ = writeln!(out, "  {}", sweep_step(step));

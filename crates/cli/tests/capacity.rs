@@ -47,6 +47,7 @@ fn sweep_report(name: &str, steps: &[u32], held: Option<u32>) -> PathBuf {
             measured_games_per_core: held,
             limited_by: "steps".into(),
             by: "matches".into(),
+            ..Sweep::default()
         }),
         ..Report::default()
     };
@@ -311,6 +312,7 @@ fn a_noisy_sweep_plans_but_warns() {
             measured_games_per_core: Some(40),
             limited_by: "steps".into(),
             by: "matches".into(),
+            ..Sweep::default()
         }),
         ..Report::default()
     };

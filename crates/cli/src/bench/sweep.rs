@@ -2,12 +2,17 @@
 //! one worker core, one full bench run per step, and stops at the first step the server
 //! no longer holds (ticks late or skipped) or the bots saturate (then the bots, not the
 //! server, were the limit, and the report says so).
+//!
+//! Over matches, each step is judged on windows of its run and a failed step runs once
+//! more before the sweep stops (`verdict.rs`): on a shared host one preemption must not
+//! move the figure.
 
 use std::path::Path;
 
 use anyhow::Result;
 use tickforge_telemetry::report::{Report, Sweep, SweepStep};
 
+use super::verdict::{self, Next};
 use super::{run_in, BenchArgs, Plan};
 
 /// Ticks a step must start on time to hold: DESIGN.md's measured games per core.
@@ -37,6 +42,7 @@ pub(super) fn run(args: &BenchArgs, dir: &Path, plan: &Plan, axis: Axis) -> Resu
     let mut first: Option<Report> = None;
     let mut last: Option<Report> = None;
     let mut limited_by = "steps";
+    let mut stopped_because = String::new();
     let mut ended = false;
     let defaults: &[u32] = match axis {
         Axis::Matches => &STEPS,
@@ -73,10 +79,24 @@ pub(super) fn run(args: &BenchArgs, dir: &Path, plan: &Plan, axis: Axis) -> Resu
         // Each step writes its own key, logs and reports.
         let step_dir = dir.join(format!("step-{n}"));
         std::fs::create_dir_all(&step_dir)?;
-        let report = run_in(args, &step_dir, &step_plan)?;
-        let step = step_of(&report);
+        let mut report = run_in(args, &step_dir, &step_plan)?;
+        let mut step = step_of(&report, 1);
         if !args.quiet {
             eprintln!("{}", crate::summary::sweep_step(&step));
+        }
+        // A step that failed its first run runs once more: the second run's verdict stands.
+        let failed_once = step.verdict.as_ref().map(verdict::next) == Some(Next::RunAgain);
+        if axis == Axis::Matches && !ended && failed_once {
+            if !args.quiet {
+                eprintln!("sweep: {name} again (the first run did not hold)…");
+            }
+            let again_dir = dir.join(format!("step-{n}-again"));
+            std::fs::create_dir_all(&again_dir)?;
+            report = run_in(args, &again_dir, &step_plan)?;
+            step = step_of(&report, 2);
+            if !args.quiet {
+                eprintln!("{}", crate::summary::sweep_step(&step));
+            }
         }
         let holds = step.on_time_rate.is_some_and(|r| r >= ON_TIME) && step.skipped == 0;
         steps.push(step.clone());
@@ -85,6 +105,22 @@ pub(super) fn run(args: &BenchArgs, dir: &Path, plan: &Plan, axis: Axis) -> Resu
         // With --sweep-every-step the steps past the end still run and join the curve, but
         // the sweep's figures stay those of the steps up to it.
         if ended {
+            continue;
+        }
+        if axis == Axis::Matches {
+            let v = step.verdict.as_ref().expect("a matches step is judged");
+            // Not held: this was its second run (the first run of a failed step runs again
+            // above), so the sweep stops here.
+            let Some(reason) = verdict::failure(v) else {
+                held = Some(report);
+                continue;
+            };
+            limited_by = reason;
+            stopped_because = verdict::stopped_because(reason, n, v, &step.late_causes);
+            if !args.sweep_every_step {
+                break;
+            }
+            ended = true;
             continue;
         }
         if step.bots_saturated {
@@ -102,10 +138,19 @@ pub(super) fn run(args: &BenchArgs, dir: &Path, plan: &Plan, axis: Axis) -> Resu
         }
         ended = true;
     }
-    let measured = match axis {
-        Axis::Matches => held.as_ref().map(|r| r.matches),
-        Axis::Players => None,
+    let judged: Vec<(u32, &_)> = (steps.iter())
+        .filter_map(|s: &SweepStep| s.verdict.as_ref().map(|v| (s.matches, v)))
+        .collect();
+    let (measured, measured_strict) = match axis {
+        Axis::Matches => verdict::measured(&judged),
+        Axis::Players => (None, None),
     };
+    if axis == Axis::Matches && limited_by == "steps" {
+        stopped_because = format!(
+            "every step held: {} matches, the last tried",
+            steps.last().map_or(0, |s| s.matches)
+        );
+    }
     let mut report = match axis {
         Axis::Matches => held.or(first),
         // The curve's last step: the most players the bots drove.
@@ -114,10 +159,13 @@ pub(super) fn run(args: &BenchArgs, dir: &Path, plan: &Plan, axis: Axis) -> Resu
     .ok_or_else(|| anyhow::anyhow!("--sweep-steps: no step to run"))?;
     if axis == Axis::Matches {
         report.games_per_core.measured = measured.map(f64::from);
+        report.games_per_core.measured_strict = measured_strict.map(f64::from);
     }
     report.sweep = Some(Sweep {
         steps,
         measured_games_per_core: measured,
+        measured_strict_games_per_core: measured_strict,
+        stopped_because,
         limited_by: limited_by.to_string(),
         by: match axis {
             Axis::Matches => "matches",
@@ -128,9 +176,18 @@ pub(super) fn run(args: &BenchArgs, dir: &Path, plan: &Plan, axis: Axis) -> Resu
     Ok(report)
 }
 
-/// The figures of one step.
-fn step_of(r: &Report) -> SweepStep {
+/// The figures of one step, judged on its windows (`runs`: this is the step's first run
+/// or its second).
+fn step_of(r: &Report, runs: u32) -> SweepStep {
     let t = &r.ticks;
+    let run = verdict::StepRun {
+        seconds: &r.server.frame_seconds,
+        skipped: t.skipped,
+        bots_flag: r.bots_saturated == Some(true),
+        bots_cpu_util: r.bots_cpu_util,
+        late_causes: r.server.late_causes,
+        ticks: t.on_time + t.late,
+    };
     SweepStep {
         matches: r.matches,
         players: r.players_per_match,
@@ -146,6 +203,8 @@ fn step_of(r: &Report) -> SweepStep {
         bots_saturated: r.bots_saturated == Some(true),
         projected_games_per_core: r.games_per_core.projected,
         frame_to_io_floor: r.frame_to_io_floor,
+        late_causes: r.server.late_causes,
+        verdict: Some(verdict::judge(&run, runs)),
     }
 }
 
@@ -189,7 +248,7 @@ mod tests {
             max: 3.0,
             mean: 0.15,
         });
-        let s = step_of(&r);
+        let s = step_of(&r, 1);
         assert_eq!(s.matches, 20);
         assert_eq!(s.on_time_rate, Some(0.996));
         assert_eq!(s.tick_start_late_ms.map(|p| p.p99), Some(1.25));
@@ -202,7 +261,7 @@ mod tests {
         );
         r.bots_saturated = Some(true);
         r.ticks.expected = 0;
-        let s = step_of(&r);
+        let s = step_of(&r, 1);
         assert!(s.bots_saturated && s.on_time_rate.is_none());
         assert!(crate::summary::sweep_step(&s).contains("SATURATED"));
     }

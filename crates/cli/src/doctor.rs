@@ -13,6 +13,7 @@
 
 mod cpu;
 mod net;
+mod preempt;
 mod sysctl;
 mod wakeup;
 
@@ -40,6 +41,10 @@ pub struct DoctorArgs {
     /// deploy/sysctl/90-tickforge.conf holds it) and run no check.
     #[arg(long, conflicts_with_all = ["quick", "json"])]
     pub sysctl: bool,
+    /// A bench report (`bench --json`): the preemption check gives the share of its late
+    /// ticks the host explains, and what to change.
+    #[arg(long, value_name = "REPORT")]
+    pub from: Option<PathBuf>,
 }
 
 /// What a check concluded.
@@ -278,6 +283,14 @@ pub fn run(args: DoctorArgs) -> Result<()> {
         println!("{}", line(c));
     }
     checks.extend(timed);
+    // Preemption on the worker core: a 1 s probe, and the report's late ticks by cause.
+    let preemption = if args.quick && args.from.is_none() {
+        Check::info(preempt::NAME, "skipped (--quick)")
+    } else {
+        preempt::gather(allowed.last().copied(), args.from.as_deref())
+    };
+    println!("{}", line(&preemption));
+    checks.push(preemption);
     let report = DoctorReport {
         quick: args.quick,
         allowed_cores: allowed,

@@ -5,7 +5,7 @@ use std::process::Command;
 use serde_json::Value;
 
 /// Every check the doctor runs, in its order; `--quick` keeps the timed ones as skipped.
-const CHECKS: [&str; 22] = [
+const CHECKS: [&str; 23] = [
     "cores",
     "isolated",
     "nohz_full",
@@ -28,6 +28,7 @@ const CHECKS: [&str; 22] = [
     "udp_gso",
     "wakeup",
     "wakeup_fifo",
+    "preemption",
 ];
 
 #[test]
@@ -81,7 +82,7 @@ fn quick_doctor_writes_every_check_with_a_verdict() {
             "no line for {name} in\n{stdout}"
         );
     }
-    for name in ["wakeup", "wakeup_fifo"] {
+    for name in ["wakeup", "wakeup_fifo", "preemption"] {
         let c = checks.iter().find(|c| c["name"] == name).unwrap();
         assert_eq!(c["verdict"], "info");
         assert_eq!(c["reading"], "skipped (--quick)");

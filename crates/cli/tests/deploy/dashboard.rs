@@ -32,6 +32,7 @@ pub fn exported() -> Exported {
         s.record_frame(&r);
     }
     s.late_ticks = 2;
+    s.late_by_cause = [0, 1, 1, 0, 0];
     s.skipped_ticks = 1;
     s.hitches = 1;
     s.bytes_in = 1200;

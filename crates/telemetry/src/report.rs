@@ -424,9 +424,21 @@ impl LateCauses {
         *self = LateCauses::from_counts(std::array::from_fn(|i| a[i] + b[i]));
     }
 
-    /// Late ticks attributed to the host (preempted or stolen).
+    /// Late ticks attributed to the host, confirmed by its counters (preempted or stolen).
     pub fn host(&self) -> u64 {
         self.host_preempted + self.host_steal
+    }
+
+    /// Late ticks not on the server's own account: every tick a stall made late (a wake-up
+    /// later than the spin explains while the worker was idle, or a wait on the run
+    /// queue), the host's confirmed and the unexplained alike.
+    pub fn stalled(&self) -> u64 {
+        self.host() + self.unexplained
+    }
+
+    /// Late ticks on the server's own account: its own cost and its other matches'.
+    pub fn server(&self) -> u64 {
+        self.own + self.others
     }
 
     /// Every late tick.
@@ -475,7 +487,8 @@ pub struct FrameSecond {
     pub late: u32,
     /// Hitches (as [`Ticks::hitches`]).
     pub hitches: u32,
-    /// Of `late`, ticks attributed to the host (preempted or stolen, [`LateCauses::host`]).
+    /// Of `late`, ticks a stall made late: not the server's own account
+    /// ([`LateCauses::stalled`]: host preempted, host steal, unexplained).
     #[serde(default)]
     pub late_host: u32,
 }
@@ -866,7 +879,8 @@ pub struct StepVerdict {
     pub runs: u32,
     /// "held", "host" (held only with the host's misses excused), "server", "bots".
     pub outcome: String,
-    /// Share of the step's ticks made late by the host (preempted or stolen).
+    /// Share of the step's ticks made late by stalls (the host's, confirmed or
+    /// unexplained).
     pub host_late_share: f64,
 }
 
@@ -882,9 +896,9 @@ pub struct WindowVerdict {
     pub ticks: u64,
     /// Of them late, every cause.
     pub late: u64,
-    /// Of the late, the host's.
+    /// Of the late, those a stall made late (the host's, confirmed or unexplained).
     pub late_host: u64,
-    /// Share on time, the host's misses excused.
+    /// Share on time, the stalls' misses excused (the server's own account).
     pub on_time_rate: f64,
     /// Share on time, every miss counted.
     pub on_time_rate_strict: f64,

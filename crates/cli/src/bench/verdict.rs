@@ -1,6 +1,7 @@
 //! A sweep step's verdict, robust on a noisy host: the step's measured run is judged in
 //! [`WINDOWS`] windows, each on the server's own account (late ticks the workers
-//! attributed to the host excused) and strictly (every late tick counted); a step holds
+//! attributed to a stall excused: the host's, preempted or stolen, and the unexplained
+//! wake-ups late while the worker was idle) and strictly (every late tick counted); a step holds
 //! when most windows hold. A step that fails runs once more before the sweep stops, and
 //! the sweep says why it stopped: "server", "bots" or "host". Pure functions over the
 //! steps' figures, so the rules are tested without running a bench.
@@ -91,7 +92,7 @@ pub fn judge(run: &StepRun<'_>, runs: u32) -> StepVerdict {
     let host_late_share = if run.ticks == 0 {
         0.0
     } else {
-        run.late_causes.host() as f64 / run.ticks as f64
+        run.late_causes.stalled() as f64 / run.ticks as f64
     };
     let outcome = if bots_saturated(run.bots_flag, run.bots_cpu_util) {
         "bots"

@@ -49,9 +49,13 @@ pub(crate) enum Cause {
 }
 
 impl Cause {
-    /// The host's: preempted or stolen.
-    pub(crate) fn is_host(self) -> bool {
-        matches!(self, Cause::HostPreempted | Cause::HostSteal)
+    /// A stall's: the worker was not running while the tick was due (the host's,
+    /// confirmed or unexplained), not the server's own cost.
+    pub(crate) fn is_stall(self) -> bool {
+        matches!(
+            self,
+            Cause::HostPreempted | Cause::HostSteal | Cause::Unexplained
+        )
     }
 }
 
@@ -105,20 +109,18 @@ pub(crate) fn judge_wake(w: &Wake) -> Option<Stall> {
     Some(Stall { delay, cause })
 }
 
-/// The debt after a wake-up: a new stall adds to it (the larger delay, the newer cause);
-/// a wake-up the worker slept into within the slack of its deadline clears it (no backlog
-/// is left); otherwise it stands.
+/// The debt after a wake-up. A worker that went to sleep before the deadline it woke for
+/// had no backlog left: the old debt is gone, and only this wake-up's own stall (if any)
+/// stands. A worker still at work past the deadline carries the debt, a new stall adding
+/// to it (the larger delay, the newer cause).
 pub(crate) fn carry_debt(debt: Option<Stall>, w: &Wake, stall: Option<Stall>) -> Option<Stall> {
-    if let Some(s) = stall {
-        let delay = debt.map_or(s.delay, |d| d.delay.max(s.delay));
-        return Some(Stall { delay, ..s });
-    }
-    let caught_up =
-        w.slept_at <= w.deadline && w.woke.saturating_duration_since(w.deadline) <= HOST_SLACK;
-    if caught_up {
-        None
-    } else {
-        debt
+    let debt = if w.slept_at <= w.deadline { None } else { debt };
+    match (debt, stall) {
+        (Some(d), Some(s)) => Some(Stall {
+            delay: d.delay.max(s.delay),
+            ..s
+        }),
+        (d, s) => s.or(d),
     }
 }
 
@@ -413,6 +415,18 @@ mod tests {
         // Slept into a deadline and woke on time: caught up.
         let on_time = wake(t0, 9_000, 10_020, 0, 0);
         assert_eq!(carry_debt(debt, &on_time, judge_wake(&on_time)), None);
+        // Slept into it and woke 0.3 ms late: within the slack, caught up too.
+        let a_little = wake(t0, 9_000, 10_300, 0, 0);
+        assert_eq!(carry_debt(debt, &a_little, judge_wake(&a_little)), None);
+        // Slept into it and stalled again: only the new stall stands.
+        let again = wake(t0, 9_000, 11_000, 1, 0);
+        let new = carry_debt(debt, &again, judge_wake(&again));
+        assert_eq!(new.map(|d| d.delay), Some(us(1_000)));
+        // A stall while still catching up: the larger delay, the newer cause.
+        let mut stolen = wake(t0, 11_000, 12_000, 0, 0);
+        stolen.steal_rose = true;
+        let both = carry_debt(debt, &stolen, judge_wake(&stolen)).unwrap();
+        assert_eq!((both.delay, both.cause), (us(4_500), Cause::HostSteal));
     }
 
     #[test]

@@ -286,7 +286,7 @@ impl Worker {
             }
             self.measure.frames.record(&record);
             let second = (deadline.saturating_duration_since(window.start)).as_secs();
-            let host = cause.is_some_and(|c| c.is_host());
+            let host = cause.is_some_and(|c| c.is_stall());
             (self.measure.seconds).record(second as u32, record.total_ns, is_late, hitch, host);
             if let Some(c) = cause {
                 self.preempt.causes[c as usize] += 1;

@@ -1069,25 +1069,35 @@ fn a_sweep_runs_each_step_and_reports_the_curve() {
         assert!(step.match_frame_ms.is_some() && step.on_time_rate.is_some());
         assert!(step.response_rate_hz.is_some(), "{step:?}");
     }
-    // The sweep's end and its measured games per core, from the steps: the steps that held
-    // up to the first that did not, or whose bots saturated.
-    let holds = |s: &tickforge_telemetry::report::SweepStep| {
-        s.on_time_rate.unwrap() >= 0.995 && s.skipped == 0
+    // The sweep's end and its measured games per core, from the steps' verdicts: the steps
+    // that held (strictly, or on the server's own account: "held", "held-host") up to the
+    // first that did not; the strict figure, the steps up to the first not held strictly.
+    let verdict = |s: &tickforge_telemetry::report::SweepStep| {
+        s.verdict
+            .clone()
+            .expect("every step of a sweep over matches is judged")
     };
-    let end = sweep
-        .steps
-        .iter()
-        .position(|s| s.bots_saturated || !holds(s));
+    let held_ok = |s: &tickforge_telemetry::report::SweepStep| {
+        matches!(verdict(s).outcome.as_str(), "held" | "held-host")
+    };
+    for step in &sweep.steps {
+        let v = verdict(step);
+        assert!(!v.windows.is_empty() && (1..=2).contains(&v.runs), "{v:?}");
+    }
+    let end = sweep.steps.iter().position(|s| !held_ok(s));
     let held = &sweep.steps[..end.unwrap_or(sweep.steps.len())];
     let measured = held.last().map(|s| s.matches);
     assert_eq!(sweep.measured_games_per_core, measured, "{sweep:?}");
     assert_eq!(report.games_per_core.measured, measured.map(f64::from));
-    let limited_by = match end.map(|i| &sweep.steps[i]) {
-        None => "steps",
-        Some(s) if s.bots_saturated => "bots",
-        Some(_) => "server",
-    };
+    let strict_end = held.iter().position(|s| !verdict(s).held_strict);
+    let strict = held[..strict_end.unwrap_or(held.len())]
+        .last()
+        .map(|s| s.matches);
+    assert_eq!(sweep.measured_strict_games_per_core, strict, "{sweep:?}");
+    assert_eq!(report.games_per_core.measured_strict, strict.map(f64::from));
+    let limited_by = end.map_or("steps".to_string(), |i| verdict(&sweep.steps[i]).outcome);
     assert_eq!(sweep.limited_by, limited_by, "{sweep:?}");
+    assert!(!sweep.stopped_because.is_empty(), "{sweep:?}");
     // The report is the last step that held, or the first when none did.
     assert_eq!(report.matches, measured.unwrap_or(1));
     // Both steps in the summary, and the checks of the step reported.

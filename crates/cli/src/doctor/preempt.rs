@@ -63,10 +63,11 @@ pub fn gather(core: Option<usize>, from: Option<&Path>) -> Check {
     let Some(core) = core else {
         return Check::unknown(NAME, "sched_getaffinity", "no core allowed");
     };
-    let late = match from.map(read_report) {
-        Some(Ok(c)) => Some(c),
+    let (late, core) = match from.map(read_report) {
+        // The core the bench pinned its server to, when the report names one.
+        Some(Ok((c, server_core))) => (Some(c), server_core.map_or(core, |c| c as usize)),
         Some(Err(e)) => return Check::unknown(NAME, "--from", e),
-        None => None,
+        None => (None, core),
     };
     let probe = probe(core);
     advise(&probe, &host(core), late.as_ref())
@@ -87,10 +88,10 @@ pub fn late_causes(r: &Report) -> LateCauses {
     }
 }
 
-fn read_report(path: &Path) -> Result<LateCauses, String> {
+fn read_report(path: &Path) -> Result<(LateCauses, Option<u32>), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let r: Report = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(late_causes(&r))
+    Ok((late_causes(&r), r.host.server_core))
 }
 
 fn cpulist_has(text: &Read, core: usize) -> bool {
@@ -210,16 +211,18 @@ pub fn advise(p: &Probe, h: &Host, late: Option<&LateCauses>) -> Check {
         let total = c.total();
         let share = (total > 0).then(|| c.host() as f64 / total as f64);
         host_share = share;
+        let stalled = (total > 0).then(|| c.stalled() as f64 / total as f64);
         reading.push_str(&format!(
-            "; report: {} of {} late ticks the host's ({}: preempted {}, steal {}), own {}, others {}, unexplained {}",
+            "; report: {} of {} late ticks the host's ({}: preempted {}, steal {}), {} with the unexplained stalls ({}), own {}, others {}",
             c.host(),
             total,
             share.map_or("n/a".into(), |s| format!("{:.0}%", s * 100.0)),
             c.host_preempted,
             c.host_steal,
+            c.stalled(),
+            stalled.map_or("n/a".into(), |s| format!("{:.0}%", s * 100.0)),
             c.own,
             c.others,
-            c.unexplained
         ));
     }
     let stolen =

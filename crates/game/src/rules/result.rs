@@ -386,8 +386,10 @@ mod tests {
             format!("{body} check={check:016x}")
         };
         let cases = [
-            ("tickforge-result/4 tick_hz=128", DecodeError::Version),
+            // A version past every one this build reads.
+            ("tickforge-result/5 tick_hz=128", DecodeError::Version),
             ("tickforge-result/3 tick_hz=128", DecodeError::Field("game")),
+            ("tickforge-result/4 tick_hz=128", DecodeError::Field("game")),
             (
                 "tickforge-result/3 game=shooter tick_hz=128 duration_ticks=1 rounds_played=1 \
                  attackers=1 defenders=0 players=0",

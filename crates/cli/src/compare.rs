@@ -336,6 +336,9 @@ pub enum Verdict {
     Changed,
     /// A side lacks the figure, or before is 0 and after is not.
     NotAvailable,
+    /// Measured before and not after (no sweep step held, no client connected): the
+    /// worst change a figure can make, a regression when it gates.
+    Lost,
 }
 
 impl Verdict {
@@ -347,6 +350,7 @@ impl Verdict {
             Verdict::WithinNoise => "within noise",
             Verdict::Changed => "changed",
             Verdict::NotAvailable => "n/a",
+            Verdict::Lost => "lost",
         }
     }
 }
@@ -397,8 +401,15 @@ pub fn judge(
         band: None,
         verdict: Verdict::NotAvailable,
     };
-    let (Some(b), Some(a)) = (before, after) else {
-        return na;
+    let (b, a) = match (before, after) {
+        (Some(b), Some(a)) => (b, a),
+        (Some(_), None) if better != Better::Neither => {
+            return Judged {
+                verdict: Verdict::Lost,
+                ..na
+            }
+        }
+        _ => return na,
     };
     let ratio = if b.median > 0.0 {
         a.median / b.median
@@ -480,7 +491,8 @@ impl Comparison {
 
     /// The gating rows that got worse beyond the noise.
     fn regressions(&self) -> impl Iterator<Item = &Row> {
-        (self.rows.iter()).filter(|r| r.gates && r.judged.verdict == Verdict::Worse)
+        (self.rows.iter())
+            .filter(|r| r.gates && matches!(r.judged.verdict, Verdict::Worse | Verdict::Lost))
     }
 }
 
@@ -605,7 +617,7 @@ fn table(c: &Comparison, before: &Report, after: &Report) -> String {
             )
         });
         let verdict = match (j.verdict, row.gates) {
-            (Verdict::Worse | Verdict::Better, false) => {
+            (Verdict::Worse | Verdict::Better | Verdict::Lost, false) => {
                 format!("{} (not gating)", j.verdict.name())
             }
             (v, _) => v.name().to_string(),
@@ -646,14 +658,15 @@ fn table(c: &Comparison, before: &Report, after: &Report) -> String {
     }
     let worse: Vec<String> = c
         .regressions()
-        .map(|r| {
-            format!(
+        .map(|r| match r.judged.verdict {
+            Verdict::Lost => format!("{} lost (measured before, not after)", r.figure.label),
+            _ => format!(
                 "{} ×{} (band {}–{})",
                 r.figure.label,
                 r.judged.ratio.map_or("n/a".into(), ratio_text),
                 r.judged.band.map_or("n/a".into(), |b| ratio_text(b.lo)),
                 r.judged.band.map_or("n/a".into(), |b| ratio_text(b.hi)),
-            )
+            ),
         })
         .collect();
     if worse.is_empty() {
@@ -860,10 +873,16 @@ mod tests {
         let one = |x| Some(Sample::single(x));
         for j in [
             judge(None, one(1.0), Better::Lower, FIVE),
-            judge(one(1.0), None, Better::Lower, FIVE),
+            judge(one(1.0), None, Better::Neither, FIVE),
             judge(one(0.0), one(1.0), Better::Lower, FIVE),
         ] {
             assert_eq!(j.verdict, Verdict::NotAvailable);
+            assert_eq!((j.ratio, j.band), (None, None));
+        }
+        // Measured before and not after (no sweep step held): lost, whichever way is better.
+        for better in [Better::Lower, Better::Higher] {
+            let j = judge(one(1.0), None, better, FIVE);
+            assert_eq!(j.verdict, Verdict::Lost);
             assert_eq!((j.ratio, j.band), (None, None));
         }
         assert_eq!(
@@ -963,6 +982,14 @@ mod tests {
         let fow = Comparison::new(&before, &after, FIVE, &["category_fow_us".into()]);
         let worse: Vec<&str> = fow.regressions().map(|r| r.figure.key).collect();
         assert_eq!(worse, ["category_fow_us"]);
+        // A gating figure measured before and not after is a regression.
+        let (mut held, mut none) = (before.clone(), before.clone());
+        held.games_per_core.measured = Some(60.0);
+        none.games_per_core.measured = None;
+        let lost = Comparison::new(&held, &none, FIVE, &[]);
+        let worse: Vec<&str> = lost.regressions().map(|r| r.figure.key).collect();
+        assert_eq!(worse, ["games_per_core_measured"]);
+        assert!(table(&lost, &held, &none).contains("games/core measured lost"));
     }
 
     #[test]

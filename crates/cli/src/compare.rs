@@ -927,6 +927,7 @@ mod tests {
                 runs: p99s.len() as u32,
                 base_run: 0,
                 figures: [("match_frame_p99_ms".to_string(), spread)].into(),
+                ..Repeats::default()
             });
         }
         r

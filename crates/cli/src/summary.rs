@@ -178,7 +178,9 @@ fn step_verdict(s: &tickforge_telemetry::report::SweepStep) -> String {
         return String::new();
     };
     let held = |rate: fn(&tickforge_telemetry::report::WindowVerdict) -> f64| {
-        v.windows.iter().filter(|w| rate(w) >= 0.995).count()
+        (v.windows.iter())
+            .filter(|w| rate(w) >= crate::bench::checks::ON_TIME)
+            .count()
     };
     format!(
         "  [{}: {}/{n} windows held, {}/{n} strictly; run {}; late own {} others {} host {} unexplained {}]",

@@ -64,6 +64,7 @@ fn repeated(p99s: [f64; 3]) -> Report {
             ("response_p99_ms".to_string(), spread([12.0; 3])),
         ]
         .into(),
+        ..Repeats::default()
     });
     r
 }

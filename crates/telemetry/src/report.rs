@@ -722,6 +722,10 @@ pub struct Repeats {
     /// Each key figure by its stable name (`match_frame_p99_ms`); a figure no run measured
     /// is left out.
     pub figures: BTreeMap<String, Spread>,
+    /// The bench checks each run failed, as `NAME@runK` (K from 1): the checks of the
+    /// combined report judge the base run, these every other.
+    #[serde(default)]
+    pub failed_checks: Vec<String>,
 }
 
 /// One figure over the runs of a [`Repeats`]: the least, the median and the most of the

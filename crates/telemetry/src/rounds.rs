@@ -13,8 +13,8 @@
 //!
 //! In order of importance: recording a frame never allocates (fixed arrays, and a history
 //! reserved for [`MAX_ROUNDS`] when it is made); the numbers are exact sums (means are
-//! sums over ticks), and p99 comes from a small log-scale histogram (within 19%, never
-//! above the round's maximum).
+//! sums over ticks), and p99 comes from a small log-scale histogram (an over-estimate of at
+//! most 25%, never above the round's maximum).
 //!
 //! The history has a text form, one token of a results line ([`MatchHistory::write_cost`],
 //! read back by [`Cost::parse`]):
@@ -87,7 +87,8 @@ impl Budgets {
 }
 
 /// Buckets of [`Span`]'s frame histogram: four per power of two from 1 ns to 2^40 ns
-/// (about 18 minutes), so a bucket is at most 19% wide.
+/// (about 18 minutes): four linear slices of each power of two, so a bucket reads at most
+/// 25% above a value in it (the slice from 4k to 5k reads 5k − 1).
 const BUCKETS: usize = 41 * 4;
 
 fn bucket(ns: u64) -> usize {

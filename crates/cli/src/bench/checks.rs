@@ -176,8 +176,27 @@ fn percent(share: f64) -> String {
     format!("{}%", share * 100.0)
 }
 
-/// The checks of `r`: of the run as a whole, or of a saturation curve's steps.
+/// The checks of `r`: of the run as a whole, or of a saturation curve's steps; with
+/// `--repeat`, also that every other run passed its own.
 pub fn evaluate(r: &Report) -> Vec<Check> {
+    let mut checks = evaluate_run(r);
+    if let Some(rep) = r.repeats.as_ref().filter(|rep| rep.runs > 1) {
+        let why = if rep.failed_checks.is_empty() {
+            format!("each of the {} runs passed its own checks", rep.runs)
+        } else {
+            format!("failed: {}", rep.failed_checks.join(", "))
+        };
+        checks.push(equals(
+            "every_run",
+            rep.failed_checks.len() as f64,
+            0.0,
+            &why,
+        ));
+    }
+    checks
+}
+
+fn evaluate_run(r: &Report) -> Vec<Check> {
     match &r.sweep {
         Some(sweep) if sweep.by == "players" => sweep
             .steps
@@ -462,6 +481,24 @@ mod tests {
         // Without a verdict (a report from before them), the strict rate it is.
         r.sweep.as_mut().unwrap().steps[0].verdict = None;
         assert_eq!(failed(&evaluate(&r)), ["on_time_rate"]);
+    }
+
+    #[test]
+    fn a_repeat_fails_when_any_run_failed_its_checks() {
+        let mut r = held();
+        r.repeats = Some(tickforge_telemetry::report::Repeats {
+            runs: 3,
+            ..Default::default()
+        });
+        assert!(failed(&evaluate(&r)).is_empty());
+        r.repeats.as_mut().unwrap().failed_checks = vec!["skipped_ticks@run2".into()];
+        let checks = evaluate(&r);
+        assert_eq!(failed(&checks), ["every_run"]);
+        assert!(checks
+            .last()
+            .unwrap()
+            .expected
+            .contains("skipped_ticks@run2"));
     }
 
     #[test]

@@ -43,7 +43,19 @@ pub(super) fn run(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
         }
         reports.push(report);
     }
-    Ok(combine(reports))
+    // Every run is checked, not only the one whose figures the report keeps.
+    let failed: Vec<String> = (reports.iter().enumerate())
+        .flat_map(|(i, r)| {
+            (super::checks::evaluate(r).into_iter())
+                .filter(|c| !c.pass)
+                .map(move |c| format!("{}@run{}", c.name, i + 1))
+        })
+        .collect();
+    let mut report = combine(reports);
+    if let Some(r) = report.repeats.as_mut() {
+        r.failed_checks = failed;
+    }
+    Ok(report)
 }
 
 /// The middle of `values` (sorted in place); the mean of the two middle ones for an even
@@ -94,6 +106,7 @@ pub fn combine(mut reports: Vec<Report>) -> Report {
         runs,
         base_run: base as u32,
         figures,
+        failed_checks: Vec::new(),
     });
     report
 }

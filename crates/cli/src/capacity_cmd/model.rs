@@ -12,8 +12,8 @@
 use tickforge_telemetry::report::{Sweep, SweepStep};
 
 /// Share of ticks a run must start on time to count as held: DESIGN.md's measured games
-/// per core, as `bench --sweep` judges a step.
-pub const ON_TIME: f64 = 0.995;
+/// per core, as `bench --sweep` judges a step (the bench's own constant).
+pub use crate::bench::checks::ON_TIME;
 
 /// A fit with a step further than this share of a core from its line is flagged as noisy:
 /// at a core planned to 80%, 3% of a core is about 4% of its matches. Measured in shares

@@ -89,6 +89,11 @@ impl Worker {
                     if !request.answer(verdict) && created {
                         self.remove_match(self.matches.len() - 1);
                     }
+                    // The new match shows in the status at once (Agones' `rooms` count
+                    // reads it), not at the next periodic publish.
+                    if created {
+                        self.publish();
+                    }
                 }
             }
         }

@@ -19,6 +19,9 @@ use ureq::{Agent, BodyReader, Timeout};
 /// Largest response body (or watch line) read: a GameServer is a few KiB.
 pub const MAX_BODY_BYTES: u64 = 1024 * 1024;
 
+/// How long a watch waits for its answer's head (see [`Sidecar::watch`]).
+const WATCH_HEAD_WAIT: Duration = Duration::from_secs(60);
+
 /// Largest response head read.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 
@@ -93,16 +96,21 @@ impl Sidecar {
     }
 
     /// Opens `GET /watch/gameserver`: once the sidecar has answered 200, the stream yields
-    /// one JSON line per GameServer update. Connecting, sending and the answer's head are
-    /// each bounded by the timeout; reads of the body then wait indefinitely (an update may
-    /// be hours away), and [`WatchStream::closer`] ends them from another thread.
+    /// one JSON line per GameServer update. Connecting and sending are each bounded by the
+    /// timeout, the answer's head by at least a minute; reads of the body then wait
+    /// indefinitely (an update may be hours away), and [`WatchStream::closer`] ends them
+    /// from another thread.
     pub fn watch(&self, path: &str) -> Result<WatchStream, CallError> {
         let timeout = Some(bounded(self.timeout));
+        // The REST gateway (grpc-gateway) writes the answer's head with the stream's first
+        // message. Agones' SDK server sends the current GameServer at once on a watch, but
+        // older ones sent nothing until the next change: the head is waited for long.
+        let head = Some(bounded(self.timeout.max(WATCH_HEAD_WAIT)));
         let agent = self.agent(
             Agent::config_builder()
                 .timeout_connect(timeout)
                 .timeout_send_request(timeout)
-                .timeout_recv_response(timeout),
+                .timeout_recv_response(head),
         );
         let response = self.send(&agent, "GET", path, "")?;
         if response.status() != 200 {

@@ -224,7 +224,8 @@ pub struct ConfigFile {
     /// `agones = true`: talk to the Agones SDK sidecar (absent: on when
     /// `AGONES_SDK_HTTP_PORT` or `AGONES_SDK_GRPC_PORT` is set; `false`: off regardless)
     pub agones: Option<bool>,
-    /// `agones_health_period_s = 5.0`: seconds between Agones health pings
+    /// `agones_health_period_s = 2.5`: seconds between Agones health pings (default 2.5; keep
+    /// it at or under half the GameServer's `health.periodSeconds`)
     pub agones_health_period_s: Option<f64>,
     /// `[game]`: `name = "shooter"` (the game; absent: the binary's first), and the game's
     /// own keys (`tickforge serve --game NAME --help` lists them)
@@ -758,6 +759,14 @@ fn resolve_agones(
     let mut config = AgonesConfig::new(port);
     if let Some(period) = health_period {
         config.health_period = period;
+    }
+    if config.health_period > Duration::from_secs(5) {
+        eprintln!(
+            "tickforge: warning: agones_health_period_s = {} is over 5 s: keep it at or under \
+             half the GameServer's health.periodSeconds (Agones' default 5), or a ping \
+             delayed by a slow SDK call may miss a period",
+            config.health_period.as_secs_f64()
+        );
     }
     Ok(Some(config))
 }
@@ -1708,7 +1717,7 @@ mod tests {
         let on = with("agones = true", None, None).unwrap().agones.unwrap();
         assert_eq!(on, AgonesConfig::new(DEFAULT_HTTP_PORT));
         assert_eq!(on.sdk.to_string(), "127.0.0.1:9358");
-        assert_eq!(on.health_period, Duration::from_secs(5));
+        assert_eq!(on.health_period, Duration::from_millis(2500));
         // Either variable turns it on; the HTTP one names the port.
         let env = with("", Some("9400"), None).unwrap().agones.unwrap();
         assert_eq!(env.sdk.port(), 9400);

@@ -31,7 +31,7 @@ pub mod gameserver;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -42,6 +42,7 @@ use crate::admin::{MatchCreator, MatchSpec, SpecDefaults};
 pub use client::CallError;
 use client::{Sidecar, StreamCloser};
 use gameserver::{Counter, GameServer};
+use tickforge_proto::MatchId;
 
 /// The SDK sidecar's REST port when [`HTTP_PORT_ENV`] is not set (Agones' default).
 pub const DEFAULT_HTTP_PORT: u16 = 9358;
@@ -61,13 +62,20 @@ const TICK: Duration = Duration::from_millis(50);
 /// ([`gameserver::capacity_is_urgent`]) waits this long after the last one.
 const CAPACITY_SETTLE: Duration = Duration::from_secs(5);
 
+/// How long a match placed for an allocation counts as hosted before its worker's status
+/// shows it (a worker publishes about once a second, and at once after a creation).
+const PLACED_UNSEEN: Duration = Duration::from_secs(3);
+
 /// How the Agones threads talk to the sidecar.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AgonesConfig {
     /// The REST gateway: `127.0.0.1:AGONES_SDK_HTTP_PORT`.
     pub sdk: SocketAddr,
-    /// Time between health pings.
+    /// Time between health pings: at most half the GameServer's `health.periodSeconds`.
     pub health_period: Duration,
+    /// Bounds each health ping (shorter than [`AgonesConfig::call_timeout`]: a slow ping
+    /// must not delay the next).
+    pub health_timeout: Duration,
     /// A worker whose loop has not advanced for this long is stuck: health pings stop.
     pub worker_stall: Duration,
     /// Bounds each call as a whole, from connecting to the answer's last byte (the watch
@@ -86,12 +94,14 @@ impl AgonesConfig {
     pub fn new(port: u16) -> AgonesConfig {
         AgonesConfig {
             sdk: SocketAddr::from(([127, 0, 0, 1], port)),
-            // Agones' own default health period (GameServer spec.health.periodSeconds).
-            health_period: Duration::from_secs(5),
+            // Half Agones' default health period (GameServer spec.health.periodSeconds = 5):
+            // one late ping (a call in flight, an allocation) does not miss a period.
+            health_period: Duration::from_millis(2500),
             // A worker wakes at least once a tick; a second is many ticks at any sane rate.
             worker_stall: Duration::from_secs(1),
             // The sidecar is on loopback: an answer takes milliseconds, or never comes.
             call_timeout: Duration::from_secs(2),
+            health_timeout: Duration::from_secs(1),
             retry_first: Duration::from_millis(100),
             // Short against Agones' health failure threshold (3 × 5 s).
             retry_max: Duration::from_secs(5),
@@ -233,14 +243,27 @@ impl Backoff {
 enum Event {
     /// The watch stream brought a GameServer.
     Update(Box<GameServer>),
-    /// Stop; with `true`, send Shutdown first.
-    Stop(bool),
+    /// The watch stream (re)connected: updates made while it was down were missed.
+    Reconnected,
+    /// Stop; with a deadline, send Shutdown first, until then. The deadline is also kept in
+    /// `Driver::stopping`, for when the queue is full and this event is not sent.
+    Stop(Option<Instant>),
 }
+
+/// The updates the watcher may have queued for a busy driver; then it waits (and the
+/// stream with it) instead of the queue growing.
+const EVENT_QUEUE: usize = 16;
+
+/// At most this many annotations wait to be written while the sidecar fails; the oldest
+/// go first (each key keeps only its last value anyway).
+const MAX_ANNOTATIONS: usize = 64;
 
 /// The running Agones threads. [`Agones::shutdown`] at the end of the host's life; dropping
 /// it stops them without calling Shutdown.
 pub struct Agones {
-    events: Sender<Event>,
+    events: SyncSender<Event>,
+    /// Set before `stop`: the Shutdown deadline (`Some`) or none (`None` inside).
+    stopping: Arc<Mutex<Option<Option<Instant>>>>,
     stop: Arc<AtomicBool>,
     done: Receiver<()>,
     counts: Arc<CallCounts>,
@@ -264,7 +287,8 @@ impl Agones {
             addr: config.sdk,
             timeout: config.call_timeout,
         };
-        let (events, inbox) = mpsc::channel();
+        let (events, inbox) = mpsc::sync_channel(EVENT_QUEUE);
+        let stopping = Arc::new(Mutex::new(None));
         let (finished, done) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let closer = Arc::new(Mutex::new(None));
@@ -288,6 +312,7 @@ impl Agones {
             counts: Arc::clone(&counts),
             inbox,
             stop: Arc::clone(&stop),
+            stopping: Arc::clone(&stopping),
             ready: Some(Backoff::new(&config, now)),
             fetched: Some(Backoff::new(&config, now)),
             health: Backoff::new(&config, now),
@@ -300,7 +325,9 @@ impl Agones {
             annotate: Backoff::new(&config, now),
             beats: vec![(0, now); workers],
             stalled: false,
+            said_dead: false,
             seen: None,
+            placed: Vec::new(),
             failing: [false; 7],
             config: config.clone(),
         };
@@ -317,6 +344,7 @@ impl Agones {
             })?;
         Ok(Agones {
             events,
+            stopping,
             stop,
             done,
             counts,
@@ -337,8 +365,10 @@ impl Agones {
     /// that bound whatever the sidecar does; a thread still inside a call then is left to
     /// end by its own timeout.
     pub fn shutdown(mut self) {
-        let bound = self.shutdown_within + TICK * 4;
-        self.stop_threads(true);
+        // One deadline for the driver's Shutdown and for this wait.
+        let deadline = Instant::now() + self.shutdown_within;
+        self.stop_threads(Some(deadline));
+        let bound = deadline.saturating_duration_since(Instant::now()) + TICK * 4;
         let _ = self.done.recv_timeout(bound);
         if let Some(driver) = self.driver.take() {
             if driver.is_finished() {
@@ -347,9 +377,11 @@ impl Agones {
         }
     }
 
-    fn stop_threads(&mut self, call_shutdown: bool) {
+    fn stop_threads(&mut self, shutdown_by: Option<Instant>) {
+        *self.stopping.lock().unwrap_or_else(PoisonError::into_inner) = Some(shutdown_by);
         self.stop.store(true, Ordering::Release);
-        let _ = self.events.send(Event::Stop(call_shutdown));
+        // Only a wake-up: when the queue is full the driver finds the stop by the flag.
+        let _ = self.events.try_send(Event::Stop(shutdown_by));
         if let Some(closer) = (self.closer.lock())
             .unwrap_or_else(PoisonError::into_inner)
             .as_ref()
@@ -365,7 +397,7 @@ impl Agones {
 impl Drop for Agones {
     fn drop(&mut self) {
         if self.driver.is_some() {
-            self.stop_threads(false);
+            self.stop_threads(None);
         }
     }
 }
@@ -374,7 +406,7 @@ impl Drop for Agones {
 /// with backoff when the stream fails or ends.
 struct Watcher {
     sidecar: Sidecar,
-    events: Sender<Event>,
+    events: SyncSender<Event>,
     stop: Arc<AtomicBool>,
     closer: Arc<Mutex<Option<StreamCloser>>>,
     counts: Arc<CallCounts>,
@@ -391,6 +423,10 @@ impl Watcher {
                 *self.closer.lock().unwrap_or_else(PoisonError::into_inner) = Some(stream.closer());
                 // The stop may have come before the closer was in place.
                 if self.stopped() {
+                    return;
+                }
+                // Whatever changed while the stream was down is fetched again.
+                if self.events.send(Event::Reconnected).is_err() {
                     return;
                 }
                 loop {
@@ -439,9 +475,10 @@ struct Driver {
     counts: Arc<CallCounts>,
     inbox: Receiver<Event>,
     stop: Arc<AtomicBool>,
+    stopping: Arc<Mutex<Option<Option<Instant>>>>,
     /// Ready, until acknowledged.
     ready: Option<Backoff>,
-    /// `GET /gameserver` once Ready, until it succeeds.
+    /// `GET /gameserver` once Ready and after each watch reconnect, until it succeeds.
     fetched: Option<Backoff>,
     health: Backoff,
     counter: Backoff,
@@ -461,8 +498,13 @@ struct Driver {
     beats: Vec<(u64, Instant)>,
     /// A worker was stuck at the last health time (said once per episode).
     stalled: bool,
+    /// A worker's loop ended outside a drain (said once).
+    said_dead: bool,
     /// The last allocation handled.
     seen: Option<String>,
+    /// Matches placed for allocations that their worker's status does not show yet: id,
+    /// worker, when placed. They count as hosted meanwhile.
+    placed: Vec<(MatchId, usize, Instant)>,
     /// Each call's last outcome was a failure (a streak is said once, and its end).
     failing: [bool; 7],
 }
@@ -470,14 +512,27 @@ struct Driver {
 impl Driver {
     fn run(mut self) {
         loop {
-            match self.inbox.recv_timeout(TICK) {
-                Ok(Event::Update(gs)) => self.on_gameserver(&gs),
-                Ok(Event::Stop(call_shutdown)) => {
-                    if call_shutdown {
-                        self.shutdown();
-                    }
-                    return;
+            let event = self.inbox.recv_timeout(TICK);
+            if self.stop.load(Ordering::Acquire) {
+                // The deadline as the stop set it, whether its event came or not.
+                let by = *self.stopping.lock().unwrap_or_else(PoisonError::into_inner);
+                let by = match event {
+                    Ok(Event::Stop(by)) => by,
+                    _ => by.flatten(),
+                };
+                if let Some(deadline) = by {
+                    self.shutdown(deadline);
                 }
+                return;
+            }
+            match event {
+                Ok(Event::Update(gs)) => self.on_gameserver(&gs),
+                Ok(Event::Reconnected) => {
+                    if self.fetched.is_none() {
+                        self.fetched = Some(Backoff::new(&self.config, Instant::now()));
+                    }
+                }
+                Ok(Event::Stop(_)) => return,
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return,
             }
@@ -539,14 +594,25 @@ impl Driver {
         }
     }
 
-    /// True when every worker's loop advanced within `worker_stall` (or has stopped: a
-    /// stopped worker is not stuck). With `only_started`, true when each has run at all.
+    /// True when every worker's loop advanced within `worker_stall`. With `only_started`,
+    /// true when each has run at all. A worker whose loop has ended counts only while the
+    /// host drains (it ended because of the drain); at any other time it died. While
+    /// draining, heartbeats are not looked at: the end of a drain (results being written)
+    /// beats no more, and the drain has its own timeout.
     fn workers_alive(&self, now: Instant, only_started: bool) -> bool {
         let stall = self.config.worker_stall;
+        let draining = self.creator.is_draining();
         (self.creator.workers().iter().zip(&self.beats)).all(|(w, &(beat, changed))| {
-            w.is_finished()
-                || (beat > 0 && (only_started || now.saturating_duration_since(changed) < stall))
+            if w.is_finished() {
+                return draining && !only_started;
+            }
+            beat > 0 && (only_started || draining || now.saturating_duration_since(changed) < stall)
         })
+    }
+
+    /// Some worker's loop has ended outside a drain.
+    fn worker_died(&self) -> bool {
+        !self.creator.is_draining() && self.creator.workers().iter().any(|w| w.is_finished())
     }
 
     fn ready_step(&mut self, now: Instant) {
@@ -568,7 +634,8 @@ impl Driver {
         }
     }
 
-    /// One `GET /gameserver` after Ready, in case the watch stream is slow to bring it.
+    /// `GET /gameserver` after Ready and after every watch reconnect: the stream may be slow
+    /// to bring the GameServer, or an allocation may have come while it was down.
     fn fetch_step(&mut self, now: Instant) {
         let Some(backoff) = self.fetched else { return };
         if self.ready.is_some() || !backoff.due(now) {
@@ -599,7 +666,13 @@ impl Driver {
         if !self.workers_alive(now, false) {
             // Before every worker has run there is nothing stuck to report: Agones'
             // initial delay covers the start.
-            if !self.stalled && self.workers_alive(now, true) {
+            if !self.said_dead && self.worker_died() {
+                eprintln!(
+                    "tickforge agones: a worker's loop has ended outside a drain: health \
+                     pings stop"
+                );
+                self.said_dead = true;
+            } else if !self.stalled && !self.worker_died() && self.workers_alive(now, true) {
                 eprintln!(
                     "tickforge agones: a worker's loop has not advanced for {} ms: health \
                      pings stop until it does",
@@ -615,7 +688,10 @@ impl Driver {
             self.stalled = false;
         }
         let period = self.config.health_period;
-        match self.call(Call::Health, "POST", "/health", "{}") {
+        let timeout = self.config.health_timeout.min(self.config.call_timeout);
+        let result = (self.sidecar).call_within("POST", "/health", "{}", timeout);
+        self.note(Call::Health, &result);
+        match result {
             Ok(_) => self.health.succeeded(Instant::now() + period),
             Err(_) => {
                 let now = Instant::now();
@@ -628,12 +704,22 @@ impl Driver {
 
     /// What the `rooms` counter should say: count = matches hosted; capacity = count plus
     /// what the workers would still admit (nothing more while draining).
-    fn wanted_rooms(&self) -> Counter {
+    /// A match the driver placed counts until the worker's status shows it (or for
+    /// [`PLACED_UNSEEN`]); a worker whose loop has ended counts for nothing.
+    fn wanted_rooms(&mut self, now: Instant) -> Counter {
         let (mut hosted, mut remaining) = (0i64, 0i64);
-        for w in self.creator.workers() {
+        let placed = &mut self.placed;
+        placed.retain(|p| now.saturating_duration_since(p.2) < PLACED_UNSEEN);
+        for (i, w) in self.creator.workers().iter().enumerate() {
+            if w.is_finished() {
+                placed.retain(|p| p.1 != i);
+                continue;
+            }
             w.with_status(|s| {
-                hosted += s.matches.len() as i64;
-                remaining += i64::from(s.remaining);
+                placed.retain(|p| p.1 != i || !s.matches.iter().any(|m| m.id == p.0));
+                let unseen = placed.iter().filter(|p| p.1 == i).count() as i64;
+                hosted += s.matches.len() as i64 + unseen;
+                remaining += (i64::from(s.remaining) - unseen).max(0);
             });
         }
         if self.creator.is_draining() {
@@ -649,17 +735,24 @@ impl Driver {
         if self.rooms.is_none() || !self.counter.due(now) {
             return;
         }
-        let want = self.wanted_rooms();
+        let want = self.wanted_rooms(now);
         let Some(update) = gameserver::next_counter_update(want, self.acked) else {
             return;
         };
         let settling = (self.capacity_set)
             .is_some_and(|at| now.saturating_duration_since(at) < CAPACITY_SETTLE);
+        let mut update = update;
         if matches!(update, gameserver::CounterUpdate::Capacity(_))
             && settling
             && !gameserver::capacity_is_urgent(want, self.acked)
         {
-            return;
+            // The capacity waits; a count that fits the acknowledged capacity does not.
+            match self.acked {
+                (count, Some(capacity)) if count != Some(want.count) && want.count <= capacity => {
+                    update = gameserver::CounterUpdate::Count(want.count);
+                }
+                _ => return,
+            }
         }
         let path = format!("/v1beta1/counters/{ROOMS_COUNTER}");
         match self.call(Call::Counter, "PATCH", &path, &update.body()) {
@@ -677,8 +770,9 @@ impl Driver {
         }
     }
 
-    fn annotation_step(&mut self, now: Instant) {
-        while self.annotate.due(now) {
+    fn annotation_step(&mut self, _now: Instant) {
+        // `Instant::now()`: a success makes the next write due at once.
+        while self.annotate.due(Instant::now()) {
             let Some((key, value)) = self.annotations.front() else {
                 return;
             };
@@ -735,6 +829,7 @@ impl Driver {
         };
         let (key, value) = match &outcome {
             Ok(placed) => {
+                (self.placed).push((placed.match_id, placed.worker, Instant::now()));
                 eprintln!(
                     "tickforge agones: allocation {}: match {} on worker {} at {}",
                     a.name, placed.match_id.0, placed.worker, placed.server
@@ -755,19 +850,27 @@ impl Driver {
         };
         // The allocation's own key last of the outcome: a matchmaker waiting on it finds the
         // others written.
-        self.annotations.push_back((key.to_string(), value.clone()));
+        self.annotate_later(key.to_string(), value.clone());
         if let Some(own) = a.outcome_key() {
-            self.annotations.push_back((own, value));
+            self.annotate_later(own, value);
         }
-        self.annotations
-            .push_back((gameserver::HANDLED_KEY.to_string(), a.key));
+        self.annotate_later(gameserver::HANDLED_KEY.to_string(), a.key);
         // The counter follows as soon as the worker publishes the new match.
         self.counter.succeeded(Instant::now());
     }
 
-    /// `POST /shutdown`, retried within [`AgonesConfig::shutdown_within`].
-    fn shutdown(&mut self) {
-        let deadline = Instant::now() + self.config.shutdown_within;
+    /// Queues an annotation: a value still waiting under the same key is dropped (only the
+    /// last one matters), and the queue is kept to [`MAX_ANNOTATIONS`].
+    fn annotate_later(&mut self, key: String, value: String) {
+        self.annotations.retain(|(k, _)| *k != key);
+        if self.annotations.len() >= MAX_ANNOTATIONS {
+            self.annotations.pop_front();
+        }
+        self.annotations.push_back((key, value));
+    }
+
+    /// `POST /shutdown`, retried until `deadline` (the one [`Agones::shutdown`] waits for).
+    fn shutdown(&mut self, deadline: Instant) {
         let mut backoff = Backoff::new(&self.config, Instant::now());
         loop {
             let now = Instant::now();

@@ -862,11 +862,7 @@ impl Driver {
     /// Queues an annotation: a value still waiting under the same key is dropped (only the
     /// last one matters), and the queue is kept to [`MAX_ANNOTATIONS`].
     fn annotate_later(&mut self, key: String, value: String) {
-        self.annotations.retain(|(k, _)| *k != key);
-        if self.annotations.len() >= MAX_ANNOTATIONS {
-            self.annotations.pop_front();
-        }
-        self.annotations.push_back((key, value));
+        queue_annotation(&mut self.annotations, key, value);
     }
 
     /// `POST /shutdown`, retried until `deadline` (the one [`Agones::shutdown`] waits for).
@@ -898,5 +894,44 @@ impl Driver {
                 .saturating_duration_since(Instant::now());
             std::thread::sleep(wait);
         }
+    }
+}
+
+/// Queues `key = value` to be written: a value still waiting under `key` is dropped (only
+/// the last one matters), and the queue keeps at most [`MAX_ANNOTATIONS`], the oldest
+/// dropped first.
+fn queue_annotation(queue: &mut VecDeque<(String, String)>, key: String, value: String) {
+    queue.retain(|(k, _)| *k != key);
+    if queue.len() >= MAX_ANNOTATIONS {
+        queue.pop_front();
+    }
+    queue.push_back((key, value));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queued_annotations_keep_the_last_value_per_key_and_stay_bounded() {
+        let mut q = VecDeque::new();
+        for i in 0..1000 {
+            queue_annotation(&mut q, "tickforge-match".to_string(), i.to_string());
+            queue_annotation(&mut q, format!("tickforge-match-{i}"), i.to_string());
+            queue_annotation(&mut q, "tickforge-handled".to_string(), i.to_string());
+        }
+        assert_eq!(q.len(), MAX_ANNOTATIONS);
+        // The newest outcome's keys are all there, its own key before `handled`.
+        let keys: Vec<&str> = q.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys[keys.len() - 3..],
+            [
+                "tickforge-match",
+                "tickforge-match-999",
+                "tickforge-handled"
+            ]
+        );
+        assert_eq!(q.iter().filter(|(k, _)| k == "tickforge-match").count(), 1);
+        assert_eq!(q.back().unwrap().1, "999");
     }
 }

@@ -411,3 +411,141 @@ fn health_pings_stop_while_a_worker_is_stuck_and_the_counter_follows_its_status(
     assert_eq!(counts.succeeded(Call::Shutdown), 1);
     drop(link);
 }
+
+/// The counts the driver set on the `rooms` counter in `calls[from..]`.
+fn counts_set(s: &State, from: usize) -> Vec<i64> {
+    (s.calls[from..].iter())
+        .filter(|c| c.method == "PATCH" && c.path == "/v1beta1/counters/rooms")
+        .filter_map(|c| {
+            let body: serde_json::Value = serde_json::from_str(&c.body).ok()?;
+            body["count"].as_str()?.parse().ok()
+        })
+        .collect()
+}
+
+#[test]
+fn an_allocation_raising_the_count_is_never_patched_back_below_the_matches_hosted() {
+    let sdk = FakeSdk::start();
+    let config = host_config(sdk.addr(), 0);
+    let (host, shutdown) = start(&config);
+    wait(&sdk, "Ready", |s| s.count("POST", "/ready") == 1);
+    wait(&sdk, "an empty server's counter", |s| {
+        rooms(s)
+            == Counter {
+                count: 0,
+                capacity: 4,
+            }
+    });
+    // Agones raises the count as it allocates (a counter action), in the same update.
+    let from = sdk.with_state(|s| s.calls.len());
+    sdk.update(|s| s.counters.get_mut("rooms").unwrap().count += 1, false);
+    sdk.allocate(&[
+        ("tickforge.dev/allocation", "mm-1"),
+        ("tickforge.dev/spec", r#"{"players": 1}"#),
+    ]);
+    wait(&sdk, "the match placed", |s| {
+        s.sdk_annotation("tickforge-match-mm-1")
+            .is_some_and(|o| o.contains("match_id"))
+    });
+    // Well past a worker's periodic publish (about a second): ten health periods and more.
+    let pings = sdk.with_state(|s| s.count("POST", "/health"));
+    wait(&sdk, "time for the counter to settle", |s| {
+        s.count("POST", "/health") >= pings + 15
+    });
+    sdk.with_state(|s| {
+        let set = counts_set(s, from);
+        assert!(set.iter().all(|&n| n >= 1), "count set to {set:?}");
+        assert_eq!(rooms(s).count, 1);
+    });
+    shutdown.drain();
+    host.wait().unwrap();
+}
+
+#[test]
+fn a_watch_that_reconnects_fetches_the_gameserver_again() {
+    let sdk = FakeSdk::start();
+    let config = host_config(sdk.addr(), 1);
+    let (host, shutdown) = start(&config);
+    wait(&sdk, "Ready, the watch and the first fetch", |s| {
+        s.count("POST", "/ready") == 1
+            && s.count("GET", "/watch/gameserver") >= 1
+            && s.count("GET", "/gameserver") >= 1
+    });
+    let (watches, fetches) = sdk.with_state(|s| {
+        (
+            s.count("GET", "/watch/gameserver"),
+            s.count("GET", "/gameserver"),
+        )
+    });
+    sdk.drop_watches();
+    wait(&sdk, "a new watch, and a fetch after it", |s| {
+        s.count("GET", "/watch/gameserver") > watches && s.count("GET", "/gameserver") > fetches
+    });
+    shutdown.drain();
+    host.wait().unwrap();
+}
+
+#[test]
+fn a_worker_that_dies_stops_the_pings_and_leaves_the_counter_but_one_drained_does_not() {
+    common::register_games();
+    for draining in [false, true] {
+        let sdk = FakeSdk::start();
+        let (handle, link) = worker_link("127.0.0.1:7777".parse().unwrap());
+        let creator = Arc::new(MatchCreator::new(vec![handle], 1, Duration::from_secs(1)));
+        let config = AgonesConfig {
+            worker_stall: Duration::from_millis(300),
+            ..agones_config(sdk.addr())
+        };
+        let agones = Agones::start(
+            config,
+            Arc::clone(&creator),
+            SpecDefaults::default(),
+            Arc::new(CallCounts::default()),
+        )
+        .unwrap();
+        let t0 = Instant::now();
+        while !sdk.with_state(|s| s.count("POST", "/ready") == 1) {
+            assert!(t0.elapsed() < BOUND, "not Ready within {BOUND:?}");
+            link.beat();
+            assert!(link.publish(status(2, 3)));
+            sdk.wait_for(Duration::from_millis(10), |_| false);
+        }
+        wait(&sdk, "count 2 of 5", |s| {
+            rooms(s)
+                == Counter {
+                    count: 2,
+                    capacity: 5,
+                }
+        });
+        if draining {
+            // The end of a drain: the loop beats no more, then ends, while results are
+            // written; the pings go on.
+            creator.set_draining(true);
+            let pings = sdk.with_state(|s| s.count("POST", "/health"));
+            wait(&sdk, "pings while draining", |s| {
+                s.count("POST", "/health") >= pings + 5
+            });
+            drop(link);
+            let pings = sdk.with_state(|s| s.count("POST", "/health"));
+            wait(&sdk, "pings after the drained worker ended", |s| {
+                s.count("POST", "/health") >= pings + 5
+            });
+        } else {
+            drop(link);
+            // The dead worker's matches and room are gone from the counter...
+            wait(&sdk, "the counter without the dead worker", |s| {
+                rooms(s)
+                    == Counter {
+                        count: 0,
+                        capacity: 0,
+                    }
+            });
+            // ...and the pings stop: twelve periods bring at most one in flight.
+            let pings = sdk.with_state(|s| s.count("POST", "/health"));
+            assert!(!sdk.wait_for(Duration::from_millis(1200), |s| {
+                s.count("POST", "/health") > pings + 1
+            }));
+        }
+        agones.shutdown();
+    }
+}

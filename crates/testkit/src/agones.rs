@@ -266,6 +266,14 @@ impl FakeSdk {
         }
     }
 
+    /// Ends every open watch stream, as a sidecar restarting would; the calls made while
+    /// none is open are not pushed anywhere.
+    pub fn drop_watches(&self) {
+        for s in lock(&self.shared.watchers).drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
     /// Answers the next `n` calls with 500.
     pub fn fail_next(&self, n: u32) {
         self.update(|s| s.fail_next = n, false);

@@ -4,7 +4,7 @@
 //! | what | when | SDK call |
 //! |---|---|---|
 //! | Ready | once every worker's loop has run | `POST /ready` `{}` |
-//! | Health | every `agones_health_period_s` while every worker's loop advances (a stuck worker stops the pings, and Agones marks the GameServer Unhealthy) | `POST /health` `{}` |
+//! | Health | every `agones_health_period_s` (at most half the GameServer's `health.periodSeconds`) while every worker's loop advances (a stuck or dead worker stops the pings, and Agones marks the GameServer Unhealthy); while draining, whatever the heartbeats | `POST /health` `{}` |
 //! | the `rooms` counter | when the hosted matches or the admission capacity change: count = matches hosted, capacity = count + the matches the workers would still admit (0 more while draining); a capacity that only drifts is sent at most every 5 s | `PATCH /v1beta1/counters/rooms` `{"capacity": "N"}`, then `{"count": "N"}` |
 //! | allocations | an `Allocated` GameServer with a new `agones.dev/last-allocated`: a match is created from its `tickforge.dev/spec` annotation, and the outcome written back | `GET /watch/gameserver`, `PUT /metadata/annotation` |
 //! | public address | every GameServer update: its address and ports name each worker in tokens and outcomes | `GET /watch/gameserver`, `GET /gameserver` |

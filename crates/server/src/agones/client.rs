@@ -101,11 +101,16 @@ impl Sidecar {
     /// indefinitely (an update may be hours away), and [`WatchStream::closer`] ends them
     /// from another thread.
     pub fn watch(&self, path: &str) -> Result<WatchStream, CallError> {
-        let timeout = Some(bounded(self.timeout));
         // The REST gateway (grpc-gateway) writes the answer's head with the stream's first
         // message. Agones' SDK server sends the current GameServer at once on a watch, but
         // older ones sent nothing until the next change: the head is waited for long.
-        let head = Some(bounded(self.timeout.max(WATCH_HEAD_WAIT)));
+        self.watch_within(path, self.timeout.max(WATCH_HEAD_WAIT))
+    }
+
+    /// [`Sidecar::watch`] waiting at most `head` for the answer's head.
+    fn watch_within(&self, path: &str, head: Duration) -> Result<WatchStream, CallError> {
+        let timeout = Some(bounded(self.timeout));
+        let head = Some(bounded(head));
         let agent = self.agent(
             Agent::config_builder()
                 .timeout_connect(timeout)
@@ -390,7 +395,7 @@ mod tests {
             ..serve("", Then::Hold)
         };
         let start = Instant::now();
-        let result = sidecar.watch("/watch/gameserver");
+        let result = sidecar.watch_within("/watch/gameserver", bound);
         assert!(
             matches!(result, Err(CallError::Io(_))),
             "{:?}",

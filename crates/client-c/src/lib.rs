@@ -1126,9 +1126,24 @@ pub unsafe extern "C" fn tf_session_render_tick(
     now_s: f64,
     out: *mut f64,
 ) -> tf_result {
+    // SAFETY: forwarded from the caller.
+    unsafe { write_tick(s, now_s, out, Session::render_tick) }
+}
+
+/// Reads a tick of the session at `now_s` (`read`: the render tick or the server-tick
+/// estimate) into `*out`; `TF_ERR_NOT_FOUND` before the first snapshot.
+///
+/// # Safety
+/// `s` is a live session; `out` is writable.
+unsafe fn write_tick(
+    s: *mut tf_session,
+    now_s: f64,
+    out: *mut f64,
+    read: fn(&Session, Instant) -> Option<f64>,
+) -> tf_result {
     let f = |t: &mut tf_session| -> Res {
         let now = t.instant(now_s)?;
-        let Some(tick) = t.session.render_tick(now) else {
+        let Some(tick) = read(&t.session, now) else {
             return fail(tf_result::TF_ERR_NOT_FOUND, "no snapshot yet");
         };
         // SAFETY: the caller vouches `out` is writable (null is refused).
@@ -1150,16 +1165,8 @@ pub unsafe extern "C" fn tf_session_server_tick(
     now_s: f64,
     out: *mut f64,
 ) -> tf_result {
-    let f = |t: &mut tf_session| -> Res {
-        let now = t.instant(now_s)?;
-        let Some(tick) = t.session.server_tick(now) else {
-            return fail(tf_result::TF_ERR_NOT_FOUND, "no snapshot yet");
-        };
-        // SAFETY: the caller vouches `out` is writable (null is refused).
-        unsafe { put(out, tick, "out") }
-    };
     // SAFETY: forwarded from the caller.
-    unsafe { with_session(s, f) }
+    unsafe { write_tick(s, now_s, out, Session::server_tick) }
 }
 
 /// Entity `id`'s lanes interpolated at `render_tick` (from `tf_session_render_tick`)

@@ -209,8 +209,11 @@ fn evaluate_run(r: &Report) -> Vec<Check> {
             // A sweep's reported step is judged as the sweep judged it: two windows in
             // three at 99.5% on time on the server's own account (`bench/verdict.rs`), not
             // on the strict rate of its whole run, which a host's stall can sink alone.
+            // The reported step is the last that held, or the first when none did; it is
+            // judged the same way either way, so the check's name does not depend on it.
             let step = (sweep.steps.iter())
                 .find(|s| Some(s.matches) == sweep.measured_games_per_core)
+                .or(sweep.steps.first())
                 .and_then(|s| s.verdict.as_ref());
             if let (Some(v), Some(c)) = (step, checks.iter_mut().find(|c| c.name == "on_time_rate"))
             {
@@ -478,6 +481,11 @@ mod tests {
         let checks = evaluate(&r);
         assert!(checks.iter().any(|c| c.name == "step_held" && c.pass));
         assert!(failed(&checks).is_empty(), "{checks:?}");
+        // No step held: the first step is reported, and its verdict fails the same check.
+        let sweep = r.sweep.as_mut().unwrap();
+        sweep.measured_games_per_core = None;
+        sweep.steps[0].verdict.as_mut().unwrap().held = false;
+        assert_eq!(failed(&evaluate(&r)), ["step_held"]);
         // Without a verdict (a report from before them), the strict rate it is.
         r.sweep.as_mut().unwrap().steps[0].verdict = None;
         assert_eq!(failed(&evaluate(&r)), ["on_time_rate"]);

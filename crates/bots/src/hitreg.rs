@@ -38,7 +38,7 @@ use tickforge_game::pose::{
 };
 use tickforge_game::rules::BodyPart;
 use tickforge_game::{angle16_to_rad, hitscan, Map, PlayerState, UserCmd, Vec3, ViewTime};
-use tickforge_shooter::{flags, EntityState, NONE};
+use tickforge_shooter::{flags, EntityState, NO_SLOT};
 
 /// Shot verdicts remembered until the server's arrives: a power of two, two seconds at
 /// 128 Hz.
@@ -52,7 +52,7 @@ const SHOWN_SLOTS: usize = 128;
 pub const CHEST_M: f32 = 1.2;
 
 /// Who a shot hit: `(victim slot, part code)`, `None` for a miss.
-pub type Verdict = Option<(u8, u8)>;
+pub type Verdict = Option<(u16, u8)>;
 
 /// The wire code of a hitbox in a shot result: 0 head, 1 body, 2 legs.
 pub fn part_code(part: BodyPart) -> u8 {
@@ -64,8 +64,8 @@ pub fn part_code(part: BodyPart) -> u8 {
 }
 
 /// Turns a shot result's fields into a [`Verdict`].
-pub fn verdict_of(victim: u8, part: u8) -> Verdict {
-    (victim != NONE).then_some((victim, part))
+pub fn verdict_of(victim: u16, part: u8) -> Verdict {
+    (victim != NO_SLOT).then_some((victim, part))
 }
 
 /// Agreement between the bots' verdicts and the server's.
@@ -169,7 +169,7 @@ pub struct AimView {
     /// The enemies of `me` as shown at `view`, by slot (others are read when a shot needs
     /// them).
     players: Vec<Shown>,
-    me: u8,
+    me: u16,
     /// The moment shown; `None` before the first (or after a start over).
     view: Option<ViewTime>,
     /// By `seq % VERDICT_RING`.
@@ -179,7 +179,7 @@ pub struct AimView {
 impl AimView {
     /// A view of a match of `players` on `map`, posed every `pose_every`th tick (the
     /// server's [`HistoryConfig::pose_every`]), with the server's default body proportions.
-    pub fn new(map: Arc<Map>, players: u8, pose_every: NonZeroU8) -> Self {
+    pub fn new(map: Arc<Map>, players: u16, pose_every: NonZeroU8) -> Self {
         let pose = HistoryConfig::default().pose;
         AimView {
             map,
@@ -201,7 +201,7 @@ impl AimView {
 
     /// Sized for a match of `players` (a welcome named another size); shows nobody until
     /// [`AimView::show`].
-    pub fn resize(&mut self, players: u8) {
+    pub fn resize(&mut self, players: u16) {
         self.players.clear();
         self.players.resize(usize::from(players), Shown::default());
         self.start_over();
@@ -224,13 +224,13 @@ impl AimView {
     pub fn show(
         &mut self,
         view: ViewTime,
-        me: u8,
-        mut at: impl FnMut(u8, f64) -> Option<EntityState>,
+        me: u16,
+        mut at: impl FnMut(u16, f64) -> Option<EntityState>,
     ) {
         let r = render_tick(view);
         for (slot, p) in self.players.iter_mut().enumerate() {
             // `slot` < players ≤ 255.
-            let slot = slot as u8;
+            let slot = slot as u16;
             *p = if slot % 2 == me % 2 {
                 Shown::default()
             } else {
@@ -243,7 +243,7 @@ impl AimView {
 
     /// Enemy `slot`'s state as shown and whether it is alive; `None` when not in view or
     /// not an enemy of the player shown to.
-    pub fn shown(&self, slot: u8) -> Option<(PlayerState, bool)> {
+    pub fn shown(&self, slot: u16) -> Option<(PlayerState, bool)> {
         let p = self.players.get(usize::from(slot))?;
         p.present.then_some((p.state, p.alive))
     }
@@ -273,9 +273,9 @@ impl AimView {
     /// in view, or dead, then.
     fn local_at(
         &self,
-        slot: u8,
+        slot: u16,
         tick: u32,
-        at: &mut impl FnMut(u8, f64) -> Option<EntityState>,
+        at: &mut impl FnMut(u16, f64) -> Option<EntityState>,
     ) -> Option<LocalHitboxes> {
         let e = at(slot, f64::from(tick)).filter(|e| e.flags & flags::ALIVE != 0)?;
         let into = tick % self.pose_every;
@@ -301,10 +301,10 @@ impl AimView {
     /// died in between).
     fn hitboxes(
         &self,
-        slot: u8,
+        slot: u16,
         p: &Shown,
         view: ViewTime,
-        at: &mut impl FnMut(u8, f64) -> Option<EntityState>,
+        at: &mut impl FnMut(u16, f64) -> Option<EntityState>,
     ) -> Option<Hitboxes> {
         let tick = view.tick.0;
         let local = self.local_at(slot, tick, at)?;
@@ -329,10 +329,10 @@ impl AimView {
     /// players as for [`AimView::show`].
     fn judge_shown(
         &self,
-        shooter: u8,
+        shooter: u16,
         eye: Vec3,
         cmd: &UserCmd,
-        mut at: impl FnMut(u8, f64) -> Option<EntityState>,
+        mut at: impl FnMut(u16, f64) -> Option<EntityState>,
     ) -> (Verdict, u128) {
         let Some(view) = self.view else {
             return (None, 0);
@@ -349,10 +349,10 @@ impl AimView {
             if slot == usize::from(shooter) {
                 continue;
             }
-            // `slot` < players ≤ 255.
-            let slot8 = slot as u8;
-            let p = if slot8 % 2 == self.me % 2 {
-                Shown::of(at(slot8, r))
+            // `slot` < players ≤ u16::MAX.
+            let slot16 = slot as u16;
+            let p = if slot16 % 2 == self.me % 2 {
+                Shown::of(at(slot16, r))
             } else {
                 *enemy
             };
@@ -371,7 +371,7 @@ impl AimView {
             if !eye.is_finite() || !segment_enters(eye, dir, near, lo, hi) {
                 continue;
             }
-            let Some(boxes) = self.hitboxes(slot8, &p, view, &mut at) else {
+            let Some(boxes) = self.hitboxes(slot16, &p, view, &mut at) else {
                 continue;
             };
             if let Some((part, t)) = boxes.first_hit(eye, dir, limit) {
@@ -380,8 +380,8 @@ impl AimView {
                 }
             }
         }
-        // `slot` < players ≤ 255.
-        let verdict = best.map(|(slot, part, _)| (slot as u8, part_code(part)));
+        // `slot` < players ≤ u16::MAX.
+        let verdict = best.map(|(slot, part, _)| (slot as u16, part_code(part)));
         (verdict, shown)
     }
 
@@ -391,10 +391,10 @@ impl AimView {
     /// reads the players as for [`AimView::show`].
     pub fn judge(
         &self,
-        shooter: u8,
+        shooter: u16,
         eye: Vec3,
         cmd: &UserCmd,
-        at: impl FnMut(u8, f64) -> Option<EntityState>,
+        at: impl FnMut(u16, f64) -> Option<EntityState>,
     ) -> Verdict {
         self.judge_shown(shooter, eye, cmd, at).0
     }
@@ -404,10 +404,10 @@ impl AimView {
     pub fn judge_input(
         &mut self,
         seq: u32,
-        shooter: u8,
+        shooter: u16,
         eye: Vec3,
         cmd: &UserCmd,
-        at: impl FnMut(u8, f64) -> Option<EntityState>,
+        at: impl FnMut(u16, f64) -> Option<EntityState>,
     ) {
         let (verdict, shown) = self.judge_shown(shooter, eye, cmd, at);
         self.verdicts[seq as usize % VERDICT_RING] = Judged {
@@ -425,7 +425,7 @@ impl AimView {
 
     /// Whether `slot` was shown (in view, and alive) when input `seq` was judged; `None`
     /// when that input is no longer remembered or the slot is past those remembered.
-    pub fn was_shown(&self, seq: u32, slot: u8) -> Option<bool> {
+    pub fn was_shown(&self, seq: u32, slot: u16) -> Option<bool> {
         let j = self.verdicts[seq as usize % VERDICT_RING];
         if j.seq != seq || seq == 0 || usize::from(slot) >= SHOWN_SLOTS {
             return None;
@@ -507,7 +507,7 @@ mod tests {
     /// `states` (by tick from 0, by slot, up to the newest received) as the session shows
     /// them at render tick `r`: the two snapshots around it lerped field by field
     /// ([`tickforge_client::lerp`]), the newest held past it.
-    fn interpolated(states: &[Vec<PlayerState>], r: f64, slot: u8) -> EntityState {
+    fn interpolated(states: &[Vec<PlayerState>], r: f64, slot: u16) -> EntityState {
         let schema = tickforge_shooter::schema();
         let view = view_time(r);
         let newest = states.len() - 1;
@@ -523,7 +523,7 @@ mod tests {
     fn server_verdict(
         history: &History,
         map: &Map,
-        shooter: u8,
+        shooter: u16,
         eye: Vec3,
         cmd: &UserCmd,
         view: ViewTime,
@@ -766,7 +766,7 @@ mod tests {
         let nobody = |_, _| None;
         assert_eq!(view.judge(0, eye, &at_enemy, nobody), None);
         let world = |enemy: Option<EntityState>, mate: PlayerState| {
-            move |slot: u8, _: f64| match slot {
+            move |slot: u16, _: f64| match slot {
                 0 => Some(sent(&shooter)),
                 1 => enemy,
                 2 => Some(sent(&mate)),

@@ -47,7 +47,7 @@ use tickforge_proto::netcode::PrivateKey;
 use tickforge_proto::user_data::{UserData, ANY, ANY_SEAT};
 use tickforge_proto::MatchId;
 use tickforge_replication::{NetId, Schema};
-use tickforge_shooter::{cmd, flags, EntityState, ShooterEvent, NONE};
+use tickforge_shooter::{cmd, flags, EntityState, ShooterEvent, NO_SLOT};
 use tickforge_telemetry::report::{
     BotsReport, Clients, CorrectionM, Hitreg, ResponseTimeMs, ServerDelayMs,
 };
@@ -385,7 +385,7 @@ struct Bot {
     session: Session,
     behaviour: Behaviour,
     /// The slot the welcome named.
-    slot: Option<u8>,
+    slot: Option<u16>,
     /// An aimer's or runner's view of the other players, as its session interpolates
     /// them, for aiming and for judging its own shots.
     aim: Option<AimView>,
@@ -698,9 +698,9 @@ fn correction_report(hist: &DurationHistogram, counts: &PredictCounts) -> Correc
 }
 
 /// Player `slot` interpolated at render tick `r` by `session`, `None` when not in view.
-fn player_at(session: &Session, slot: u8, r: f64) -> Option<EntityState> {
+fn player_at(session: &Session, slot: u16, r: f64) -> Option<EntityState> {
     session
-        .entity_at(NetId(u16::from(slot)), r)
+        .entity_at(NetId(slot), r)
         .map(|q| EntityState::from_lanes(&q))
 }
 
@@ -789,7 +789,7 @@ impl Bot {
             start,
         )
         .context("the bots' session settings")?;
-        let players = config.bots_per_match.min(u32::from(u8::MAX)) as u8;
+        let players = config.bots_per_match.min(u32::from(u16::MAX)) as u16;
         Ok(Bot {
             socket,
             session,
@@ -903,11 +903,11 @@ impl Bot {
                 if let (true, Some(mine)) = (in_window, view.verdict(seq)) {
                     // A hit that did no damage: the victim had died at the server
                     // before the shot arrived.
-                    let dead = victim != NONE && !landed;
+                    let dead = victim != NO_SLOT && !landed;
                     self.metrics
                         .hitreg
                         .compare(mine, verdict_of(victim, part), dead);
-                    let server_only = mine.is_none() && victim != NONE;
+                    let server_only = mine.is_none() && victim != NO_SLOT;
                     if server_only && view.was_shown(seq, victim) == Some(false) {
                         self.metrics.hitreg.server_hit_unseen += 1;
                     }
@@ -976,12 +976,7 @@ impl Bot {
         match &mut self.behaviour {
             Behaviour::Ctf(player) => player.welcomed(w),
             _ => {
-                // A seat past the shooter's 8-bit slots is no shooter match.
-                let (Ok(slot), Ok(players)) = (u8::try_from(w.seat), u8::try_from(w.entities))
-                else {
-                    self.metrics.bad_welcomes += 1;
-                    return;
-                };
+                let (slot, players) = (w.seat, w.entities);
                 self.slot = Some(slot);
                 // The match may hold more seats than this process fills (other clients,
                 // other bot processes): its snapshots name them all.
@@ -1014,7 +1009,7 @@ impl Bot {
             (self.predict.as_mut(), self.slot, self.session.replica())
         {
             let own = replica
-                .entity(NetId(u16::from(slot)))
+                .entity(NetId(slot))
                 .map(|q| EntityState::from_lanes(&q));
             let before = p.counts;
             let outcome = p.snapshot(tick, input_ack, own.as_ref());
@@ -1054,10 +1049,7 @@ impl Bot {
 
     /// This bot's own player on its newest snapshot, and whether it is alive.
     fn own(&self) -> Option<(PlayerState, bool)> {
-        let q = self
-            .session
-            .replica()?
-            .entity(NetId(u16::from(self.slot?)))?;
+        let q = self.session.replica()?.entity(NetId(self.slot?))?;
         let e = EntityState::from_lanes(&q);
         Some((e.to_player(), e.flags & flags::ALIVE != 0))
     }

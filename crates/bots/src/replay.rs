@@ -42,7 +42,7 @@ const EXTENSION: &str = "actions";
 struct SeatStream {
     /// Index into [`ReplaySet::files`].
     file: usize,
-    seat: u8,
+    seat: u16,
     /// `(tick offset, command)`: the offset from the seat's first input, ascending, one
     /// per tick at most (the last recorded for that tick, which is the one the world
     /// stepped with). The first is at offset 0.
@@ -185,7 +185,7 @@ impl ReplaySet {
             }
             set.streams
                 .retain(|s| s.file != index || !s.commands.is_empty());
-            let seats: Vec<u8> = set.streams[first_stream..].iter().map(|s| s.seat).collect();
+            let seats: Vec<u16> = set.streams[first_stream..].iter().map(|s| s.seat).collect();
             if seats.is_empty() {
                 bail!("{name}: records no inputs, nothing to replay");
             }
@@ -223,7 +223,7 @@ impl ReplaySet {
     }
 
     /// The pair bot `k` replays: its file's name and the seat.
-    pub fn pair_of(&self, k: u64) -> (&str, u8) {
+    pub fn pair_of(&self, k: u64) -> (&str, u16) {
         let s = &self.streams[self.stream_of(k)];
         (&self.files[s.file].name, s.seat)
     }
@@ -337,7 +337,7 @@ mod tests {
         silent_last: bool,
     ) -> Vec<u8> {
         let config = WorldConfig {
-            players,
+            players: u16::from(players),
             tick_hz,
             map,
             rules: RulesConfig {
@@ -360,8 +360,8 @@ mod tests {
                 if t >= first && (t - first) % (u32::from(s) + 1) == 0 {
                     rec.input(
                         world.tick(),
-                        PlayerSlot(s),
-                        &cmd(t, s),
+                        PlayerSlot(u16::from(s)),
+                        &cmd(t, u16::from(s)),
                         ViewTime::at(Tick(t)),
                     );
                 }
@@ -371,10 +371,10 @@ mod tests {
         rec.finish(&world)
     }
 
-    fn cmd(t: u32, seat: u8) -> UserCmd {
+    fn cmd(t: u32, seat: u16) -> UserCmd {
         UserCmd {
             forward: (t % 100) as i8,
-            yaw: u16::from(seat) * 1000,
+            yaw: seat * 1000,
             ..UserCmd::default()
         }
     }
@@ -398,7 +398,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(set.pairs(), 5);
-        let pairs: Vec<(&str, u8)> = (0..12).map(|k| set.pair_of(k)).collect();
+        let pairs: Vec<(&str, u16)> = (0..12).map(|k| set.pair_of(k)).collect();
         assert_eq!(
             pairs,
             [
@@ -441,7 +441,7 @@ mod tests {
             let s = u32::from(seat);
             let first = 2 * s + 1;
             // The command the world held for this seat at tick t of the recording.
-            let held = |t: u32| cmd(t - (t - first) % (s + 1), seat);
+            let held = |t: u32| cmd(t - (t - first) % (s + 1), u16::from(seat));
             let mut r = Replayer::new(set.clone(), u64::from(seat));
             let pass: Vec<UserCmd> = (first..end).map(held).collect();
             for n in 0..3 {
@@ -452,7 +452,7 @@ mod tests {
             // A new match starts it over.
             r.next_cmd();
             r.restart();
-            assert_eq!(r.next_cmd(), cmd(first, seat));
+            assert_eq!(r.next_cmd(), cmd(first, u16::from(seat)));
         }
     }
 

@@ -19,7 +19,7 @@ fn recordings() -> std::path::PathBuf {
 /// The command `seat` of `file` held at each tick of the recording, from its first input
 /// to the recording's end: read straight from the file's records, apart from
 /// [`replay::ReplaySet`].
-fn held_commands(file: &[u8], seat: u8) -> Vec<UserCmd> {
+fn held_commands(file: &[u8], seat: u16) -> Vec<UserCmd> {
     let file = ActionFile::parse(file).unwrap();
     let mine: Vec<(u32, UserCmd)> = file
         .entries()

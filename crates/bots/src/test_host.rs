@@ -22,8 +22,8 @@ use tickforge_telemetry::Scopes;
 use super::*;
 
 /// Seats of the match: the bots take the first [`BOTS`], the hunters the rest.
-pub(crate) const PLAYERS: u8 = 10;
-pub(crate) const BOTS: u8 = 8;
+pub(crate) const PLAYERS: u16 = 10;
+pub(crate) const BOTS: u16 = 8;
 
 /// The match the bots play, served from one loopback socket on virtual time.
 pub(crate) struct Host {
@@ -61,7 +61,7 @@ impl Host {
                 protocol_id: config.protocol_id,
                 private_key: config.private_key.0,
                 public_addresses: config.servers.clone(),
-                max_clients: u16::from(BOTS),
+                max_clients: BOTS,
                 requests_per_second_per_ip: 10,
             },
             start,
@@ -71,11 +71,8 @@ impl Host {
         let mut m = shooter_match(MatchId(1), &world, start);
         for slot in BOTS..PLAYERS {
             // Client indices the transport never gives: the hunters have no connection.
-            let hunter = ClientIndex(1000 + u16::from(slot));
-            assert_eq!(
-                m.seat(start, hunter, Some(Seat(u16::from(slot)))),
-                Some(Seat(u16::from(slot)))
-            );
+            let hunter = ClientIndex(1000 + slot);
+            assert_eq!(m.seat(start, hunter, Some(Seat(slot))), Some(Seat(slot)));
         }
         Host {
             socket,
@@ -118,7 +115,7 @@ impl Host {
         let shown = ViewTime::at(Tick(self.m.game().world().tick().0.saturating_sub(1)));
         for slot in (BOTS..PLAYERS).map(PlayerSlot) {
             let cmd = hunter_cmd(self.m.game().world(), slot);
-            (self.m).queue_input(Seat(u16::from(slot.0)), self.hunter_seq, cmd, shown);
+            (self.m).queue_input(Seat(slot.0), self.hunter_seq, cmd, shown);
         }
         self.transport.handle_timeout(now);
         assert_eq!(self.transport.poll_disconnect(), None);

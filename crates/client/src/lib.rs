@@ -787,7 +787,7 @@ impl Session {
             });
         }
         if welcome.entities == 0 || usize::from(welcome.entities) > MAX_ENTITIES {
-            return Err(Ended::BadWelcome("entities must be 1 to 1024"));
+            return Err(Ended::BadWelcome("entities must be 1 to 4096"));
         }
         if welcome.tick_hz == 0 {
             return Err(Ended::BadWelcome("a tick rate of 0"));

@@ -38,7 +38,7 @@ fn cmd(tick: u32, slot: u32) -> UserCmd {
 /// Every player's state on each of `ticks` ticks after half a minute of play on `map`.
 fn play(map: BuiltinMap, players: u8, ticks: u32) -> (World, Vec<Vec<PlayerState>>) {
     let world = World::new(WorldConfig {
-        players,
+        players: u16::from(players),
         map,
         ..WorldConfig::default()
     });
@@ -74,7 +74,7 @@ fn rewind(c: &mut Criterion) {
     for (map, players) in [(BuiltinMap::Arena, 10u8), (BuiltinMap::Flat2km, 100)] {
         let (world, ticks) = play(map, players, 64);
         let mut history = History::new(HistoryConfig {
-            players,
+            players: u16::from(players),
             ..HistoryConfig::default()
         })
         .unwrap();
@@ -96,9 +96,9 @@ fn rewind(c: &mut Criterion) {
             .map(|shooter| {
                 let target = (shooter + 2) % usize::from(players);
                 let eye = now[shooter].origin + Vec3::new(0.0, 0.0, 1.6);
-                let aim = history.origin_at(PlayerSlot(target as u8), time).unwrap();
+                let aim = history.origin_at(PlayerSlot(target as u16), time).unwrap();
                 Shot {
-                    shooter: PlayerSlot(shooter as u8),
+                    shooter: PlayerSlot(shooter as u16),
                     command_tick: newest,
                     interp_delay_ticks: delay,
                     origin: eye,

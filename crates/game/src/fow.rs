@@ -109,8 +109,9 @@ use sight::Occluders;
 /// Sample points per living player: the eye, the hull's corners where it stands and at the
 /// edge of its reach ([`Fow::points`]).
 pub const POINTS_PER_PLAYER: usize = 17;
-/// Most players a [`Fow`] tracks: a [`PlayerSlot`] is a `u8`.
-pub const MAX_PLAYERS: usize = 256;
+/// Most players a [`Fow`] tracks. The pair memos grow with its square (16 bytes a pair:
+/// 8 MB at 1,000 players, 33 MB at this bound).
+pub const MAX_PLAYERS: usize = 2048;
 
 /// A player who moved farther than its speed allows in this many ticks since the last update
 /// was moved by the game (a respawn), not by running: its pairs are traced at once.
@@ -466,7 +467,7 @@ impl Fow {
             .iter()
             .enumerate()
             // At most MAX_PLAYERS slots: an index fits a u8.
-            .flat_map(|(w, &word)| BitIter(word).map(move |b| PlayerSlot((w * 64 + b) as u8)))
+            .flat_map(|(w, &word)| BitIter(word).map(move |b| PlayerSlot((w * 64 + b) as u16)))
     }
 
     /// The sample points of `slot` as of the last update, eye first: all

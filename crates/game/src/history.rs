@@ -66,7 +66,7 @@ const DEFAULT_POSE_EVERY: NonZeroU8 = match NonZeroU8::new(4) {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct HistoryConfig {
     /// Player slots.
-    pub players: u8,
+    pub players: u16,
     /// Ticks per second of the match; the rewind is counted in these ticks.
     pub tick_hz: NonZeroU32,
     /// How far back a shot may be tested, at most [`MAX_REWIND_CAP`]. Converted to whole
@@ -206,7 +206,7 @@ impl History {
     /// An empty history for `config`, allocating all it will ever use.
     pub fn new(config: HistoryConfig) -> Result<History, HistoryError> {
         let ring = LagHistory::new(LagConfig {
-            max_entities: u16::from(config.players),
+            max_entities: config.players,
             tick_hz: config.tick_hz,
             max_rewind: config.max_rewind,
         })

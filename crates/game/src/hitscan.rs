@@ -167,7 +167,7 @@ pub fn fire_with_stats(
     }
     best.map(|(slot, part, t)| HitResult {
         // `slot` < players ≤ 255.
-        victim: PlayerSlot(slot as u8),
+        victim: PlayerSlot(slot as u16),
         part,
         distance_m: t,
         point: origin + dir * t,

@@ -31,7 +31,7 @@ pub use tickforge_sim::{Tick, ViewTime};
 
 /// Index of a player in its match, 0..players.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PlayerSlot(pub u8);
+pub struct PlayerSlot(pub u16);
 
 /// Buttons of a [`UserCmd`], one bit each.
 pub mod buttons {

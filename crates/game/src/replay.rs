@@ -2,10 +2,10 @@
 //! offline to the identical end state (the Quake paper's recorded inputs).
 //!
 //! ```text
-//! header:  "TFRA" | version u8 (3) | tick_hz u32 | players u8 | map name len u8 | name
+//! header:  "TFRA" | version u8 (4) | tick_hz u32 | players u16 | map name len u8 | name
 //!          | buy_ms u32 | round_ms u32 | round_end_ms u32 | rounds u8 | friendly_fire u8
 //!          | max_rewind_ms u32 | pose_every u8
-//! ticks:   tick u32 | n u8 | n × (slot u8 | cmd[7] | view_tick u32 | view_frac u8)
+//! ticks:   tick u32 | n u8 | n × (slot u16 | cmd[7] | view_tick u32 | view_frac u8)
 //!          one or more per tick with changes, ticks ascending, 1 ≤ n
 //! footer:  0xffff_ffff | end_tick u32 | state_hash u64 | check u64
 //! ```
@@ -19,7 +19,8 @@
 //! limits a server can be configured with, every record against the bytes left, and the end
 //! tick against the longest match the header's rules allow, so a hostile file whose check
 //! is valid still replays in time bounded by its rules ([`MAX_END_TICK`] at most) and never
-//! panics. Version 2 files (no check) are refused with their version named.
+//! panics. Version 3 files (`players` and `slot` a `u8`, from before a match could seat more
+//! than 256) are still read; version 2 files (no check) are refused with their version named.
 
 use std::num::{NonZeroU32, NonZeroU8};
 use std::time::Duration;
@@ -32,11 +33,13 @@ use crate::world::{World, WorldConfig};
 use crate::{PlayerSlot, Tick, UserCmd, ViewTime};
 
 const MAGIC: &[u8; 4] = b"TFRA";
-/// The version this code writes and reads.
-pub const VERSION: u8 = 3;
+/// The version this code writes, and reads with [`NARROW_VERSION`].
+pub const VERSION: u8 = 4;
+/// The older version still read: players and slots in one byte.
+pub const NARROW_VERSION: u8 = 3;
 const FOOTER: u32 = u32::MAX;
-/// Bytes of one player's entry in a tick record.
-const ENTRY_BYTES: usize = 1 + UserCmd::BYTES + 4 + 1;
+/// Bytes of one player's entry in a tick record after its slot.
+const ENTRY_TAIL_BYTES: usize = UserCmd::BYTES + 4 + 1;
 /// Bytes of the check at the very end.
 const CHECK_BYTES: usize = 8;
 
@@ -53,8 +56,34 @@ const MAX_REWIND_MS: u32 = 1000;
 const MAX_POSE_EVERY: u8 = 32;
 /// The tick rates a file may have.
 const TICK_HZ: std::ops::RangeInclusive<u32> = 1..=1000;
-/// The most players a server puts in a match (`players_per_match`, `POST /matches`).
-const MAX_PLAYERS: u8 = 128;
+/// The most players a match may have: the fog of war's bound, the shooter's seats.
+const MAX_PLAYERS: u16 = crate::fow::MAX_PLAYERS as u16;
+
+/// How wide a file's slots are: one byte in version 3, two since.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SlotWidth(usize);
+
+impl SlotWidth {
+    fn of(version: u8) -> SlotWidth {
+        SlotWidth(if version == NARROW_VERSION { 1 } else { 2 })
+    }
+
+    /// Bytes of one entry of a tick record.
+    fn entry_bytes(self) -> usize {
+        self.0 + ENTRY_TAIL_BYTES
+    }
+
+    /// The slot of an entry, and the rest of it.
+    fn split(self, e: &[u8]) -> (PlayerSlot, &[u8]) {
+        let (slot, rest) = e.split_at(self.0);
+        let slot = match *slot {
+            [a] => u16::from(a),
+            [a, b] => u16::from_le_bytes([a, b]),
+            _ => unreachable!("slots are one or two bytes"),
+        };
+        (PlayerSlot(slot), rest)
+    }
+}
 
 /// FNV-1a 64 of `bytes`: the check an action file ends with, over every byte before it.
 pub fn checksum(bytes: &[u8]) -> u64 {
@@ -78,7 +107,7 @@ impl Recorder {
         bytes.extend_from_slice(MAGIC);
         bytes.push(VERSION);
         bytes.extend_from_slice(&config.tick_hz.to_le_bytes());
-        bytes.push(config.players);
+        bytes.extend_from_slice(&config.players.to_le_bytes());
         let name = config.map.name().as_bytes();
         bytes.push(name.len() as u8);
         bytes.extend_from_slice(name);
@@ -106,7 +135,7 @@ impl Recorder {
                 (start, 0)
             }
         };
-        self.bytes.push(slot.0);
+        self.bytes.extend_from_slice(&slot.0.to_le_bytes());
         self.bytes.extend_from_slice(&cmd.to_bytes());
         self.bytes.extend_from_slice(&view.tick.0.to_le_bytes());
         self.bytes.push(view.frac);
@@ -138,7 +167,9 @@ pub enum ReplayError {
     #[error("not a tickforge action file")]
     NotAnActionFile,
     /// An action file of a version this build does not read.
-    #[error("action file version {0}: this build reads version {expected} only", expected = VERSION)]
+    #[error(
+        "action file version {0}: this build reads versions {NARROW_VERSION} and {VERSION} only"
+    )]
     Version(u8),
     /// The check at the end does not match the bytes before it: the file was cut short,
     /// damaged or changed after it was written. Nothing in it is believed.
@@ -203,6 +234,11 @@ impl<'a> Cursor<'a> {
     fn u8(&mut self) -> Result<u8, ReplayError> {
         Ok(self.take(1)?[0])
     }
+    fn u16(&mut self) -> Result<u16, ReplayError> {
+        Ok(u16::from_le_bytes(
+            self.take(2)?.try_into().expect("2 bytes"),
+        ))
+    }
     fn u32(&mut self) -> Result<u32, ReplayError> {
         Ok(u32::from_le_bytes(
             self.take(4)?.try_into().expect("4 bytes"),
@@ -233,6 +269,7 @@ pub struct ActionFile<'a> {
     config: WorldConfig,
     /// The tick records, back to back, each already checked.
     records: &'a [u8],
+    width: SlotWidth,
     end_tick: Tick,
     recorded_hash: u64,
     inputs: u64,
@@ -247,11 +284,11 @@ impl<'a> ActionFile<'a> {
         if bytes.get(..4) != Some(MAGIC.as_slice()) {
             return Err(ReplayError::NotAnActionFile);
         }
-        match bytes.get(4) {
-            Some(&VERSION) => {}
+        let width = match bytes.get(4) {
+            Some(&v @ (NARROW_VERSION | VERSION)) => SlotWidth::of(v),
             Some(&v) => return Err(ReplayError::Version(v)),
             None => return Err(ReplayError::Truncated(4)),
-        }
+        };
         let Some(body_len) = bytes.len().checked_sub(CHECK_BYTES) else {
             return Err(ReplayError::Checksum);
         };
@@ -264,9 +301,13 @@ impl<'a> ActionFile<'a> {
         if !TICK_HZ.contains(&tick_hz) {
             return Err(ReplayError::Bad("tick rate outside 1..=1000"));
         }
-        let players = c.u8()?;
+        let players = if width.0 == 1 {
+            u16::from(c.u8()?)
+        } else {
+            c.u16()?
+        };
         if !(1..=MAX_PLAYERS).contains(&players) {
-            return Err(ReplayError::Bad("players outside 1..=128"));
+            return Err(ReplayError::Bad("players outside 1..=2048"));
         }
         let name_len = usize::from(c.u8()?);
         let name =
@@ -338,12 +379,12 @@ impl<'a> ActionFile<'a> {
                 return Err(ReplayError::Bad("a tick record with no inputs"));
             }
             // Backed by bytes before any is read: a count never runs past the file.
-            if n * ENTRY_BYTES > c.left() {
+            if n * width.entry_bytes() > c.left() {
                 return Err(ReplayError::Truncated(c.at));
             }
             for _ in 0..n {
-                let e = c.take(ENTRY_BYTES)?;
-                if e[0] >= players {
+                let (slot, _) = width.split(c.take(width.entry_bytes())?);
+                if slot.0 >= players {
                     return Err(ReplayError::Bad(
                         "an input for a slot the match does not have",
                     ));
@@ -374,6 +415,7 @@ impl<'a> ActionFile<'a> {
         Ok(ActionFile {
             config,
             records,
+            width,
             end_tick: Tick(end_tick),
             recorded_hash,
             inputs,
@@ -405,6 +447,7 @@ impl<'a> ActionFile<'a> {
         };
         let mut tick = 0;
         let mut left = 0u8;
+        let width = self.width;
         // Every record was checked by `parse`: the reads below cannot fail.
         std::iter::from_fn(move || {
             while left == 0 {
@@ -412,14 +455,9 @@ impl<'a> ActionFile<'a> {
                 left = c.u8().ok()?;
             }
             left -= 1;
-            let e = c.take(ENTRY_BYTES).ok()?;
-            let mut cmd = [0; UserCmd::BYTES];
-            cmd.copy_from_slice(&e[1..1 + UserCmd::BYTES]);
-            let view = ViewTime {
-                tick: Tick(u32::from_le_bytes(e[8..12].try_into().expect("4 bytes"))),
-                frac: e[12],
-            };
-            Some((Tick(tick), PlayerSlot(e[0]), UserCmd::from_bytes(cmd), view))
+            let (slot, e) = width.split(c.take(width.entry_bytes()).ok()?);
+            let (cmd, view) = entry(e);
+            Some((Tick(tick), slot, cmd, view))
         })
     }
 
@@ -443,18 +481,13 @@ impl<'a> ActionFile<'a> {
                 world.step(scopes);
             }
             for _ in 0..n {
-                let Ok(e) = c.take(ENTRY_BYTES) else { break };
-                let slot = PlayerSlot(e[0]);
-                let mut cmd = [0; UserCmd::BYTES];
-                cmd.copy_from_slice(&e[1..1 + UserCmd::BYTES]);
-                world.set_cmd(slot, UserCmd::from_bytes(cmd));
-                world.set_view_time(
-                    slot,
-                    ViewTime {
-                        tick: Tick(u32::from_le_bytes(e[8..12].try_into().expect("4 bytes"))),
-                        frac: e[12],
-                    },
-                );
+                let Ok(e) = c.take(self.width.entry_bytes()) else {
+                    break;
+                };
+                let (slot, e) = self.width.split(e);
+                let (cmd, view) = entry(e);
+                world.set_cmd(slot, cmd);
+                world.set_view_time(slot, view);
             }
         }
         while world.tick() < self.end_tick {
@@ -469,6 +502,20 @@ impl<'a> ActionFile<'a> {
         };
         (outcome, world)
     }
+}
+
+/// The command and view time of an entry past its slot ([`ENTRY_TAIL_BYTES`]).
+fn entry(e: &[u8]) -> (UserCmd, ViewTime) {
+    let mut cmd = [0; UserCmd::BYTES];
+    cmd.copy_from_slice(&e[..UserCmd::BYTES]);
+    let at = UserCmd::BYTES;
+    let view = ViewTime {
+        tick: Tick(u32::from_le_bytes(
+            e[at..at + 4].try_into().expect("4 bytes"),
+        )),
+        frac: e[at + 4],
+    };
+    (UserCmd::from_bytes(cmd), view)
 }
 
 /// Checks an action file ([`ActionFile::parse`]), rebuilds the world it was recorded from
@@ -546,7 +593,7 @@ mod tests {
     const FOOTER_BYTES: usize = 4 + 4 + 8 + 8;
 
     /// Where the tick records start in a file of `short()` on arena.
-    const RECORDS_AT: usize = 4 + 1 + 4 + 1 + 1 + "arena".len() + 12 + 1 + 1 + 4 + 1;
+    const RECORDS_AT: usize = 4 + 1 + 4 + 2 + 1 + "arena".len() + 12 + 1 + 1 + 4 + 1;
 
     fn scopes() -> Scopes {
         Scopes::new(Instant::now)
@@ -607,10 +654,10 @@ mod tests {
             let tick = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
             let n = usize::from(bytes[at + 4]);
             if tick > 64 && n > 0 {
-                bytes[at + 5 + 1] = (-127i8) as u8;
+                bytes[at + 5 + 2] = (-127i8) as u8;
                 break;
             }
-            at += 5 + n * ENTRY_BYTES;
+            at += 5 + n * (2 + ENTRY_TAIL_BYTES);
         }
         assert_eq!(replay(&bytes, &scopes()), Err(ReplayError::Checksum));
         // Past the check, the replay itself finds the lie.
@@ -648,7 +695,7 @@ mod tests {
     fn hostile_files_with_a_valid_check_are_refused_before_any_tick_runs() {
         let (_, bytes) = play(short(), 128 * 2);
         let footer = bytes.len() - FOOTER_BYTES;
-        let name = 4 + 1 + 4 + 1 + 1;
+        let name = 4 + 1 + 4 + 2 + 1;
         let rules = name + "arena".len();
         type Change = Box<dyn Fn(&mut Vec<u8>)>;
         let hostile: Vec<(&str, Change)> = vec![
@@ -687,7 +734,7 @@ mod tests {
             ),
             (
                 "more players than a match has",
-                Box::new(|b| b[4 + 1 + 4] = 129),
+                Box::new(|b| b[4 + 1 + 4..4 + 1 + 4 + 2].copy_from_slice(&2049u16.to_le_bytes())),
             ),
             ("tick rate", Box::new(|b| b[4 + 1 + 3] = 0x10)),
             ("map name length", Box::new(move |b| b[name - 1] = 200)),
@@ -776,7 +823,7 @@ mod tests {
         #[test]
         fn recorded_inputs_replay_identically_and_any_changed_byte_is_refused(
             inputs in proptest::collection::vec(
-                (0u32..3, 0u8..10, proptest::prelude::any::<[u8; 7]>(), 0u32..40, proptest::prelude::any::<u8>()),
+                (0u32..3, 0u16..10, proptest::prelude::any::<[u8; 7]>(), 0u32..40, proptest::prelude::any::<u8>()),
                 0..80,
             ),
             at: proptest::sample::Index,

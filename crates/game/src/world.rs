@@ -16,7 +16,7 @@ use crate::{buttons, PlayerSlot, Tick, UserCmd, Vec3, ViewTime};
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct WorldConfig {
     /// Player slots.
-    pub players: u8,
+    pub players: u16,
     /// Ticks per second; the step is `1 / tick_hz` seconds.
     pub tick_hz: u32,
     /// The map [`World::new`] loads; [`World::with_map`] takes any map instead.
@@ -316,7 +316,7 @@ impl World {
             self.shots.clear();
             self.changed.fill(0);
             for i in 0..self.players.len() {
-                let slot = PlayerSlot(i as u8);
+                let slot = PlayerSlot(i as u16);
                 if !self.rules.try_fire(slot, &self.players[i].cmd, tick) {
                     continue;
                 }
@@ -384,7 +384,7 @@ impl World {
             let (params, dt) = (&self.config.movement, self.dt);
             for (slot, p) in self.players.iter_mut().enumerate() {
                 let before = p.state;
-                if !over && self.rules.is_alive(PlayerSlot(slot as u8)) {
+                if !over && self.rules.is_alive(PlayerSlot(slot as u16)) {
                     pmove(&mut p.state, &p.cmd, params, map, dt);
                 } else {
                     // Held: the view turns, the body stays (and still falls and lands).
@@ -416,14 +416,14 @@ impl World {
         let samples = self.players.iter().enumerate().map(|(i, p)| PlayerSample {
             state: p.state,
             stance: p.state.stance(),
-            alive: rules.is_alive(PlayerSlot(i as u8)),
+            alive: rules.is_alive(PlayerSlot(i as u16)),
         });
         self.history.record(tick, samples, posing, scopes);
         // Who each client may be told about after this tick: charged to the fow category.
         self.fow_states.clear();
         self.fow_states.extend(self.players.iter().map(|p| p.state));
         for (i, alive) in self.fow_alive.iter_mut().enumerate() {
-            *alive = self.rules.is_alive(PlayerSlot(i as u8));
+            *alive = self.rules.is_alive(PlayerSlot(i as u16));
         }
         self.fow.update(
             &self.fow_states,
@@ -452,13 +452,13 @@ impl World {
             .enumerate()
             .flat_map(|(w, &word)| crate::math::BitIter(word).map(move |b| w * 64 + b))
             .take_while(move |&i| i < players)
-            .map(|i| PlayerSlot(i as u8))
+            .map(|i| PlayerSlot(i as u16))
     }
 
     /// Puts every player back at its team's spawn point, standing still.
     fn respawn_all(&mut self) {
         for (slot, p) in self.players.iter_mut().enumerate() {
-            let slot = PlayerSlot(slot as u8);
+            let slot = PlayerSlot(slot as u16);
             let spawn = self
                 .map
                 .spawn_point(World::team_of(slot), usize::from(slot.0 / 2));
@@ -507,7 +507,7 @@ impl World {
             eat(p.shots);
         }
         for slot in 0..self.players.len() {
-            eat(u32::from(self.rules.health_hp(PlayerSlot(slot as u8))));
+            eat(u32::from(self.rules.health_hp(PlayerSlot(slot as u16))));
         }
         eat(u32::from(self.rules.round_state().round()));
         h
@@ -591,7 +591,7 @@ mod tests {
                 .iter()
                 .find(|s| (s.origin - a.state.origin).horizontal_length() < 1e-6)
                 .expect("at a spawn point");
-            assert_eq!(spawn.team, World::team_of(PlayerSlot(i as u8)));
+            assert_eq!(spawn.team, World::team_of(PlayerSlot(i as u16)));
             assert_eq!(a.state.yaw, spawn.yaw);
             assert!(!w.map().hull_overlaps(hull, a.state.origin));
             for b in &ps[i + 1..] {
@@ -638,6 +638,36 @@ mod tests {
         }
         // Each at its own point.
         assert!((w.players()[0].state.origin - w.players()[1].state.origin).length() > 40.0);
+    }
+
+    /// Slots past 255 are players like any other: the crowd of a thousand needs them.
+    #[test]
+    fn a_crowd_past_256_players_seats_steps_and_sees_every_slot() {
+        let s = scopes();
+        let mut w = World::new(WorldConfig {
+            players: 300,
+            map: BuiltinMap::Flat2km,
+            ..WorldConfig::default()
+        });
+        assert_eq!(w.players().len(), 300);
+        let last = PlayerSlot(299);
+        assert_eq!(World::team_of(last), Team::Defenders);
+        // More players than the ring's 100 points: slot 299 shares slot 99's point.
+        let shared = (w.players()[299].state.origin - w.players()[99].state.origin).length();
+        assert!(shared < 1e-3, "{shared}");
+        w.set_cmd(
+            last,
+            UserCmd {
+                forward: 127,
+                ..UserCmd::default()
+            },
+        );
+        for _ in 0..2 {
+            w.step(&s);
+        }
+        assert!(w.fow().is_visible(last, last));
+        assert_eq!(w.fow().row(last).len(), 300usize.div_ceil(64));
+        assert!(w.rules().is_alive(last));
     }
 
     /// A short buy phase, so tests reach combat quickly.

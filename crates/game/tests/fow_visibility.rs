@@ -63,7 +63,7 @@ fn fog(config: FowConfig, map: &Map, players: &[PlayerState], teams: &[Team]) ->
 }
 
 fn sees(fow: &Fow, viewer: u8, target: u8) -> bool {
-    fow.is_visible(PlayerSlot(viewer), PlayerSlot(target))
+    fow.is_visible(PlayerSlot(u16::from(viewer)), PlayerSlot(u16::from(target)))
 }
 
 /// Either sees the other; asserts the verdict is the same both ways.
@@ -254,7 +254,7 @@ fn the_arena_spawn_rooms_do_not_see_each_other() {
         } else {
             attackers << 1
         };
-        assert_eq!(fow.row(PlayerSlot(i)), &[team], "slot {i}");
+        assert_eq!(fow.row(PlayerSlot(u16::from(i))), &[team], "slot {i}");
     }
     let stats = fow.stats();
     assert_eq!((stats.pairs_in_range, stats.pairs_visible), (25, 0));
@@ -421,7 +421,7 @@ proptest! {
         let fow = fog(config, &map, &players, &teams);
         for i in 0..n as u8 {
             // What the update kept of the points is theirs: the near ones at least.
-            let kept = fow.points(PlayerSlot(i));
+            let kept = fow.points(PlayerSlot(u16::from(i)));
             let all = fow.sample_points(&players[usize::from(i)], &map);
             prop_assert!(kept.len() >= 9 && kept.len() <= POINTS_PER_PLAYER);
             prop_assert_eq!(kept, &all[..kept.len()]);

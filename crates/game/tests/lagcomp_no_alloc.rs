@@ -22,13 +22,13 @@ fn recording_and_firing_allocate_nothing() {
     let scopes = Scopes::new(Instant::now);
     for (map, players) in [(BuiltinMap::Arena, 10u8), (BuiltinMap::Flat2km, 100)] {
         let mut world = World::new(WorldConfig {
-            players,
+            players: u16::from(players),
             map,
             ..WorldConfig::default()
         });
         let (history, made) = allocations_in(|| {
             History::new(HistoryConfig {
-                players,
+                players: u16::from(players),
                 ..HistoryConfig::default()
             })
         });
@@ -40,7 +40,7 @@ fn recording_and_firing_allocate_nothing() {
             for slot in 0..players {
                 let x = tick.wrapping_mul(31).wrapping_add(u32::from(slot) * 7);
                 world.set_cmd(
-                    PlayerSlot(slot),
+                    PlayerSlot(u16::from(slot)),
                     UserCmd {
                         forward: 127,
                         side: (x / 64 % 3) as i8 - 1,
@@ -73,12 +73,12 @@ fn recording_and_firing_allocate_nothing() {
                 let target = (shooter + 2) % usize::from(players);
                 let time = history.rewind_time(stepped, 2.5).unwrap();
                 let aim = history
-                    .origin_at(PlayerSlot(target as u8), time)
+                    .origin_at(PlayerSlot(target as u16), time)
                     .unwrap_or_default();
                 let eye = me.state.origin + Vec3::new(0.0, 0.0, 1.6);
                 let look = aim + Vec3::new(0.0, 0.0, 1.2) - eye;
                 let shot = Shot {
-                    shooter: PlayerSlot(shooter as u8),
+                    shooter: PlayerSlot(shooter as u16),
                     command_tick: stepped,
                     interp_delay_ticks: 2.5,
                     origin: eye,

@@ -19,7 +19,7 @@ const DT: f32 = 1.0 / 128.0;
 
 fn history(players: u8, pose_every: u8, max_rewind: Duration) -> History {
     History::new(HistoryConfig {
-        players,
+        players: u16::from(players),
         pose_every: NonZeroU8::new(pose_every).unwrap(),
         max_rewind,
         ..HistoryConfig::default()
@@ -166,7 +166,7 @@ fn posing_every_4th_tick_stays_within_a_bound_of_posing_every_tick() {
             continue;
         }
         for slot in 0..players {
-            let slot = PlayerSlot(slot);
+            let slot = PlayerSlot(u16::from(slot));
             // Posing every tick is the direct pose.
             let newest = every.hitboxes_at(slot, at(tick, 0.0)).unwrap();
             let s = &states[usize::from(slot.0)];
@@ -246,7 +246,7 @@ fn the_buy_phase_poses_nobody_and_stands_everyone_idle() {
     let idle = Pose::IDLE.hitboxes(&params);
     let is_idle = |h: &History, seen: &[Vec<PlayerState>], tick: u32| {
         seen[tick as usize].iter().enumerate().all(|(slot, s)| {
-            h.hitboxes_at(PlayerSlot(slot as u8), at(tick, 0.0))
+            h.hitboxes_at(PlayerSlot(slot as u16), at(tick, 0.0))
                 == Some(idle.placed(s.origin, angle16_to_rad(s.yaw)))
         })
     };
@@ -316,10 +316,10 @@ fn the_ring_wraps_and_keeps_exactly_the_max_rewind() {
         for back in 0..held {
             let t = tick - back;
             for slot in 0..2u32 {
-                let origin = h.origin_at(PlayerSlot(slot as u8), at(t, 0.0)).unwrap();
+                let origin = h.origin_at(PlayerSlot(slot as u16), at(t, 0.0)).unwrap();
                 assert_eq!(origin, state_at(t, slot).origin, "tick {tick} back {back}");
                 if t % 4 == 0 {
-                    let kept = h.hitboxes_at(PlayerSlot(slot as u8), at(t, 0.0)).unwrap();
+                    let kept = h.hitboxes_at(PlayerSlot(slot as u16), at(t, 0.0)).unwrap();
                     assert_eq!(kept, direct(&state_at(t, slot), &Gait::default(), &params));
                 }
             }

@@ -28,7 +28,10 @@ fn samples(states: impl Iterator<Item = PlayerState>) -> impl Iterator<Item = Pl
 
 /// The middle of `slot`'s head capsule at `time`.
 fn head_at(h: &History, slot: u8, time: RewindTime) -> Vec3 {
-    let head = h.hitboxes_at(PlayerSlot(slot), time).unwrap().capsules[0];
+    let head = h
+        .hitboxes_at(PlayerSlot(u16::from(slot)), time)
+        .unwrap()
+        .capsules[0];
     (head.a + head.b) * 0.5
 }
 
@@ -216,7 +219,7 @@ fn brute_force(crowd: &Crowd, shot: &Shot) -> Option<(PlayerSlot, BodyPart, f32)
         .trace_ray(shot.origin, dir, shot.max_range_m)
         .map_or(shot.max_range_m, |w| w.distance);
     let mut best: Option<(PlayerSlot, BodyPart, f32)> = None;
-    for slot in 0..100u8 {
+    for slot in 0..100u16 {
         if slot == shot.shooter.0 {
             continue;
         }
@@ -250,13 +253,13 @@ fn the_broad_phase_finds_what_testing_every_player_finds() {
         let target = (next() * 100.0) as usize % 100;
         let delay = next() * 30.0;
         let time = crowd.history.rewind_time(newest, delay).unwrap();
-        let Some(aim) = crowd.history.origin_at(PlayerSlot(target as u8), time) else {
+        let Some(aim) = crowd.history.origin_at(PlayerSlot(target as u16), time) else {
             continue;
         };
         let eye = crowd.states[shooter].origin + Vec3::new(0.0, 0.0, EYE_M);
         let jitter = Vec3::new((next() - 0.5) * 0.5, (next() - 0.5) * 0.5, next() * 1.8);
         let shot = Shot {
-            shooter: PlayerSlot(shooter as u8),
+            shooter: PlayerSlot(shooter as u16),
             command_tick: newest,
             interp_delay_ticks: delay,
             origin: eye,

@@ -20,7 +20,7 @@ const WAYPOINTS: [Vec3; 7] = [
 
 /// Each player runs at its current waypoint, strafing a little and jumping now and then;
 /// every two seconds it moves on to the next.
-fn script(world: &World, tick: u32, slot: u8) -> UserCmd {
+fn script(world: &World, tick: u32, slot: u16) -> UserCmd {
     let p = world.players()[usize::from(slot)].state;
     let leg = (tick / 256 + u32::from(slot)) as usize % WAYPOINTS.len();
     let to = WAYPOINTS[leg] - p.origin;

@@ -37,9 +37,15 @@ fn rules_ticks_of_a_whole_match_allocate_nothing() {
             // Everyone holds FIRE and every shot hits the enemy across, 40 m away, in the
             // legs (31 hp): every round has kills on both sides.
             for s in 0..10u8 {
-                if rules.try_fire(PlayerSlot(s), &fire, tick) {
-                    let victim = PlayerSlot((s + 5) % 10);
-                    let _ = rules.apply_hit(PlayerSlot(s), victim, BodyPart::Legs, 40.0, tick);
+                if rules.try_fire(PlayerSlot(u16::from(s)), &fire, tick) {
+                    let victim = PlayerSlot(u16::from((s + 5) % 10));
+                    let _ = rules.apply_hit(
+                        PlayerSlot(u16::from(s)),
+                        victim,
+                        BodyPart::Legs,
+                        40.0,
+                        tick,
+                    );
                 }
             }
             rules.end_tick(tick);

@@ -156,7 +156,7 @@ impl Replica {
             (1..=MAX_ENTITIES).contains(&config.max_entities)
                 && config.history_ticks > 0
                 && config.tick_hz > 0,
-            "replica config: max_entities 1..=1024, history_ticks and tick_hz at least 1"
+            "replica config: max_entities 1..=4096, history_ticks and tick_hz at least 1"
         );
         let empty = Stored {
             tick: 0,

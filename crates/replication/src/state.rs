@@ -17,7 +17,7 @@ impl NetId {
 }
 
 /// Largest `max_entities` a replicator or replica may be configured with.
-pub const MAX_ENTITIES: usize = 1024;
+pub const MAX_ENTITIES: usize = 4096;
 
 /// Where an entity or a viewer is, metres, as the game supplies it: relevancy and
 /// priority use `x` and `y` (the ground plane).

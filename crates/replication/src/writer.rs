@@ -74,7 +74,7 @@ impl Default for ReplicationConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
     /// `max_entities` must be 1..=[`MAX_ENTITIES`].
-    #[error("max_entities must be 1..=1024")]
+    #[error("max_entities must be 1..=4096")]
     MaxEntities,
     /// `max_connections` must be at least 1.
     #[error("max_connections must be at least 1")]

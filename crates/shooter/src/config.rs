@@ -58,7 +58,7 @@ impl Default for ShooterConfig {
 
 impl ShooterConfig {
     /// The world a match of `seats` players at `tick_hz` plays under these settings.
-    pub fn world(&self, seats: u8, tick_hz: u32) -> WorldConfig {
+    pub fn world(&self, seats: u16, tick_hz: u32) -> WorldConfig {
         let d = WorldConfig::default();
         WorldConfig {
             players: seats,
@@ -89,7 +89,7 @@ impl ShooterConfig {
             max_rewind: world.history.max_rewind,
         };
         let setup = tickforge_api::MatchSetup {
-            seats: u16::from(world.players),
+            seats: world.players,
             tick_hz: world.tick_hz,
             record: false,
         };

@@ -1,15 +1,17 @@
 //! The shooter's reliable events: the bytes inside the runtime's game-event message.
 //!
 //! ```text
-//!   2 ShotResult  seq u32 | tick u32 | victim u8 | part u8 | landed u8   0xff: none
-//!   3 Alive       slot u8 | alive u8                               0 or 1
-//!   4 Kill        killer u8 | victim u8 | part u8
+//!   2 ShotResult  seq u32 | tick u32 | victim u16 | part u8 | landed u8
+//!                                            victim 0xffff, part 0xff: none
+//!   3 Alive       slot u16 | alive u8                              0 or 1
+//!   4 Kill        killer u16 | victim u16 | part u8
 //!   5 Round       round u8 | phase u8 | attackers u8 | defenders u8   phase: 0 buy,
 //!                                                         1 combat, 2 ended, 3 match over
 //! ```
 //!
-//! The kinds and layouts are the ones the runtime's stream carried before the game boundary
-//! (one byte longer now: the runtime's game-event kind comes first). Integers are
+//! The kinds are the ones the runtime's stream carried before the game boundary. Slots are
+//! `u16` since a match may seat more than 256 players (the crowd of a thousand); they were
+//! `u8` before, and an event of the old width is refused as truncated. Integers are
 //! little-endian. A ShotResult goes to its shooter only; the others to every client, and a
 //! joiner is sent the round and who is dead when it sits down.
 
@@ -21,8 +23,10 @@ const ALIVE: u8 = 3;
 const KILL: u8 = 4;
 const ROUND: u8 = 5;
 
-/// [`ShooterEvent::ShotResult`]'s `victim` and `part` when the shot hit nobody.
+/// [`ShooterEvent::ShotResult`]'s `part` when the shot hit nobody.
 pub const NONE: u8 = 0xff;
+/// [`ShooterEvent::ShotResult`]'s `victim` when the shot hit nobody.
+pub const NO_SLOT: u16 = 0xffff;
 
 /// One event of the shooter, sent reliably and in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,8 +39,8 @@ pub enum ShooterEvent {
         seq: u32,
         /// The server tick the shot was fired in.
         tick: u32,
-        /// The player slot hit, [`NONE`] for a miss.
-        victim: u8,
+        /// The player slot hit, [`NO_SLOT`] for a miss.
+        victim: u16,
         /// The hitbox hit (0 head, 1 body, 2 legs), [`NONE`] for a miss.
         part: u8,
         /// The hit did damage; false for a miss and for a victim that was hit as the
@@ -47,16 +51,16 @@ pub enum ShooterEvent {
     /// that a client knows who can be hit. Every player starts alive.
     Alive {
         /// The player slot.
-        slot: u8,
+        slot: u16,
         /// Whether it is alive now.
         alive: bool,
     },
     /// A player killed another: sent to every client (the kill feed).
     Kill {
         /// Who fired the killing shot.
-        killer: u8,
+        killer: u16,
         /// Who died.
-        victim: u8,
+        victim: u16,
         /// Where the killing shot landed (0 head, 1 body, 2 legs).
         part: u8,
     },
@@ -91,17 +95,17 @@ impl ShooterEvent {
             SHOT_RESULT => ShooterEvent::ShotResult {
                 seq: r.u32()?,
                 tick: r.u32()?,
-                victim: r.u8()?,
+                victim: r.u16()?,
                 part: r.u8()?,
                 landed: flag(r.u8()?)?,
             },
             ALIVE => ShooterEvent::Alive {
-                slot: r.u8()?,
+                slot: r.u16()?,
                 alive: flag(r.u8()?)?,
             },
             KILL => ShooterEvent::Kill {
-                killer: r.u8()?,
-                victim: r.u8()?,
+                killer: r.u16()?,
+                victim: r.u16()?,
                 part: r.u8()?,
             },
             ROUND => ShooterEvent::Round {
@@ -132,13 +136,13 @@ impl ShooterEvent {
                 w.u8(SHOT_RESULT);
                 w.u32(seq);
                 w.u32(tick);
-                w.u8(victim);
+                w.u16(victim);
                 w.u8(part);
                 w.u8(u8::from(landed));
             }
             ShooterEvent::Alive { slot, alive } => {
                 w.u8(ALIVE);
-                w.u8(slot);
+                w.u16(slot);
                 w.u8(u8::from(alive));
             }
             ShooterEvent::Kill {
@@ -147,8 +151,8 @@ impl ShooterEvent {
                 part,
             } => {
                 w.u8(KILL);
-                w.u8(killer);
-                w.u8(victim);
+                w.u16(killer);
+                w.u16(victim);
                 w.u8(part);
             }
             ShooterEvent::Round {
@@ -185,7 +189,7 @@ mod tests {
             ShooterEvent::ShotResult {
                 seq: 1,
                 tick: 0,
-                victim: NONE,
+                victim: NO_SLOT,
                 part: NONE,
                 landed: false,
             },
@@ -204,6 +208,12 @@ mod tests {
                 slot: 9,
                 alive: true,
             },
+            // A slot past 255: the crowd's.
+            ShooterEvent::Kill {
+                killer: 999,
+                victim: 300,
+                part: 1,
+            },
         ];
         for e in events {
             let mut buf = Vec::new();
@@ -216,7 +226,7 @@ mod tests {
         }
         assert_eq!(ShooterEvent::decode(&[6]), Err(MsgError::UnknownKind(6)));
         assert_eq!(
-            ShooterEvent::decode(&[3, 4, 2]),
+            ShooterEvent::decode(&[3, 4, 0, 2]),
             Err(MsgError::BadValue),
             "alive 2"
         );

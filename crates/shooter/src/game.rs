@@ -17,7 +17,7 @@ use tickforge_game::rules::{BodyPart, Phase as RoundPhase, RulesEvent};
 use tickforge_game::{PlayerSlot, UserCmd, World};
 
 use crate::config::ShooterConfig;
-use crate::event::{ShooterEvent, NONE};
+use crate::event::{ShooterEvent, NONE, NO_SLOT};
 use crate::{cmd, entity_state, viewer, ENTITY_BYTES, HEADER_BYTES};
 
 /// Bytes reserved for a match's action file: about a minute of 10 players at 128 Hz, so
@@ -85,13 +85,13 @@ impl Shooter {
             events.write(Target::All, |out| event.encode(out));
         }
         for slot in 0..self.alive.len() {
-            let alive = self.world.rules().is_alive(PlayerSlot(slot as u8));
+            let alive = self.world.rules().is_alive(PlayerSlot(slot as u16));
             if alive == self.alive[slot] {
                 continue;
             }
             self.alive[slot] = alive;
             let event = ShooterEvent::Alive {
-                slot: slot as u8,
+                slot: slot as u16,
                 alive,
             };
             events.write(Target::All, |out| event.encode(out));
@@ -102,7 +102,7 @@ impl Shooter {
             let shooter = usize::from(shot.shooter.0);
             let (victim, part) = shot
                 .hit
-                .map_or((NONE, NONE), |h| (h.victim.0, body_part_code(h.part)));
+                .map_or((NO_SLOT, NONE), |h| (h.victim.0, body_part_code(h.part)));
             let event = ShooterEvent::ShotResult {
                 seq: self.seqs.get(shooter).copied().unwrap_or(0),
                 tick: shot.tick.0,
@@ -110,7 +110,7 @@ impl Shooter {
                 part,
                 landed: shot.landed,
             };
-            let seat = Seat(u16::from(shot.shooter.0));
+            let seat = Seat(shot.shooter.0);
             events.write(Target::Seat(seat), |out| event.encode(out));
         }
     }
@@ -123,8 +123,9 @@ impl Game for Shooter {
     const NAME: &'static str = "shooter";
     const ABOUT: &'static str = "the reference 5-v-5 tactical shooter: rounds, hitscan weapons \
                                  with lag-compensated hit registration, fog of war";
-    /// The world's slots are 8-bit, and 128 is the largest match planned for it.
-    const MAX_SEATS: u16 = 128;
+    /// The fog of war's bound ([`tickforge_game::fow::MAX_PLAYERS`]): its pair memos grow
+    /// with the square of the players.
+    const MAX_SEATS: u16 = tickforge_game::fow::MAX_PLAYERS as u16;
 
     fn schema() -> &'static Schema {
         crate::schema()
@@ -139,7 +140,7 @@ impl Game for Shooter {
     }
 
     fn new(config: &ShooterConfig, setup: &MatchSetup, entities: &mut Entities) -> Shooter {
-        let seats = u8::try_from(setup.seats.min(Self::MAX_SEATS)).unwrap_or(u8::MAX);
+        let seats = setup.seats.min(Self::MAX_SEATS);
         let world = World::new(config.world(seats, setup.tick_hz));
         let ids = (0..seats)
             .map(|_| entities.spawn().expect("one entity per seat is reserved"))
@@ -162,9 +163,7 @@ impl Game for Shooter {
     }
 
     fn apply_input(&mut self, seat: Seat, input: &UserCmd, info: InputInfo) {
-        let Ok(slot) = u8::try_from(seat.0).map(PlayerSlot) else {
-            return;
-        };
+        let slot = PlayerSlot(seat.0);
         if usize::from(slot.0) >= self.seqs.len() {
             return;
         }
@@ -183,7 +182,7 @@ impl Game for Shooter {
         events.write(Target::Seat(seat), |out| round.encode(out));
         for (slot, _) in self.alive.iter().enumerate().filter(|(_, a)| !**a) {
             let dead = ShooterEvent::Alive {
-                slot: slot as u8,
+                slot: slot as u16,
                 alive: false,
             };
             events.write(Target::Seat(seat), |out| dead.encode(out));
@@ -193,9 +192,7 @@ impl Game for Shooter {
     /// The player stops where it is; the recording says so, or its replay would run the
     /// player on with its last command.
     fn leave(&mut self, seat: Seat) {
-        let Ok(slot) = u8::try_from(seat.0).map(PlayerSlot) else {
-            return;
-        };
+        let slot = PlayerSlot(seat.0);
         let Some(view) = self
             .world
             .players()
@@ -233,7 +230,7 @@ impl Game for Shooter {
         View {
             viewer: viewer(&player.state),
             own: self.ids.get(i).copied(),
-            visible: Some(self.world.fow().row(PlayerSlot(i as u8))),
+            visible: Some(self.world.fow().row(PlayerSlot(i as u16))),
         }
     }
 

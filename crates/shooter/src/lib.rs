@@ -32,7 +32,7 @@ use tickforge_replication::{
 };
 
 pub use config::ShooterConfig;
-pub use event::{ShooterEvent, NONE};
+pub use event::{ShooterEvent, NONE, NO_SLOT};
 pub use game::{body_part_code, Shooter};
 pub use snapshot::{
     EntityView, SnapshotError, SnapshotReader, SnapshotWriter, ENTITY_BYTES, HEADER_BYTES,

@@ -51,7 +51,7 @@ impl SnapshotWriter {
             let s = &p.state;
             let alive = world
                 .rules()
-                .is_alive(tickforge_game::PlayerSlot(slot as u8));
+                .is_alive(tickforge_game::PlayerSlot(slot as u16));
             w.u8(slot as u8);
             w.i32(quantize_i32(s.origin.x, POS_SCALE));
             w.i32(quantize_i32(s.origin.y, POS_SCALE));
@@ -207,7 +207,7 @@ mod tests {
                     yaw: (t * 300 + u32::from(s) * 5000) as u16,
                     ..Default::default()
                 };
-                w.set_cmd(PlayerSlot(s), cmd);
+                w.set_cmd(PlayerSlot(u16::from(s)), cmd);
             }
             w.step(&scopes);
         }
@@ -238,7 +238,10 @@ mod tests {
             assert_eq!(view.state.yaw, p.state.yaw);
             assert_eq!(view.state.pitch, p.state.pitch);
             assert_eq!(view.state.on_ground, p.state.on_ground);
-            assert_eq!(view.alive, world.rules().is_alive(PlayerSlot(view.slot)));
+            assert_eq!(
+                view.alive,
+                world.rules().is_alive(PlayerSlot(u16::from(view.slot)))
+            );
         }
     }
 

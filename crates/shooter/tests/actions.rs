@@ -50,7 +50,7 @@ fn end_state(world: &World) -> String {
         .to_vec();
     let _ = writeln!(text, "full_state {}", hex(&full));
     let rules = world.rules();
-    for slot in (0..world.players().len()).map(|s| PlayerSlot(s as u8)) {
+    for slot in (0..world.players().len()).map(|s| PlayerSlot(s as u16)) {
         let stats = rules.stats(slot).unwrap_or_default();
         let _ = writeln!(
             text,
@@ -91,7 +91,7 @@ fn hex(bytes: &[u8]) -> String {
 fn line(name: &str, file: &ActionFile, world: &World) -> String {
     let state = end_state(world);
     let kills: u32 = (0..world.players().len())
-        .filter_map(|s| world.rules().stats(PlayerSlot(s as u8)))
+        .filter_map(|s| world.rules().stats(PlayerSlot(s as u16)))
         .map(|s| s.kills)
         .sum();
     format!(
@@ -228,7 +228,7 @@ fn the_recordings_have_inputs_and_the_duel_has_kills() {
             path.display()
         );
         kills_seen += (0..world.players().len())
-            .filter_map(|s| world.rules().stats(PlayerSlot(s as u8)))
+            .filter_map(|s| world.rules().stats(PlayerSlot(s as u16)))
             .map(|s| s.kills)
             .sum::<u32>();
     }
@@ -315,9 +315,9 @@ fn duel() -> Vec<u8> {
                 tick: tickforge_game::Tick(tick.0.saturating_sub(4)),
                 frac: 0,
             };
-            world.set_cmd(PlayerSlot(me), cmd);
-            world.set_view_time(PlayerSlot(me), view);
-            recorder.input(tick, PlayerSlot(me), &cmd, view);
+            world.set_cmd(PlayerSlot(u16::from(me)), cmd);
+            world.set_view_time(PlayerSlot(u16::from(me)), view);
+            recorder.input(tick, PlayerSlot(u16::from(me)), &cmd, view);
         }
         world.step(&scopes);
     }

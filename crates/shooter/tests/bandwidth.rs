@@ -59,13 +59,13 @@ fn measure(rtt_ticks: u32) -> (f64, f64) {
     let mut body = Vec::with_capacity(1500);
     for t in 0..1280u32 {
         for s in 0..players as u8 {
-            world.set_cmd(PlayerSlot(s), cmd(t, u32::from(s)));
+            world.set_cmd(PlayerSlot(u16::from(s)), cmd(t, u32::from(s)));
         }
         world.step(&scopes);
         r.begin_tick(t);
         let mut states = [EntityState::default(); 10];
         for (i, p) in world.players().iter().enumerate() {
-            let slot = PlayerSlot(i as u8);
+            let slot = PlayerSlot(i as u16);
             let rules = world.rules();
             let alive = if rules.is_alive(slot) {
                 flags::ALIVE

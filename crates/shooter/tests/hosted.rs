@@ -54,7 +54,9 @@ fn replica_config(m: &ShooterMatch) -> ReplicaConfig {
 
 /// The world's player slot of `seat`.
 fn slot_of(seat: Seat) -> PlayerSlot {
-    PlayerSlot(u8::try_from(seat.0).expect("a shooter seat is a player slot"))
+    PlayerSlot(u16::from(
+        u8::try_from(seat.0).expect("a shooter seat is a player slot"),
+    ))
 }
 
 /// Match 1 of two players on the default world, its tick 0 due at `start`.
@@ -169,7 +171,7 @@ fn each_shot_s_verdict_goes_to_its_shooter_reliably() {
         e,
         ShooterEvent::ShotResult {
             seq: 7,
-            victim: tickforge_shooter::NONE,
+            victim: tickforge_shooter::NO_SLOT,
             part: tickforge_shooter::NONE,
             ..
         }
@@ -243,7 +245,7 @@ fn a_match_under_loss_converges_and_loses_no_event() {
     let mut m = shooter_match(
         MatchId(1),
         &WorldConfig {
-            players,
+            players: u16::from(players),
             // Short rounds: round events, deaths and respawns within the run.
             rules: RulesConfig {
                 buy: Duration::from_millis(100),

@@ -31,7 +31,7 @@ use tickforge_testkit::SimRng;
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-const PLAYERS: u8 = 10;
+const PLAYERS: u16 = 10;
 /// Ticks the clients show the world behind the newest snapshot, as the bots do (35 ms).
 const INTERP_TICKS: u32 = 4;
 
@@ -124,7 +124,7 @@ fn command(m: &Match<Shooter>, me: PlayerSlot, rng: &mut SimRng) -> UserCmd {
 
 /// The world's player slot of `seat`.
 fn slot_of(seat: Seat) -> PlayerSlot {
-    PlayerSlot(u8::try_from(seat.0).unwrap())
+    PlayerSlot(u16::from(u8::try_from(seat.0).unwrap()))
 }
 
 /// The players run and fire ([`command`]), showing the world [`INTERP_TICKS`] behind the
@@ -152,7 +152,7 @@ impl Script<Shooter> for Heard {
         match ShooterEvent::decode(event).unwrap() {
             ShooterEvent::ShotResult { victim, .. } => {
                 self.shots += 1;
-                self.hits += u32::from(victim != tickforge_shooter::NONE);
+                self.hits += u32::from(victim != tickforge_shooter::NO_SLOT);
             }
             ShooterEvent::Kill { .. } if slot == Some(PlayerSlot(0)) => self.kills += 1,
             ShooterEvent::Round { phase: 2 | 3, .. } if slot == Some(PlayerSlot(0)) => {
@@ -176,7 +176,7 @@ fn a_warm_worker_frame_allocates_nothing_through_connect_match_end_and_restart()
     .as_object()
     .unwrap()
     .clone();
-    let run = loopback::run::<Shooter, _>(u16::from(PLAYERS), table, &mut heard);
+    let run = loopback::run::<Shooter, _>(PLAYERS, table, &mut heard);
 
     // The run was a match at play, joined in the measured frames, played to its end and
     // started over (checked by the run, with no measured frame allocating and the

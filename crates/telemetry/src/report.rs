@@ -608,7 +608,7 @@ pub struct ReplayFile {
     /// Ticks one pass over it takes, at the file's tick rate (the bots loop it).
     pub ticks: u32,
     /// The seats replayed: those with at least one input recorded, ascending.
-    pub seats: Vec<u8>,
+    pub seats: Vec<u16>,
 }
 
 /// Hit-registration agreement: each aiming bot judges its shots against its own view of

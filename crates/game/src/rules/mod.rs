@@ -418,7 +418,7 @@ mod tests {
         let mut fired = Vec::new();
         while rules.phase() != Phase::MatchOver {
             fired.clear();
-            for s in 0..10u8 {
+            for s in 0..10u16 {
                 let cmd = if next() % 4 != 0 { FIRE } else { IDLE };
                 if rules.try_fire(PlayerSlot(s), &cmd, tick) {
                     fired.push(s);
@@ -426,7 +426,7 @@ mod tests {
             }
             for &s in &fired {
                 if next() % 3 == 0 {
-                    let victim = PlayerSlot((next() % 10) as u8);
+                    let victim = PlayerSlot((next() % 10) as u16);
                     let part =
                         [BodyPart::Head, BodyPart::Body, BodyPart::Legs][(next() % 3) as usize];
                     let distance_m = (next() % 6000) as f32 / 100.0;

@@ -9,8 +9,8 @@ use super::{
 };
 use crate::{buttons, PlayerSlot, Tick, UserCmd};
 
-/// Largest number of players: slots are `u8`.
-const MAX_PLAYERS: usize = 256;
+/// Largest number of players: slots are `u16`.
+const MAX_PLAYERS: usize = 1 << 16;
 
 /// Events one busy tick may push (every player fires, hits and kills); the buffer starts
 /// with room for this many per player so that a match does not grow it.
@@ -105,7 +105,7 @@ impl Rules {
     ///
     /// # Panics
     ///
-    /// If `roster` has more than 256 players, the most a [`PlayerSlot`] can name.
+    /// If `roster` has more than 65,536 players, the most a [`PlayerSlot`] can name.
     pub fn new(config: RulesConfig, roster: &[Team], start: Tick) -> Self {
         assert!(roster.len() <= MAX_PLAYERS, "more players than slots");
         let players: Vec<PlayerRules> = roster
@@ -369,7 +369,7 @@ impl Rules {
             .enumerate()
             .map(|(slot, p)| PlayerResult {
                 // `new` keeps slots within u8.
-                slot: PlayerSlot(slot as u8),
+                slot: PlayerSlot(slot as u16),
                 team: p.team,
                 stats: p.stats,
             })
@@ -431,7 +431,7 @@ mod tests {
         }
     }
 
-    fn slot(n: u8) -> PlayerSlot {
+    fn slot(n: u16) -> PlayerSlot {
         PlayerSlot(n)
     }
 
@@ -479,21 +479,30 @@ mod tests {
             distance_m: f32,
         ) -> HitOutcome {
             assert!(
-                self.rules.try_fire(slot(shooter), &FIRE, self.tick),
+                self.rules
+                    .try_fire(slot(u16::from(shooter)), &FIRE, self.tick),
                 "did not fire"
             );
             self.hit(shooter, victim, part, distance_m)
         }
 
         fn hit(&mut self, shooter: u8, victim: u8, part: BodyPart, distance_m: f32) -> HitOutcome {
-            self.rules
-                .apply_hit(slot(shooter), slot(victim), part, distance_m, self.tick)
+            self.rules.apply_hit(
+                slot(u16::from(shooter)),
+                slot(u16::from(victim)),
+                part,
+                distance_m,
+                self.tick,
+            )
         }
 
         /// Kills `victim` with `shooter`'s headshots, one a fire interval.
         fn kill(&mut self, shooter: u8, victim: u8) {
-            while self.rules.is_alive(slot(victim)) {
-                if self.rules.try_fire(slot(shooter), &FIRE, self.tick) {
+            while self.rules.is_alive(slot(u16::from(victim))) {
+                if self
+                    .rules
+                    .try_fire(slot(u16::from(shooter)), &FIRE, self.tick)
+                {
                     self.hit(shooter, victim, BodyPart::Head, 1.0);
                 }
                 self.end();

@@ -144,7 +144,7 @@ impl MatchResult {
         let attackers = field(&mut tokens, "attackers")?;
         let defenders = field(&mut tokens, "defenders")?;
         let count: usize = field(&mut tokens, "players")?;
-        if count > usize::from(u8::MAX) + 1 {
+        if count > usize::from(u16::MAX) + 1 {
             return Err(DecodeError::Field("players"));
         }
         let mut players = Vec::with_capacity(count);
@@ -174,7 +174,7 @@ impl MatchResult {
 /// `slot,team,kills,deaths,damage_hp`, whose slot must be `index`.
 fn player(value: &str, index: usize) -> Option<PlayerResult> {
     let mut parts = value.split(',');
-    let slot: u8 = number(parts.next()?)?;
+    let slot: u16 = number(parts.next()?)?;
     if usize::from(slot) != index {
         return None;
     }
@@ -497,7 +497,7 @@ mod tests {
                     .iter()
                     .enumerate()
                     .map(|(i, &(attacker, kills, deaths, damage_dealt_hp))| PlayerResult {
-                        slot: PlayerSlot(i as u8),
+                        slot: PlayerSlot(i as u16),
                         team: if attacker { Team::Attackers } else { Team::Defenders },
                         stats: PlayerStats { kills, deaths, damage_dealt_hp },
                     })

@@ -310,6 +310,14 @@ pub fn bench(r: &Report) -> String {
         r.clients.down_packets_per_s.map_or("n/a".into(), |p| format!("{p:.0}")),
         r.clients.up_packets_per_s.map_or("n/a".into(), |p| format!("{p:.0}")),
     );
+    let _ = writeln!(
+        out,
+        "  entities      {} sent per snapshot (max {}) of {} relevant; what was left out had gone unsent {} ticks on average",
+        rep.states_per_snapshot.map_or("n/a".into(), |x| format!("{x:.1}")),
+        rep.max_states_per_snapshot,
+        rep.relevant_per_snapshot.map_or("n/a".into(), |x| format!("{x:.1}")),
+        rep.deferred_staleness_ticks.map_or("n/a".into(), |x| format!("{x:.1}")),
+    );
     if shoots(&r.game) {
         let _ = writeln!(
             out,

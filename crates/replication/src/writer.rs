@@ -144,6 +144,13 @@ pub struct ReplicationStats {
     pub max_staleness_ticks: u32,
     /// The largest `max_staleness_ticks` ever seen.
     pub worst_staleness_ticks: u32,
+    /// Relevant entities summed over writes: what competed for room in each snapshot.
+    pub relevant: u64,
+    /// Most entity states one snapshot carried.
+    pub max_states_per_snapshot: u32,
+    /// Ticks since each deferred entity was last sent, summed over the deferrals: with
+    /// `deferred`, how stale what is relevant but unsent runs on average.
+    pub deferred_staleness_ticks: u64,
 }
 
 impl ReplicationStats {
@@ -164,6 +171,12 @@ impl ReplicationStats {
             packets_lost: self.packets_lost + later.packets_lost,
             max_staleness_ticks: later.max_staleness_ticks,
             worst_staleness_ticks: self.worst_staleness_ticks.max(later.worst_staleness_ticks),
+            relevant: self.relevant + later.relevant,
+            max_states_per_snapshot: self
+                .max_states_per_snapshot
+                .max(later.max_states_per_snapshot),
+            deferred_staleness_ticks: self.deferred_staleness_ticks
+                + later.deferred_staleness_ticks,
         }
     }
 
@@ -817,7 +830,9 @@ impl Replicator {
                     count += 1;
                 } else {
                     info.deferred += 1;
-                    worst = worst.max(now.saturating_sub(c.ents[e].last_sent));
+                    let stale = now.saturating_sub(c.ents[e].last_sent);
+                    worst = worst.max(stale);
+                    stats.deferred_staleness_ticks += u64::from(stale);
                 }
             }
         }
@@ -882,6 +897,8 @@ impl Replicator {
         stats.delta_records += u64::from(info.states - info.full);
         stats.gone_records += u64::from(info.gone);
         stats.deferred += u64::from(info.deferred);
+        stats.relevant += scratch.candidates.len() as u64;
+        stats.max_states_per_snapshot = stats.max_states_per_snapshot.max(u32::from(info.states));
         info
     }
 

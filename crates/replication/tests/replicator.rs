@@ -340,8 +340,11 @@ fn with_room_for_a_third_every_entity_still_goes_out_every_few_ticks() {
     let mut last_seen = vec![7u32; usize::from(n)];
     let mut worst_gap = 0;
     let mut sent = 0u64;
+    let mut most = 0u16;
+    let mut deferred = 0u64;
     let mut bound = 0u32;
     let mut gaps = vec![0u32; usize::from(n)];
+    let before = r.stats();
     let mut acks = std::collections::VecDeque::new();
     for t in 8..400 {
         r.begin_tick(t);
@@ -362,6 +365,8 @@ fn with_room_for_a_third_every_entity_still_goes_out_every_few_ticks() {
         assert!(info.bytes <= budget);
         bound += u32::from(info.deferred > 0);
         sent += u64::from(info.states);
+        most = most.max(info.states);
+        deferred += u64::from(info.deferred);
         replica.read(&body).unwrap();
         acks.push_back((t + 3, t));
         for (i, seen) in last_seen.iter_mut().enumerate() {
@@ -390,6 +395,19 @@ fn with_room_for_a_third_every_entity_still_goes_out_every_few_ticks() {
         s.worst_staleness_ticks
     );
     assert!(last_seen.iter().all(|&t| t + 10 >= 399), "{last_seen:?}");
+    // What the report says per snapshot: every entity relevant in every write, the most
+    // states one snapshot carried, and how stale the deferred ones ran (at least a tick,
+    // at most the worst).
+    assert_eq!(s.relevant - before.relevant, 392 * u64::from(n));
+    assert_eq!(s.max_states_per_snapshot, u32::from(most.max(n)));
+    assert_eq!(s.deferred - before.deferred, deferred);
+    let mean =
+        (s.deferred_staleness_ticks - before.deferred_staleness_ticks) as f64 / deferred as f64;
+    assert!(
+        (1.0..=f64::from(s.worst_staleness_ticks)).contains(&mean),
+        "mean staleness of the deferred {mean:.2}, worst {}",
+        s.worst_staleness_ticks
+    );
 }
 
 #[test]

@@ -549,6 +549,19 @@ pub struct Replication {
     pub delta_records: u64,
     /// Entities that lost the priority auction for a packet's budget, summed over writes.
     pub deferred: u64,
+    /// Entity states each client was sent per snapshot, on average.
+    #[serde(default)]
+    pub states_per_snapshot: Option<f64>,
+    /// Most entity states one snapshot carried.
+    #[serde(default)]
+    pub max_states_per_snapshot: u32,
+    /// Entities relevant to a client per snapshot, on average: what competed for its room.
+    #[serde(default)]
+    pub relevant_per_snapshot: Option<f64>,
+    /// How many ticks a relevant entity left out of a snapshot had gone unsent, on average
+    /// over the deferrals (`max_staleness_ticks` is the most).
+    #[serde(default)]
+    pub deferred_staleness_ticks: Option<f64>,
 }
 
 /// What `tickforge bots --report` writes: the clients' half of a bench report.

@@ -515,6 +515,13 @@ impl WorkerFigures {
             full_records: s.full_records,
             delta_records: s.delta_records,
             deferred: s.deferred,
+            states_per_snapshot: (s.snapshots > 0)
+                .then(|| (s.full_records + s.delta_records) as f64 / s.snapshots as f64),
+            max_states_per_snapshot: s.max_states_per_snapshot,
+            relevant_per_snapshot: (s.snapshots > 0)
+                .then(|| s.relevant as f64 / s.snapshots as f64),
+            deferred_staleness_ticks: (s.deferred > 0)
+                .then(|| s.deferred_staleness_ticks as f64 / s.deferred as f64),
         }
     }
 }

@@ -726,6 +726,10 @@ pub trait HostedMatch: Send {
 pub struct TrafficCounters {
     /// Receive work done for this match since its last tick, charged to its next frame.
     pub pending_receive_ns: u64,
+    /// Of that, the share of the latest wake-up's receive: the match's own work that
+    /// precedes its tick in that wake-up, so not lateness (a crowd of a thousand spends
+    /// milliseconds receiving its own inputs before its tick can start).
+    pub wake_receive_ns: u64,
     /// Packets whose unreliable part was missing or not a valid input (ack-only packets
     /// from a client count here too).
     pub bad_inputs: u64,

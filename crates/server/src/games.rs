@@ -237,17 +237,18 @@ mod tests {
     #[test]
     fn a_games_seats_stop_where_its_entities_would_not_fit() {
         let limit = tickforge_api::MAX_ENTITIES;
+        let bound = limit as u16;
         // Two flags beside the players (ctf): two seats fewer than the ids.
         let flags = |s: u16| usize::from(s) + 2 <= limit;
-        assert_eq!(usize::from(most_seats(1024, flags)), limit - 2);
+        assert_eq!(usize::from(most_seats(bound, flags)), limit - 2);
         // Within the game's own bound, the bound.
         assert_eq!(most_seats(128, flags), 128);
         // A projectile pool of eight a player.
         assert_eq!(
-            usize::from(most_seats(1024, |s| usize::from(s) * 9 <= limit)),
+            usize::from(most_seats(bound, |s| usize::from(s) * 9 <= limit)),
             limit / 9
         );
-        assert_eq!(most_seats(1024, |_| false), 0);
+        assert_eq!(most_seats(bound, |_| false), 0);
     }
 
     #[test]

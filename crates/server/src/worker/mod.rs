@@ -739,6 +739,11 @@ impl Worker {
                 index: i, deadline, ..
             } = self.order[k];
             let now = time::now();
+            // Receiving this match's own datagrams in this wake-up is its frame's work,
+            // not a late start: the tick is late by what came before it otherwise (the
+            // worker's wake-up, other matches' datagrams and ticks).
+            let own = Duration::from_nanos(self.matches[i].counters().wake_receive_ns);
+            let late = (now - deadline).saturating_sub(own);
             let (record, queued) = tick_match(
                 self.matches[i].as_mut(),
                 now,
@@ -751,7 +756,7 @@ impl Worker {
                 index: i,
                 record,
                 queued,
-                late: now - deadline,
+                late,
                 deadline,
                 round: self.matches[i].round(),
             });

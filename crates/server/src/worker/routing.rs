@@ -93,9 +93,12 @@ impl Worker {
         for (m, &r) in self.matches.iter_mut().zip(&self.routed) {
             // The cost follows the datagrams routed to each match (control packets and
             // garbage ride along in proportion); with none routed it is shared evenly.
-            m.counters_mut().pending_receive_ns += (ns * u64::from(r))
+            let share = (ns * u64::from(r))
                 .checked_div(total)
                 .unwrap_or(ns / n.max(1));
+            let c = m.counters_mut();
+            c.pending_receive_ns += share;
+            c.wake_receive_ns = share;
         }
     }
 }

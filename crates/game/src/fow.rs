@@ -80,6 +80,12 @@
 //! blocked: the verdict is exactly [`Map::trace_ray`]'s over the sample points, which the
 //! tests check against brute force.
 //!
+//! **The open field.** When no box stands in the box bounding every living player's region
+//! (ground under all of them aside), every segment between their points is clear: each
+//! pair in range is visible, and the update costs a distance and a bit a pair, every tick,
+//! with no ray and no memo touched (a crowd of 1,000 fighting on open ground: 250,000 enemy
+//! pairs). The update after one in the open traces every pair in range.
+//!
 //! [`FowConfig::trace_every_ticks`] = K above one traces each pair every K ticks in a fixed
 //! rotation, and grows the horizon by K − 1 ticks so the reach covers the gap; a pair is
 //! traced at once when it comes into range and when either player respawns, teleports or
@@ -193,6 +199,9 @@ pub struct FowStats {
     pub pairs_walled_off: u32,
     /// Of the pairs traced, those found visible.
     pub pairs_visible: u32,
+    /// Of the pairs traced, those settled by the open field: no box stands anywhere near
+    /// the living players, so every pair in range sees the other without a segment looked at.
+    pub pairs_open: u32,
 }
 
 /// What a player was at the last update, to spot respawns, teleports and team changes.
@@ -321,6 +330,9 @@ pub struct Fow {
     /// Updates so far, counting this one once it starts.
     updates: u64,
     stats: FowStats,
+    /// The last update found the players in the open field ([`Fow::open_field`]): its
+    /// verdicts were not traces, so the next traced update decides every pair.
+    was_open: bool,
 }
 
 impl Fow {
@@ -375,6 +387,7 @@ impl Fow {
             map: MapKey::default(),
             updates: 0,
             stats: FowStats::default(),
+            was_open: false,
         }
     }
 
@@ -565,6 +578,13 @@ impl Fow {
         // rotation spreads pairs evenly over the K ticks. (Slot parity would not: with
         // attackers on even slots every enemy pair has an odd slot sum.)
         let mut ordinal = 0u32;
+        if let Some(bound) = self.open_field(alive, map) {
+            self.open_pairs(teams, alive, &bound);
+            self.was_open = true;
+            return;
+        }
+        // Leaving the open field: what it decided was no trace, so every pair is due now.
+        let after_open = std::mem::take(&mut self.was_open);
         for i in 0..n {
             let enemy_team = team_index(teams[i].other()) * w;
             let mut occluders = Occluders::default();
@@ -600,7 +620,8 @@ impl Fow {
                     // Enemy pairs before (i, j): this word's below j, and the earlier ones.
                     let rotation = ordinal + (enemies & ((1u64 << b) - 1)).count_ones();
                     self.stats.pairs_in_range += 1;
-                    let due = was & (1 << b) == 0
+                    let due = after_open
+                        || was & (1 << b) == 0
                         || get_bit(&self.dirty_row, i)
                         || get_bit(&self.dirty_row, j)
                         || tick.0.wrapping_add(rotation).is_multiple_of(every);
@@ -644,6 +665,99 @@ impl Fow {
                 ordinal = ordinal.wrapping_add(enemies.count_ones());
             }
         }
+    }
+
+    /// The open field's verdicts ([`Fow::open_field`]): every living enemy within range is
+    /// visible, every tick (no rotation: a pair costs a distance and a bit). Each row is
+    /// made whole, from the distances alone; the pair memos are left as they are, and are
+    /// good again once the players they describe have not changed.
+    fn open_pairs(&mut self, teams: &[Team], alive: &[bool], bound: &Aabb) {
+        let (n, w) = (self.players, self.words);
+        let max_view_m = self.config.max_view_distance_m;
+        let s = &self.samples;
+        // Every origin lies in the bound: within view distance of each other when its
+        // diagonal is, and then a row is its enemies, a word at a time.
+        let span = bound.max - bound.min;
+        let all_near = span.dot(span) <= max_view_m * max_view_m;
+        for i in 0..n {
+            let row = i * w;
+            if !alive[i] {
+                self.los[row..row + w].fill(0);
+                self.in_range[row..row + w].fill(0);
+                continue;
+            }
+            let enemy_team = team_index(teams[i].other()) * w;
+            let origin = s.state[i].origin;
+            let reach_m = s.reach[i].horizontal_m;
+            for k in 0..w {
+                let enemies = self.team_rows[enemy_team + k] & self.alive_row[k];
+                let mut near = if all_near { enemies } else { 0 };
+                for b in BitIter(if all_near { 0 } else { enemies }) {
+                    let j = k * 64 + b;
+                    // Summed in an order that does not depend on who looks: symmetric.
+                    let range_m = max_view_m + (reach_m + s.reach[j].horizontal_m);
+                    let gap = s.state[j].origin - origin;
+                    near |= u64::from(gap.dot(gap) <= range_m * range_m) << b;
+                }
+                self.los[row + k] = near;
+                // Pairs are counted, and kept in range, for the lower slot's row only.
+                let above = match k.cmp(&(i / 64)) {
+                    std::cmp::Ordering::Less => 0,
+                    std::cmp::Ordering::Equal => (!0u64 << (i % 64)) << 1,
+                    std::cmp::Ordering::Greater => !0,
+                };
+                self.in_range[row + k] = near & above;
+                let pairs = (near & above).count_ones();
+                self.stats.pairs_in_range += pairs;
+                self.stats.pairs_traced += pairs;
+                self.stats.pairs_visible += pairs;
+                self.stats.pairs_open += pairs;
+            }
+        }
+    }
+
+    /// The box bounding the living players' regions when they stand in the open: no box, shrunk by
+    /// [`SHORTCUT_SLACK_M`], meets the box bounding all their regions (every sample point
+    /// their states can give), except ground under all of them: a box that spans the
+    /// regions' whole x-y extent with its top at or below every living player's feet. No
+    /// point goes below such ground (the reach corners' drops are hull sweeps, which stop on
+    /// it), so no segment between two points meets it, and every segment between two points
+    /// lies in the bounding box (it is convex): every pair sees the other, and
+    /// [`Map::trace_ray`] would say so for each. A crowd fighting on open ground costs a bit
+    /// a pair instead of a ray. Costs a pass over the players and the grid's boxes near them.
+    fn open_field(&self, alive: &[bool], map: &Map) -> Option<Aabb> {
+        let s = &self.samples;
+        let mut bound: Option<Aabb> = None;
+        let mut lowest_feet = f32::INFINITY;
+        for (i, _) in alive.iter().enumerate().filter(|(_, &a)| a) {
+            let r = s.region[i];
+            bound = Some(match bound {
+                None => r,
+                Some(b) => Aabb {
+                    min: b.min.min(r.min),
+                    max: b.max.max(r.max),
+                },
+            });
+            lowest_feet = lowest_feet.min(s.state[i].origin.z);
+        }
+        let bound = bound.filter(|b| b.min.is_finite() && b.max.is_finite())?;
+        let blocked = map.for_each_box_near(&bound, |b| {
+            let shrunk = Aabb {
+                min: b.min + Vec3::new(SHORTCUT_SLACK_M, SHORTCUT_SLACK_M, SHORTCUT_SLACK_M),
+                max: b.max - Vec3::new(SHORTCUT_SLACK_M, SHORTCUT_SLACK_M, SHORTCUT_SLACK_M),
+            };
+            let ground = b.min.x <= bound.min.x
+                && b.min.y <= bound.min.y
+                && b.max.x >= bound.max.x
+                && b.max.y >= bound.max.y
+                && b.max.z <= lowest_feet;
+            if shrunk.overlaps(&bound) && !ground {
+                std::ops::ControlFlow::Break(())
+            } else {
+                std::ops::ControlFlow::Continue(())
+            }
+        });
+        blocked.is_continue().then_some(bound)
     }
 
     /// Builds each viewer's row: its team, the enemies it sees, and dead enemies if the

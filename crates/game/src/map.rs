@@ -440,6 +440,18 @@ impl Map {
             .unwrap_or(&self.spawns[0])
     }
 
+    /// Calls `f` with each box that may overlap `region` (a superset: the grid's boxes of its
+    /// x-y extent and the large ones), until `f` breaks; says whether it did.
+    pub(crate) fn for_each_box_near(
+        &self,
+        region: &Aabb,
+        mut f: impl FnMut(&Aabb) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
+        self.grid.for_each_box(region.min, region.max, |index| {
+            f(&self.boxes[index as usize])
+        })
+    }
+
     /// True when `hull` with its feet at `origin` overlaps the interior of some box, or of
     /// some barrier when they are raised.
     pub fn hull_overlaps(&self, hull: Hull, origin: Vec3) -> bool {

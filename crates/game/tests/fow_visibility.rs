@@ -321,12 +321,14 @@ fn dead_players_are_hidden_from_enemies_and_spectate_through_their_team() {
 
 #[test]
 fn staggered_traces_spread_pairs_over_ticks_and_retrace_a_teleport_at_once() {
-    // A sealed closet in the north-east corner.
+    // A sealed closet in the north-east corner, and a knee-high crate among the players that
+    // hides nobody but makes theirs no open field: their pairs are traced in rotation.
     let map = hall(
         "box 27 27 0 33 28 12\n\
          box 27 32 0 33 33 12\n\
          box 27 28 0 28 32 12\n\
-         box 32 28 0 33 32 12",
+         box 32 28 0 33 32 12\n\
+         box 0 -1.5 0 1 -1 0.3",
     );
     // Five against five in the open, all in view.
     let players: Vec<_> = (0..10)
@@ -381,6 +383,72 @@ fn an_update_is_charged_to_the_fow_category() {
     assert!(record.entered & (1 << Category::Fow.index()) != 0);
 }
 
+#[test]
+fn a_crowd_in_the_open_sees_each_other_without_a_ray_and_one_box_brings_the_rays_back() {
+    // Twenty players on a 10 m ring in the middle of the empty hall: the open field.
+    let ring: Vec<PlayerState> = (0..20)
+        .map(|i| {
+            let a = i as f32 * std::f32::consts::TAU / 20.0;
+            standing(10.0 * a.cos(), 10.0 * a.sin())
+        })
+        .collect();
+    let teams: Vec<Team> = (0..20).map(|i| if i % 2 == 0 { A } else { D }).collect();
+    let fow = fog(FowConfig::default(), &hall(""), &ring, &teams);
+    let s = fow.stats();
+    assert_eq!(
+        (s.pairs_in_range, s.pairs_open, s.rays),
+        (100, 100, 0),
+        "{s:?}"
+    );
+    assert!((0..20u8).all(|i| (0..20u8).all(|j| sees(&fow, i, j))));
+    // Still open, but with a view distance shorter than the ring: neighbours see each
+    // other, the far side does not.
+    let short = FowConfig {
+        lookahead: Duration::ZERO,
+        max_view_distance_m: 5.0,
+        ..FowConfig::default()
+    };
+    let fow = fog(short, &hall(""), &ring, &teams);
+    assert!(fow.stats().pairs_open > 0 && fow.stats().pairs_open < 100);
+    assert!(mutual(&fow, 0, 1) && !mutual(&fow, 0, 11));
+    // A wall across the ring's middle: the field is no longer open, and the wall hides the
+    // pairs across it.
+    let fow = fog(
+        FowConfig::default(),
+        &hall("box -0.5 -15 0 0.5 15 12"),
+        &ring,
+        &teams,
+    );
+    let s = fow.stats();
+    assert_eq!(s.pairs_open, 0, "{s:?}");
+    assert!(s.rays > 0 && s.pairs_visible < 100, "{s:?}");
+    // Standing on a platform that does not span them is no open field either.
+    let fow = fog(
+        FowConfig::default(),
+        &hall("box -5 -5 0 5 5 0.5"),
+        &ring,
+        &teams,
+    );
+    assert_eq!(fow.stats().pairs_open, 0);
+}
+
+/// A point in the empty hall's middle, on its floor or in the air, moving any way.
+fn hall_player() -> impl Strategy<Value = PlayerState> {
+    (
+        -40f32..40.0,
+        -40f32..40.0,
+        prop_oneof![Just(0.0f32), 0.0f32..4.0],
+        (-10.0f32..10.0, -10.0f32..10.0, -8.0f32..8.0),
+        any::<bool>(),
+    )
+        .prop_map(|(x, y, z, (vx, vy, vz), on_ground)| PlayerState {
+            origin: Vec3::new(x, y, z + SKIN_M),
+            velocity: Vec3::new(vx, vy, if on_ground { 0.0 } else { vz }),
+            on_ground,
+            ..Default::default()
+        })
+}
+
 /// A point on the arena floor (or inside a box standing on it), a velocity and whether it is
 /// on the ground.
 fn arena_player() -> impl Strategy<Value = PlayerState> {
@@ -431,6 +499,34 @@ proptest! {
                 if ti == tj {
                     prop_assert!(sees(&fow, i, j));
                 } else if i < j {
+                    let brute = brute_los(&map, &fow, &players[usize::from(i)], &players[usize::from(j)]);
+                    prop_assert_eq!(sees(&fow, i, j), brute, "{} {}", i, j);
+                }
+            }
+        }
+    }
+
+    /// In the open field the verdict is still exactly the line of sight between the sample
+    /// points, for players on the floor, jumping and falling: no point goes below the
+    /// ground, whatever the margin.
+    #[test]
+    fn the_open_field_verdict_is_the_line_of_sight_between_the_sample_points(
+        players in proptest::collection::vec(hall_player(), 2..9),
+        lookahead_ms in prop_oneof![Just(0u64), 0u64..400],
+    ) {
+        let map = hall("");
+        let n = players.len();
+        let teams: Vec<Team> = (0..n).map(|i| if i % 2 == 0 { A } else { D }).collect();
+        let config = FowConfig {
+            lookahead: Duration::from_millis(lookahead_ms),
+            ..FowConfig::default()
+        };
+        let fow = fog(config, &map, &players, &teams);
+        let s = fow.stats();
+        prop_assert_eq!(s.pairs_open, s.pairs_in_range, "{:?}", s);
+        for i in 0..n as u8 {
+            for j in (i + 1)..n as u8 {
+                if teams[usize::from(i)] != teams[usize::from(j)] {
                     let brute = brute_los(&map, &fow, &players[usize::from(i)], &players[usize::from(j)]);
                     prop_assert_eq!(sees(&fow, i, j), brute, "{} {}", i, j);
                 }

@@ -3,6 +3,9 @@
 //! deltas flow; and a client decoding one snapshot of it.
 //!
 //! - 100 entities for 100 connections that all see each other;
+//! - the crowd: 100, 300 and 1,000 entities for as many connections, all within 20 m of
+//!   each other (every one relevant to every client, more than a packet holds), with the
+//!   growth from 100 to 1,000 printed as an exponent;
 //! - the server's 10-player match on the 60 × 40 m arena: 10 entities, 10 connections,
 //!   fog rows hiding some of the others, one ack in 16 lost; and 40 such matches ticked in
 //!   turn, as one worker core hosts them, so each match's tables are cold in the cache.
@@ -254,7 +257,52 @@ fn replicate(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, replicate);
+/// The crowd's replication at 100, 300 and 1,000 players, every one relevant to every
+/// client: a tick's cost should grow with what is sent (a packet per client), not with the
+/// pairs.
+fn crowd(c: &mut Criterion) {
+    let mut group = c.benchmark_group("replicate crowd");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_millis(500));
+    let mut medians = Vec::new();
+    for n in [100usize, 300, 1000] {
+        let mut m = Match::new(n, n, 20.0);
+        for _ in 0..64 {
+            m.step();
+        }
+        let before = m.r.stats();
+        group.bench_function(format!("{n} entities x {n} connections, one tick"), |b| {
+            b.iter(|| black_box(m.step()));
+        });
+        let mut times: Vec<Duration> = (0..15)
+            .map(|_| {
+                let start = Instant::now();
+                black_box(m.step());
+                start.elapsed()
+            })
+            .collect();
+        times.sort();
+        let s = m.r.stats();
+        let writes = (s.snapshots - before.snapshots).max(1) as f64;
+        println!(
+            "  {n}: {:.1} states sent per snapshot of {:.0} relevant, median tick {:?}",
+            ((s.full_records + s.delta_records) - (before.full_records + before.delta_records))
+                as f64
+                / writes,
+            (s.relevant - before.relevant) as f64 / writes,
+            times[7]
+        );
+        medians.push((n, times[7]));
+    }
+    group.finish();
+    let ((n0, t0), (n1, t1)) = (medians[0], medians[medians.len() - 1]);
+    let k = (t1.as_secs_f64() / t0.as_secs_f64()).ln() / (n1 as f64 / n0 as f64).ln();
+    println!("growth from {n0} to {n1} (t ∝ n^k): k = {k:.2} ({t0:?} → {t1:?})");
+}
+
+criterion_group!(benches, replicate, crowd);
 
 fn main() {
     if let Some(ticks) = std::env::var("TICKFORGE_REPLICATE_TICKS")

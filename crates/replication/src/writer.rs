@@ -218,6 +218,11 @@ const COPY_BYTES: usize = 80;
 const _: () = assert!(COPY_BYTES >= MAX_ANY_BODY_BYTES, "one copy moves any body");
 /// Largest record but its body: head (4 bits and a 16-bit mask), id gap, back.
 const MAX_RECORD_HEAD_BYTES: usize = 3 + 2 + 1;
+/// The smallest record: a head and an id gap of a byte each, no field.
+const MIN_RECORD_BYTES: usize = 2;
+/// States that do not fit in a row before a write stops trying the rest: what is left of
+/// the packet is then a few bytes, and every further try would cost an encoding.
+const MISFITS_IN_A_ROW: u32 = 8;
 
 /// One cached encoding: where its body is in the arena and its change mask.
 #[derive(Clone, Copy, Debug, Default)]
@@ -774,32 +779,13 @@ impl Replicator {
             return WriteInfo::default();
         }
 
-        // Encodings, and an upper bound of each record's size (its id counted in full).
         let default_back = c
             .newest_acked
             .filter(|&a| a < now && now - a < cfg.ring_ticks)
             .map_or(0, |a| now - a);
         let mut room = limit - MAX_HEADER_BYTES;
-        let mut total = 0usize;
-        // Every candidate, until it turns out they do not all fit.
-        scratch.sel_states.fill(0);
-        for cand in &mut scratch.candidates {
-            let e = usize::from(cand.1);
-            let mut enc = entities.encoding(e, &mut c.baselines[e], now, stats);
-            let kind = record_kind(&enc, default_back);
-            enc.kind = kind as u8;
-            scratch.enc[e] = enc;
-            let size = varint_len(head(kind, true, enc.mask))
-                + varint_len(e as u64)
-                + usize::from(kind == KIND_DELTA_BACK)
-                + usize::from(enc.len);
-            cand.2 = size as u16;
-            total += size;
-            set_bit(&mut scratch.sel_states, e);
-        }
 
-        // Gone records first: they are small and must get through. Then states by priority
-        // when not all fit.
+        // Gone records first: they are small and must get through.
         scratch.sel_gone.fill(0);
         let mut count = 0usize;
         let mut info = WriteInfo::default();
@@ -812,28 +798,66 @@ impl Replicator {
                 info.gone += 1;
             }
         }
-        // Staleness: what is sent now has none; the worst of the rest.
+
+        // Then the states. While a packet could hold every relevant entity at its smallest,
+        // each is encoded, all go when they fit, and otherwise they go by priority, each
+        // that fits what is left. Past that (a crowd: 1,000 relevant, ~150 sent), only what
+        // comes up in priority order is encoded (ties: the lower id first), until
+        // [`MISFITS_IN_A_ROW`] in a row do not fit or nothing more could: the work grows
+        // with what is sent, not with what is relevant. What is left is deferred.
+        scratch.sel_states.fill(0);
         let mut worst = 0;
-        if total <= room {
-            count += scratch.candidates.len();
-        } else {
-            scratch
-                .candidates
-                .sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
-            scratch.sel_states.fill(0);
+        let mut defer = |last_sent: u32, info: &mut WriteInfo, stats: &mut ReplicationStats| {
+            info.deferred += 1;
+            let stale = now.saturating_sub(last_sent);
+            worst = worst.max(stale);
+            stats.deferred_staleness_ticks += u64::from(stale);
+        };
+        if scratch.candidates.len() * MIN_RECORD_BYTES <= room {
+            let mut total = 0usize;
+            for cand in &mut scratch.candidates {
+                let e = usize::from(cand.1);
+                let (enc, size) = encode(entities, c, e, now, default_back, stats);
+                scratch.enc[e] = enc;
+                cand.2 = size as u16;
+                total += size;
+            }
+            if total > room {
+                scratch
+                    .candidates
+                    .sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
+            }
             for &(_, e, size) in &scratch.candidates {
-                let size = usize::from(size);
-                let e = usize::from(e);
+                let (e, size) = (usize::from(e), usize::from(size));
                 if size <= room {
                     room -= size;
                     set_bit(&mut scratch.sel_states, e);
                     count += 1;
                 } else {
-                    info.deferred += 1;
-                    let stale = now.saturating_sub(c.ents[e].last_sent);
-                    worst = worst.max(stale);
-                    stats.deferred_staleness_ticks += u64::from(stale);
+                    defer(c.ents[e].last_sent, &mut info, stats);
                 }
+            }
+        } else {
+            let heap = &mut scratch.candidates[..];
+            heapify(heap);
+            let mut left = heap.len();
+            let mut misfits = 0;
+            while left > 0 && misfits < MISFITS_IN_A_ROW && room >= MIN_RECORD_BYTES {
+                let e = usize::from(pop(heap, &mut left).1);
+                let (enc, size) = encode(entities, c, e, now, default_back, stats);
+                if size <= room {
+                    room -= size;
+                    scratch.enc[e] = enc;
+                    set_bit(&mut scratch.sel_states, e);
+                    count += 1;
+                    misfits = 0;
+                } else {
+                    misfits += 1;
+                    defer(c.ents[e].last_sent, &mut info, stats);
+                }
+            }
+            for &(_, e, _) in &heap[..left] {
+                defer(c.ents[usize::from(e)].last_sent, &mut info, stats);
             }
         }
         stats.rate_limited += u64::from(rate_bound && info.deferred > 0);
@@ -930,6 +954,74 @@ fn record_kind(enc: &Enc, default_back: u32) -> u32 {
     } else {
         KIND_DELTA_BACK
     }
+}
+
+/// Entity `e`'s encoding for connection `c` this tick, its record kind set, and the
+/// record's size (its id counted in full).
+fn encode(
+    entities: &mut Entities,
+    c: &mut Conn,
+    e: usize,
+    now: u32,
+    default_back: u32,
+    stats: &mut ReplicationStats,
+) -> (Enc, usize) {
+    let mut enc = entities.encoding(e, &mut c.baselines[e], now, stats);
+    let kind = record_kind(&enc, default_back);
+    enc.kind = kind as u8;
+    let size = varint_len(head(kind, true, enc.mask))
+        + varint_len(e as u64)
+        + usize::from(kind == KIND_DELTA_BACK)
+        + usize::from(enc.len);
+    (enc, size)
+}
+
+/// True when candidate `a` (priority, id, _) goes out before `b`: the higher priority, and
+/// of equal ones the lower id.
+fn goes_before(a: &(f32, u16, u16), b: &(f32, u16, u16)) -> bool {
+    match a.0.total_cmp(&b.0) {
+        std::cmp::Ordering::Greater => true,
+        std::cmp::Ordering::Less => false,
+        std::cmp::Ordering::Equal => a.1 < b.1,
+    }
+}
+
+/// Restores the heap order below `i` in `heap` (the first goes out first).
+fn sift_down(heap: &mut [(f32, u16, u16)], mut i: usize) {
+    loop {
+        let l = 2 * i + 1;
+        if l >= heap.len() {
+            return;
+        }
+        let r = l + 1;
+        let child = if r < heap.len() && goes_before(&heap[r], &heap[l]) {
+            r
+        } else {
+            l
+        };
+        if !goes_before(&heap[child], &heap[i]) {
+            return;
+        }
+        heap.swap(child, i);
+        i = child;
+    }
+}
+
+/// Orders `heap` in place so that [`pop`] takes the candidates first to last: linear, where
+/// a sort of every relevant entity would be `n log n` for the few a packet holds.
+fn heapify(heap: &mut [(f32, u16, u16)]) {
+    for i in (0..heap.len() / 2).rev() {
+        sift_down(heap, i);
+    }
+}
+
+/// Takes the first candidate of `heap[..*len]` (not empty); it moves past the heap's end.
+fn pop(heap: &mut [(f32, u16, u16)], len: &mut usize) -> (f32, u16, u16) {
+    let top = heap[0];
+    *len -= 1;
+    heap.swap(0, *len);
+    sift_down(&mut heap[..*len], 0);
+    top
 }
 
 fn set_bit(row: &mut [u64], i: usize) {

@@ -360,6 +360,8 @@ const HOST_CHECKS: &[&str] = &[
     "irq",
     "clocksource",
     "timer_slack",
+    "rmem_max",
+    "wmem_max",
     "rmem_default",
     "udp_mem",
     "netdev_backlog",

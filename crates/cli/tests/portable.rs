@@ -84,3 +84,39 @@ fn smoke_bench_on_the_portable_path_reaches_every_client_at_128_hz() {
     assert!(frame.mean > 0.0, "{frame:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `doctor` in a development build on Linux: the host checks run, and those of what the
+/// portable path never uses (the real-time class, timer slack) say they do not apply,
+/// as information, never as something to fix.
+#[test]
+fn doctor_says_which_checks_do_not_apply_to_a_development_build() {
+    let dir = std::env::temp_dir().join(format!("tickforge-portable-dr-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("doctor.json");
+    let out = tickforge()
+        .args(["doctor", "--quick", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("a development build (the portable I/O path)"),
+        "{stdout}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let checks = v["checks"].as_array().unwrap();
+    for name in ["realtime", "timer_slack", "wakeup_fifo"] {
+        let c = checks
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no check {name}: {stdout}"));
+        assert_eq!(c["verdict"], "info", "{c}");
+        assert_eq!(c["data"]["applies"], false, "{c}");
+    }
+    // The Linux host's own checks still run in a development build.
+    let cores = checks.iter().find(|c| c["name"] == "cores").unwrap();
+    assert!(cores["data"]["applies"].is_null(), "{cores}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

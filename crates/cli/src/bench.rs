@@ -360,7 +360,8 @@ pub fn run(mut args: BenchArgs) -> Result<()> {
     }
     let cores = tickforge_io::cpu::allowed_cores();
     let (server_core, bots_core) = match cores.as_slice() {
-        [a, b, ..] => (Some(*a), Some(*b)),
+        // A development build (the portable I/O path) pins nothing.
+        [a, b, ..] if tickforge_io::LINUX_PATH => (Some(*a), Some(*b)),
         _ => (None, None),
     };
     let plan = Plan {
@@ -454,7 +455,7 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
             "127.0.0.1:0",
             "--quiet",
             "--linger-s",
-            "30",
+            SERVER_LINGER_S,
         ])
         .args([
             "--matches",
@@ -475,7 +476,7 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
         .arg(&key)
         .args(serve_game_args(args, game))
         .args(args.phase_groups.map(|n| format!("--phase-groups={n}")))
-        .arg(format!("--rt-priority={}", args.rt_priority))
+        .arg(format!("--rt-priority={}", rt_priority(args)))
         .args(args.spin_us.map(|us| format!("--spin-us={us}")))
         .args(args.profile_s.map(|s| format!("--profile-s={s}")))
         .args(
@@ -544,7 +545,7 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
         .args(bots_game_args(args, game))
         .args(["--rtt-ms", &args.rtt_ms.to_string()])
         .args(["--jitter-ms", &args.jitter_ms.to_string()])
-        .args((args.rt_priority > 0).then(|| format!("--rt-priority={}", args.rt_priority)))
+        .args((rt_priority(args) > 0).then(|| format!("--rt-priority={}", rt_priority(args))))
         .arg("--report")
         .arg(&bots_report)
         .arg("--key-file")
@@ -770,14 +771,34 @@ fn read_log(path: &Path) -> String {
         .to_string()
 }
 
+/// The real-time priority the server and bots ask for: none in a development build (the
+/// portable I/O path has no real-time class; asking would only print refusals).
+fn rt_priority(args: &BenchArgs) -> u8 {
+    if tickforge_io::LINUX_PATH {
+        args.rt_priority
+    } else {
+        0
+    }
+}
+
+/// Seconds the server keeps serving after its window, so that the bots (started a little
+/// later) finish theirs. On Unix the bench ends the linger with SIGTERM once the bots are
+/// done; on Windows the server ends it itself, so it is short.
+const SERVER_LINGER_S: &str = if cfg!(unix) { "30" } else { "5" };
+
 /// A child process that is killed if the bench leaves early.
 struct Guard(Child);
 
 impl Guard {
     /// Asks the child to stop (SIGTERM) and waits up to `grace` before killing it.
+    /// Windows has no SIGTERM: there the server exits by itself at the end of its linger
+    /// ([`SERVER_LINGER_S`]), and this only waits for it.
     fn terminate(&mut self, grace: Duration) -> Result<()> {
         // SAFETY: kill with a pid we spawned and still own (not yet reaped).
-        unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM) };
+        #[cfg(unix)]
+        unsafe {
+            libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM)
+        };
         let deadline = Instant::now() + grace;
         loop {
             if let Some(status) = self.0.try_wait()? {

@@ -265,8 +265,28 @@ pub fn run(args: DoctorArgs) -> Result<()> {
     }
     let allowed = tickforge_io::cpu::allowed_cores();
     println!("tickforge doctor: can this host hold many 128 Hz matches per core?");
+    if !cfg!(target_os = "linux") {
+        let os = std::env::consts::OS;
+        println!(
+            "  a development build on {os}: every host check reads Linux's /proc and /sys and \
+             tunes the Linux production path; none applies here"
+        );
+        let checks = not_applicable_on(os);
+        return finish(&args, allowed, checks, |c| println!("{}", line(c)));
+    }
     let mut checks = cpu::gather(&allowed);
     checks.extend(net::gather());
+    if !tickforge_io::LINUX_PATH {
+        println!(
+            "  a development build (the portable I/O path): {} do not apply",
+            DEVELOPMENT_SKIPS.join(", ")
+        );
+        for c in checks.iter_mut() {
+            if DEVELOPMENT_SKIPS.contains(&c.name) {
+                *c = development_skip(c.name);
+            }
+        }
+    }
     for c in &checks {
         println!("{}", line(c));
     }
@@ -279,6 +299,15 @@ pub fn run(args: DoctorArgs) -> Result<()> {
         let fifo = realtime_permitted.then_some(args.rt_priority);
         wakeup::gather(allowed.last().copied(), fifo)
     };
+    let timed: Vec<Check> = (timed.into_iter())
+        .map(|c| {
+            if !tickforge_io::LINUX_PATH && DEVELOPMENT_SKIPS.contains(&c.name) {
+                development_skip(c.name)
+            } else {
+                c
+            }
+        })
+        .collect();
     for c in &timed {
         println!("{}", line(c));
     }
@@ -291,6 +320,18 @@ pub fn run(args: DoctorArgs) -> Result<()> {
     };
     println!("{}", line(&preemption));
     checks.push(preemption);
+    finish(&args, allowed, checks, |_| {})
+}
+
+/// Prints each of `checks` with `print` (those not printed yet), the summary, and writes
+/// `--json`.
+fn finish(
+    args: &DoctorArgs,
+    allowed: Vec<usize>,
+    checks: Vec<Check>,
+    print: impl Fn(&Check),
+) -> Result<()> {
+    checks.iter().for_each(print);
     let report = DoctorReport {
         quick: args.quick,
         allowed_cores: allowed,
@@ -302,6 +343,61 @@ pub fn run(args: DoctorArgs) -> Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+/// Every check's name, in the order a Linux host prints them: a development build on
+/// another OS lists each as not applying (the test below keeps the list whole).
+const HOST_CHECKS: &[&str] = &[
+    "cores",
+    "isolated",
+    "nohz_full",
+    "smt",
+    cpu::REALTIME,
+    "rt_runtime",
+    "governor",
+    "cpuidle",
+    "numa",
+    "irq",
+    "clocksource",
+    "timer_slack",
+    "rmem_max",
+    "wmem_max",
+    "rmem_default",
+    "udp_mem",
+    "netdev_backlog",
+    "busy_poll",
+    "udp_errors",
+    "udp_gso",
+    wakeup::NORMAL,
+    wakeup::FIFO,
+    preempt::NAME,
+];
+
+/// The checks of what a development build on Linux (the portable I/O path) never uses:
+/// the real-time class, the timer slack it would tighten.
+const DEVELOPMENT_SKIPS: &[&str] = &[cpu::REALTIME, "timer_slack", wakeup::FIFO];
+
+/// A check of what this development build does not use.
+fn development_skip(name: &'static str) -> Check {
+    Check::info(
+        name,
+        "does not apply to a development build (the portable I/O path: no real-time class, \
+         no pinning, no timer slack)",
+    )
+    .with_data(json!({ "applies": false, "build": "development" }))
+}
+
+/// Every host check, each saying it does not apply on `os`: they read Linux's `/proc` and
+/// `/sys`, and what they tune only the Linux production path uses. Info, not a warning:
+/// nothing on a development machine needs fixing for them.
+fn not_applicable_on(os: &str) -> Vec<Check> {
+    HOST_CHECKS
+        .iter()
+        .map(|&name| {
+            Check::info(name, format!("does not apply on {os} (a Linux host check)"))
+                .with_data(json!({ "applies": false, "os": os }))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -316,6 +412,29 @@ mod tests {
         }
         assert_eq!(format_cpulist(&[]), "none");
         assert_eq!(format_cpulist(&[2, 3, 4, 7, 9, 10]), "2-4,7,9-10");
+    }
+
+    #[test]
+    fn the_host_checks_listed_for_other_oses_are_the_ones_linux_runs() {
+        let mut names: Vec<&str> = cpu::gather(&tickforge_io::cpu::allowed_cores())
+            .iter()
+            .chain(&net::gather())
+            .map(|c| c.name)
+            .collect();
+        names.extend(wakeup::skipped("test").iter().map(|c| c.name));
+        names.push(preempt::NAME);
+        assert_eq!(names, HOST_CHECKS);
+
+        let checks = not_applicable_on("macos");
+        assert_eq!(checks.len(), HOST_CHECKS.len());
+        for c in &checks {
+            assert_eq!(c.verdict, Verdict::Info, "{}", c.name);
+            assert_eq!(c.reading, "does not apply on macos (a Linux host check)");
+            assert_eq!(c.data["applies"], false);
+        }
+        for name in DEVELOPMENT_SKIPS {
+            assert!(HOST_CHECKS.contains(name), "{name}");
+        }
     }
 
     #[test]

@@ -29,6 +29,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Host matches of a game (the reference shooter by default) on a UDP port.
+    #[command(after_help = SERVE_PLATFORM_HELP)]
     Serve(games::ServeCmd),
     /// Connect bots to a running server and measure it from the client side.
     Bots(bots_cmd::BotsArgs),
@@ -50,6 +51,19 @@ enum Command {
     /// Cores and hosts for N players from a measured sweep; `--check` it against a held run.
     Capacity(capacity_cmd::CapacityArgs),
 }
+
+/// `serve --help`'s last paragraph: which path this build takes, and that production is
+/// Linux's.
+const SERVE_PLATFORM_HELP: &str = if tickforge_io::LINUX_PATH {
+    "Platforms: the production path is Linux (this build): batched recvmmsg/sendmmsg, \
+     kernel receive timestamps, workers pinned to cores in the real-time class. Windows and \
+     macOS builds are development servers (see the README's Platforms)."
+} else {
+    "Platforms: this is a development build (the portable I/O path: std sockets, one call \
+     per datagram, plain sleeps, no pinning or real-time class), for running a local server \
+     while developing a game. The production path is Linux: build there without the \
+     `portable-io` feature (see the README's Platforms)."
+};
 
 fn main() {
     games::register();

@@ -76,14 +76,15 @@ pub fn load_key(path: Option<&Path>) -> Result<PrivateKey> {
     }
 }
 
-/// Writes a new random key to `path`, readable by its owner only.
+/// Writes a new random key to `path`, readable by its owner only (mode 0600 on Unix; on
+/// Windows the file takes its directory's ACL, which a user's profile keeps private).
 pub fn write_new_key(path: &Path) -> Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
     let key = PrivateKey(entropy::random_bytes());
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut f = options
         .open(path)
         .with_context(|| format!("creating {} (it must not exist yet)", path.display()))?;
     writeln!(f, "{}", key.to_hex())?;

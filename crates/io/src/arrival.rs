@@ -1,4 +1,4 @@
-//! A datagram's arrival time as the kernel stamps it (`SO_TIMESTAMPNS`), and reading that
+//! A datagram's arrival time as the kernel stamps it (`SO_TIMESTAMPNS`, Linux path only), and reading that
 //! stamp from a receive call's control buffer: what [`crate::udp`]'s batches and
 //! [`crate::stamped`]'s single receive share. Public through [`crate::stamped`].
 
@@ -21,6 +21,7 @@ impl ArrivalTime {
 }
 
 /// The realtime clock, as kernel timestamps read it: time since the Unix epoch.
+#[cfg(linux_io)]
 pub fn realtime_now() -> Duration {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -31,11 +32,20 @@ pub fn realtime_now() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
+/// The realtime clock: time since the Unix epoch (0 for a clock set before 1970).
+#[cfg(not(linux_io))]
+pub fn realtime_now() -> Duration {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
 /// The `SCM_TIMESTAMPNS` stamp in a control buffer the kernel filled for `msg`.
 ///
 /// # Safety
 /// `msg.msg_control` must point at a buffer of at least `msg.msg_controllen` bytes that a
 /// receive call on `msg` just filled.
+#[cfg(linux_io)]
 pub(crate) unsafe fn stamp_of(msg: &libc::msghdr) -> Option<ArrivalTime> {
     let mut stamp = None;
     // SAFETY: the CMSG_* macros walk the control buffer the kernel filled, bounded by

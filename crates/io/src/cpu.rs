@@ -1,9 +1,54 @@
 //! Cores: which ones this process may use, pinning to one, and CPU time used.
+//!
+//! Pinning and the real-time class are the Linux path's: on the portable path they return
+//! an `Unsupported` error (a development server runs where the OS puts it, at normal
+//! priority), every core counts as allowed, and CPU time is read where the OS gives it
+//! without a platform crate (Unix clocks; zero on Windows).
 
 use std::io;
 use std::time::Duration;
 
+/// The error of what only the Linux path does.
+#[cfg(not(linux_io))]
+fn linux_only(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!("{what} is for the Linux production path; this is a development build"),
+    )
+}
+
+/// Every logical CPU: the portable path reads no affinity mask.
+#[cfg(not(linux_io))]
+pub fn allowed_cores() -> Vec<usize> {
+    (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
+}
+
+/// Refused on the portable path (`Unsupported`): no pinning outside Linux.
+#[cfg(not(linux_io))]
+pub fn pin_current_thread(_core: usize) -> io::Result<()> {
+    Err(linux_only("pinning a thread to a core"))
+}
+
+/// Refused on the portable path (`Unsupported`): no real-time class outside Linux.
+#[cfg(not(linux_io))]
+pub fn set_realtime(_priority: u8) -> io::Result<()> {
+    Err(linux_only("the real-time scheduling class"))
+}
+
+/// Nothing to release on the portable path, which never pins or raises a thread.
+#[cfg(not(linux_io))]
+pub fn release_current_thread(_cores: &[usize]) -> io::Result<()> {
+    Ok(())
+}
+
+/// Always `None` on the portable path.
+#[cfg(not(linux_io))]
+pub fn realtime_priority() -> Option<u8> {
+    None
+}
+
 /// The logical CPUs this process may run on, in ascending order.
+#[cfg(linux_io)]
 pub fn allowed_cores() -> Vec<usize> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most its size.
     unsafe {
@@ -18,6 +63,7 @@ pub fn allowed_cores() -> Vec<usize> {
 }
 
 /// Pins the calling thread to logical CPU `core`.
+#[cfg(linux_io)]
 pub fn pin_current_thread(core: usize) -> io::Result<()> {
     if core >= libc::CPU_SETSIZE as usize {
         return Err(io::Error::new(
@@ -42,6 +88,7 @@ pub fn pin_current_thread(core: usize) -> io::Result<()> {
 /// throttling (`/proc/sys/kernel/sched_rt_runtime_us`, 95% by default) still leaves the
 /// core some time for others. Needs CAP_SYS_NICE or an `RLIMIT_RTPRIO` of at least
 /// `priority`; the error is the kernel's (EPERM) when neither is there.
+#[cfg(linux_io)]
 pub fn set_realtime(priority: u8) -> io::Result<()> {
     if !(1..=99).contains(&priority) {
         return Err(io::Error::new(
@@ -62,6 +109,7 @@ pub fn set_realtime(priority: u8) -> io::Result<()> {
 /// Lets the calling thread run anywhere in `cores` and in the normal scheduling class:
 /// for a helper thread spawned by a pinned real-time worker, which inherits both and would
 /// otherwise take its time from the worker's own core, ahead of normal threads.
+#[cfg(linux_io)]
 pub fn release_current_thread(cores: &[usize]) -> io::Result<()> {
     // SAFETY: cpu_set_t is plain data; sched_setaffinity only reads it.
     unsafe {
@@ -82,6 +130,7 @@ pub fn release_current_thread(cores: &[usize]) -> io::Result<()> {
 }
 
 /// The calling thread's real-time FIFO priority, or `None` when it is not SCHED_FIFO.
+#[cfg(linux_io)]
 pub fn realtime_priority() -> Option<u8> {
     // SAFETY: both calls only read the calling thread's scheduling and write `param`.
     unsafe {
@@ -96,16 +145,32 @@ pub fn realtime_priority() -> Option<u8> {
     }
 }
 
-/// CPU time (user + system) this process has used since it started.
+/// CPU time (user + system) this process has used since it started; zero on Windows,
+/// where reading it would take a platform crate for a development build's report.
+#[cfg(unix)]
 pub fn process_cpu_time() -> Duration {
     clock(libc::CLOCK_PROCESS_CPUTIME_ID)
 }
 
-/// CPU time (user + system) the calling thread has used since it started.
+/// Zero: not read on Windows.
+#[cfg(not(unix))]
+pub fn process_cpu_time() -> Duration {
+    Duration::ZERO
+}
+
+/// CPU time (user + system) the calling thread has used since it started; zero on Windows.
+#[cfg(unix)]
 pub fn thread_cpu_time() -> Duration {
     clock(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
+/// Zero: not read on Windows.
+#[cfg(not(unix))]
+pub fn thread_cpu_time() -> Duration {
+    Duration::ZERO
+}
+
+#[cfg(unix)]
 fn clock(id: libc::clockid_t) -> Duration {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -122,6 +187,7 @@ fn clock(id: libc::clockid_t) -> Duration {
 mod tests {
     use super::*;
 
+    #[cfg(linux_io)]
     #[test]
     fn pinning_to_an_allowed_core_sticks() {
         let cores = allowed_cores();
@@ -138,6 +204,23 @@ mod tests {
         assert!(pin_current_thread(usize::MAX).is_err());
     }
 
+    #[cfg(not(linux_io))]
+    #[test]
+    fn the_portable_path_refuses_pinning_and_real_time_and_counts_every_core() {
+        let cores = allowed_cores();
+        assert_eq!(
+            cores,
+            (0..std::thread::available_parallelism().unwrap().get()).collect::<Vec<_>>()
+        );
+        let e = pin_current_thread(0).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::Unsupported, "{e}");
+        let e = set_realtime(1).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::Unsupported, "{e}");
+        assert_eq!(realtime_priority(), None);
+        release_current_thread(&cores).unwrap();
+    }
+
+    #[cfg(linux_io)]
     #[test]
     fn realtime_is_granted_or_refused_cleanly() {
         std::thread::spawn(|| {

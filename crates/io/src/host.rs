@@ -1,64 +1,92 @@
 //! Questions about the host that only a system call answers: whether the kernel offers UDP
 //! segmentation offload, and the calling thread's timer slack. `tickforge doctor` asks
-//! them; nothing on the hot path does.
+//! them; nothing on the hot path does. On the portable path both are Linux questions with
+//! a neutral answer: no offload, no slack reading.
 
-use std::io;
-use std::net::{Ipv4Addr, UdpSocket};
-use std::os::fd::AsRawFd;
-use std::time::Duration;
+#[cfg(not(linux_io))]
+use std::{io, time::Duration};
 
-/// `UDP_SEGMENT` from linux/udp.h (Linux 4.18): the size the kernel cuts a send into.
-const UDP_SEGMENT: libc::c_int = 103;
-/// `UDP_GRO` from linux/udp.h (Linux 5.0): coalesce received datagrams of one flow.
-const UDP_GRO: libc::c_int = 104;
-
-/// Whether this kernel takes `UDP_SEGMENT` (generic segmentation offload for UDP) on a
-/// socket bound to 127.0.0.1. `Ok(false)` when the kernel does not know the option; an
-/// error when no socket could be made to ask.
+/// Whether this kernel takes `UDP_SEGMENT`: never on the portable path.
+#[cfg(not(linux_io))]
 pub fn udp_gso_supported() -> io::Result<bool> {
-    // 1200 bytes: any segment size under the loopback MTU is accepted where GSO exists.
-    probe_udp_option(UDP_SEGMENT, 1200)
+    Ok(false)
 }
 
-/// Whether this kernel takes `UDP_GRO` (receive coalescing for UDP) on a socket bound to
-/// 127.0.0.1. `Ok(false)` when the kernel does not know the option.
+/// Whether this kernel takes `UDP_GRO`: never on the portable path.
+#[cfg(not(linux_io))]
 pub fn udp_gro_supported() -> io::Result<bool> {
-    probe_udp_option(UDP_GRO, 1)
+    Ok(false)
 }
 
-fn probe_udp_option(option: libc::c_int, value: libc::c_int) -> io::Result<bool> {
-    let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
-    // SAFETY: setsockopt reads one c_int we own, for an option of this socket only.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_UDP,
-            option,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        return Ok(true);
-    }
-    let err = io::Error::last_os_error();
-    match err.raw_os_error() {
-        // An older kernel: the option does not exist at this level.
-        Some(libc::ENOPROTOOPT) | Some(libc::EINVAL) => Ok(false),
-        _ => Err(err),
-    }
-}
-
-/// The calling thread's timer slack: how much later than asked the kernel may wake it
-/// from a sleep (50 µs by default; [`crate::time::tighten_timer_slack`] sets 1 ns). `None`
-/// where the OS will not say.
+/// `None`: the portable path reads no timer slack.
+#[cfg(not(linux_io))]
 pub fn timer_slack() -> Option<Duration> {
-    // SAFETY: PR_GET_TIMERSLACK takes no pointer; it returns the slack in nanoseconds.
-    let ns = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) };
-    u64::try_from(ns).ok().map(Duration::from_nanos)
+    None
 }
 
-#[cfg(test)]
+#[cfg(linux_io)]
+pub use linux::*;
+
+#[cfg(linux_io)]
+mod linux {
+    use std::io;
+    use std::net::{Ipv4Addr, UdpSocket};
+    use std::os::fd::AsRawFd;
+    use std::time::Duration;
+
+    /// `UDP_SEGMENT` from linux/udp.h (Linux 4.18): the size the kernel cuts a send into.
+    const UDP_SEGMENT: libc::c_int = 103;
+    /// `UDP_GRO` from linux/udp.h (Linux 5.0): coalesce received datagrams of one flow.
+    const UDP_GRO: libc::c_int = 104;
+
+    /// Whether this kernel takes `UDP_SEGMENT` (generic segmentation offload for UDP) on a
+    /// socket bound to 127.0.0.1. `Ok(false)` when the kernel does not know the option; an
+    /// error when no socket could be made to ask.
+    pub fn udp_gso_supported() -> io::Result<bool> {
+        // 1200 bytes: any segment size under the loopback MTU is accepted where GSO exists.
+        probe_udp_option(UDP_SEGMENT, 1200)
+    }
+
+    /// Whether this kernel takes `UDP_GRO` (receive coalescing for UDP) on a socket bound to
+    /// 127.0.0.1. `Ok(false)` when the kernel does not know the option.
+    pub fn udp_gro_supported() -> io::Result<bool> {
+        probe_udp_option(UDP_GRO, 1)
+    }
+
+    fn probe_udp_option(option: libc::c_int, value: libc::c_int) -> io::Result<bool> {
+        let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
+        // SAFETY: setsockopt reads one c_int we own, for an option of this socket only.
+        let rc = unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_UDP,
+                option,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            return Ok(true);
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            // An older kernel: the option does not exist at this level.
+            Some(libc::ENOPROTOOPT) | Some(libc::EINVAL) => Ok(false),
+            _ => Err(err),
+        }
+    }
+
+    /// The calling thread's timer slack: how much later than asked the kernel may wake it
+    /// from a sleep (50 µs by default; [`crate::time::tighten_timer_slack`] sets 1 ns). `None`
+    /// where the OS will not say.
+    pub fn timer_slack() -> Option<Duration> {
+        // SAFETY: PR_GET_TIMERSLACK takes no pointer; it returns the slack in nanoseconds.
+        let ns = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) };
+        u64::try_from(ns).ok().map(Duration::from_nanos)
+    }
+}
+
+#[cfg(all(test, linux_io))]
 mod tests {
     use super::*;
 
@@ -74,7 +102,7 @@ mod tests {
         std::thread::spawn(|| {
             assert!(timer_slack().is_some());
             if crate::time::tighten_timer_slack() {
-                assert_eq!(timer_slack(), Some(Duration::from_nanos(1)));
+                assert_eq!(timer_slack(), Some(std::time::Duration::from_nanos(1)));
             }
         })
         .join()

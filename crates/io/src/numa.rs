@@ -343,7 +343,21 @@ impl Placer {
     }
 }
 
+/// Pins the calling thread to the set `cpus` (one CPU or a node's worth). `Unsupported` on
+/// the portable path, as [`cpu::pin_current_thread`] is.
+#[cfg(not(linux_io))]
+pub fn pin_current_thread_to(cpus: &[usize]) -> io::Result<()> {
+    match cpus {
+        [one] => cpu::pin_current_thread(*one),
+        _ => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "pinning a thread to CPUs is for the Linux production path; this is a development build",
+        )),
+    }
+}
+
 /// Pins the calling thread to the set `cpus` (one CPU or a node's worth).
+#[cfg(linux_io)]
 pub fn pin_current_thread_to(cpus: &[usize]) -> io::Result<()> {
     if let [one] = cpus {
         return cpu::pin_current_thread(*one);
@@ -370,9 +384,12 @@ pub fn pin_current_thread_to(cpus: &[usize]) -> io::Result<()> {
 
 /// `MPOL_PREFERRED` from linux/mempolicy.h: allocate on the given node while it has free
 /// pages, elsewhere after that (never an allocation failure, unlike `MPOL_BIND`).
+#[cfg(linux_io)]
 const MPOL_PREFERRED: libc::c_int = 1;
 /// Nodes the mask below can name.
+#[cfg(linux_io)]
 const MASK_NODES: usize = 1024;
+#[cfg(linux_io)]
 const MASK_WORDS: usize = MASK_NODES / 64;
 
 /// Asks Linux to allocate the calling thread's new pages on node `node`
@@ -383,6 +400,7 @@ const MASK_WORDS: usize = MASK_NODES / 64;
 /// first-touch policy already keeps a pinned worker's pages local; this call only covers
 /// pages touched before the pin took hold. It fails where the syscall is filtered
 /// (containers) or the kernel has no NUMA (`ENOSYS`), and for a node beyond 1023.
+#[cfg(linux_io)]
 pub fn prefer_node_memory(node: usize) -> io::Result<()> {
     if node >= MASK_NODES {
         return Err(io::Error::new(
@@ -409,6 +427,15 @@ pub fn prefer_node_memory(node: usize) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// `Unsupported` on the portable path: no memory policy outside Linux.
+#[cfg(not(linux_io))]
+pub fn prefer_node_memory(_node: usize) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "a NUMA memory policy is for the Linux production path; this is a development build",
+    ))
 }
 
 fn read_cpulist(path: &Path) -> Result<Vec<usize>, NumaError> {
@@ -613,6 +640,7 @@ mod tests {
         assert!(Placer::new(&t, &[]).is_err());
     }
 
+    #[cfg(linux_io)]
     #[test]
     fn pinning_to_a_node_and_preferring_its_memory_never_panic() {
         let t = Topology::read().unwrap();

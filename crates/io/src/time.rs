@@ -13,9 +13,16 @@ pub fn now() -> Instant {
 
 /// Asks the kernel to wake this thread as close to its timers as it can (default slack is
 /// 50 µs). Returns false where the OS refuses.
+#[cfg(linux_io)]
 pub fn tighten_timer_slack() -> bool {
     // SAFETY: PR_SET_TIMERSLACK takes one integer argument and touches no memory of ours.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) == 0 }
+}
+
+/// False: the portable path has no timer slack to set (`prctl` is Linux's).
+#[cfg(not(linux_io))]
+pub fn tighten_timer_slack() -> bool {
+    false
 }
 
 /// Sleeps until `deadline`: a kernel sleep to `spin` before it, then a spin on the clock.

@@ -1,9 +1,12 @@
 //! Non-blocking UDP sockets and batches of datagrams.
 //!
 //! A worker receives into a [`RecvBatch`] and sends from a [`SendBatch`]; both own their
-//! buffers, sized once, so a wake-up allocates nothing. A batch crosses into the kernel in as
-//! few system calls as it can: `recvmmsg(2)` reads every waiting datagram, up to the batch's
-//! capacity, in one call; `sendmmsg(2)` writes a whole batch in one call.
+//! buffers, sized once, so a wake-up allocates nothing. On Linux a batch crosses into the
+//! kernel in as few system calls as it can: `recvmmsg(2)` reads every waiting datagram, up
+//! to the batch's capacity, in one call; `sendmmsg(2)` writes a whole batch in one call.
+//! On the portable path (every other OS, or the `portable-io` feature) the same batches
+//! make one std/socket2 call per datagram: the same results, more system calls. The path is
+//! chosen at compile time, so the Linux path pays nothing for the other's existence.
 //!
 //! Per-datagram errors are counted, never fatal: `WouldBlock` ends a receive, a refused send
 //! counts as loss, and a datagram longer than a receive slot is flagged as truncated rather
@@ -16,41 +19,35 @@
 //! a fallback for devices that refuse it (`EIO`). GRO is the same trade on receive: each
 //! client sends one input per tick, so there is nothing to coalesce.
 
-use std::ffi::c_void;
 use std::io;
-use std::mem::{self, size_of};
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
-use std::os::fd::{AsRawFd, RawFd};
-use std::ptr;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::arrival::{stamp_of, ArrivalTime};
+use crate::arrival::ArrivalTime;
+
+#[cfg(linux_io)]
+mod linux;
+#[cfg(linux_io)]
+use linux as sys;
+#[cfg(linux_io)]
+pub(crate) use linux::read_sockaddr;
+#[cfg(not(linux_io))]
+mod portable;
+#[cfg(not(linux_io))]
+use portable as sys;
 
 /// Bytes of one receive slot: an Ethernet MTU. The kernel cuts a longer datagram to this
 /// length; [`RecvBatch`] flags it ([`RecvBatch::is_truncated`]) and counts it
 /// ([`IoStats::truncated`]) so the caller drops it as oversized.
 pub const SLOT_BYTES: usize = 1500;
 
-/// Messages one `recvmmsg`/`sendmmsg` call takes at most: the kernel clamps its count to
-/// UIO_MAXIOV.
-const MAX_MSGS_PER_CALL: usize = libc::UIO_MAXIOV as usize;
-
 /// Failed receive calls one fill tolerates before leaving the rest to the next wake-up.
 /// A reported error (ECONNREFUSED after an ICMP message) is cleared by the call that reports
 /// it, so a retry normally gets data or `WouldBlock`; the bound keeps a socket that keeps
 /// failing from turning a fill into a spin.
 const MAX_FAILED_RECV_CALLS: u32 = 8;
-
-// The kernel reads and writes socket addresses through a sockaddr_storage; the conversions
-// below rely on it holding either family at its start.
-const _: () = assert!(
-    size_of::<libc::sockaddr_in>() <= size_of::<libc::sockaddr_storage>()
-        && size_of::<libc::sockaddr_in6>() <= size_of::<libc::sockaddr_storage>()
-        && mem::align_of::<libc::sockaddr_in>() <= mem::align_of::<libc::sockaddr_storage>()
-        && mem::align_of::<libc::sockaddr_in6>() <= mem::align_of::<libc::sockaddr_storage>()
-);
 
 /// Kernel buffer sizes for a socket.
 #[derive(Clone, Copy, Debug)]
@@ -90,7 +87,7 @@ impl UdpSocket {
         }
         socket.set_nonblocking(true)?;
         if addr.is_ipv4() {
-            dont_fragment(&socket)?;
+            sys::dont_fragment(&socket)?;
         }
         socket.bind(&addr.into())?;
         Ok(UdpSocket {
@@ -119,65 +116,28 @@ impl UdpSocket {
     }
 }
 
-/// Sets the IPv4 don't-fragment bit on every datagram, ignoring path MTU discovery
-/// (`IP_PMTUDISC_PROBE`): game datagrams are sized to fit any path, a lost fragment would
-/// lose the whole datagram anyway, and a DF datagram needs no IP id, which the kernel
-/// otherwise draws for each one from a hash table shared by every core (1.2% of a busy
-/// worker core's profile at 20 matches, gone with DF).
-fn dont_fragment(socket: &Socket) -> io::Result<()> {
-    let mode: libc::c_int = libc::IP_PMTUDISC_PROBE;
-    // SAFETY: setsockopt reads one c_int we own for the socket's own option.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_MTU_DISCOVER,
-            (&mode as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-impl AsRawFd for UdpSocket {
-    fn as_raw_fd(&self) -> RawFd {
+#[cfg(unix)]
+impl std::os::fd::AsRawFd for UdpSocket {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
         self.inner.as_raw_fd()
     }
 }
 
-/// Waits until one of `fds` is readable or `timeout` passes; returns how many are ready.
-pub fn wait_readable(fds: &mut Vec<libc::pollfd>, timeout: Duration) -> io::Result<usize> {
-    for p in fds.iter_mut() {
-        p.events = libc::POLLIN;
-        p.revents = 0;
+#[cfg(windows)]
+impl std::os::windows::io::AsRawSocket for UdpSocket {
+    fn as_raw_socket(&self) -> std::os::windows::io::RawSocket {
+        self.inner.as_raw_socket()
     }
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
-        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
-    };
-    // SAFETY: `fds` is a valid slice of pollfd for the length passed; `ts` outlives the
-    // call; a null signal mask leaves the mask unchanged. ppoll, unlike poll, takes
-    // nanoseconds, so a wait for a tick deadline is not rounded up to a millisecond.
-    let n = unsafe {
-        libc::ppoll(
-            fds.as_mut_ptr(),
-            fds.len() as libc::nfds_t,
-            &ts,
-            std::ptr::null(),
-        )
-    };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted {
-            Ok(0)
-        } else {
-            Err(e)
-        };
-    }
-    Ok(n as usize)
+}
+
+/// Waits until one of `sockets` is readable (a datagram or a pending error waits) or
+/// `timeout` passes; returns how many are ready. At most 64 sockets.
+///
+/// On Linux one `ppoll(2)` call, to the nanosecond. On the portable path a check of each
+/// socket (a one-byte peek) every quarter millisecond: a development server's waits are
+/// that much coarser, and nothing on a worker's tick waits here.
+pub fn wait_readable(sockets: &[&UdpSocket], timeout: Duration) -> io::Result<usize> {
+    sys::wait_readable(sockets, timeout)
 }
 
 /// Counters of a socket's traffic.
@@ -225,62 +185,6 @@ fn per_call(datagrams: u64, calls: u64) -> f64 {
     }
 }
 
-/// Message headers and their iovecs for one `recvmmsg`/`sendmmsg` call.
-///
-/// Only the memory is kept between calls: every pointer inside is written just before a
-/// call, from buffers the owning batch holds, and read only by the kernel during it. So a
-/// batch can move freely; between calls the pointers are stale and nothing reads them.
-struct MsgHeaders {
-    hdrs: Vec<libc::mmsghdr>,
-    iovs: Vec<libc::iovec>,
-}
-
-// SAFETY: the raw pointers inside opt this type out of Send and Sync, but they are never
-// dereferenced by Rust code, and the kernel reads them only during a call made by a `&mut`
-// method of the owning batch that rewrote them first. Moving or sharing a `MsgHeaders`
-// across threads therefore gives no thread access to memory it does not own.
-unsafe impl Send for MsgHeaders {}
-// SAFETY: as for Send; shared access can read the pointer values, never their targets.
-unsafe impl Sync for MsgHeaders {}
-
-impl MsgHeaders {
-    fn with_len(n: usize) -> Self {
-        // SAFETY: mmsghdr and iovec are C structs of integers and raw pointers, for which
-        // all-zero bytes are valid values (null pointers, zero lengths).
-        let (hdr, iov) = unsafe { (mem::zeroed::<libc::mmsghdr>(), mem::zeroed::<libc::iovec>()) };
-        MsgHeaders {
-            hdrs: vec![hdr; n],
-            iovs: vec![iov; n],
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.hdrs.len()
-    }
-}
-
-/// Points `hdr` at one socket address and one iovec, clearing what the last call left.
-fn set_header(
-    hdr: &mut libc::mmsghdr,
-    name: &mut libc::sockaddr_storage,
-    namelen: libc::socklen_t,
-    iov: &mut libc::iovec,
-) {
-    hdr.msg_hdr.msg_name = (name as *mut libc::sockaddr_storage).cast::<c_void>();
-    hdr.msg_hdr.msg_namelen = namelen;
-    hdr.msg_hdr.msg_iov = iov;
-    hdr.msg_hdr.msg_iovlen = 1;
-    hdr.msg_hdr.msg_control = ptr::null_mut();
-    hdr.msg_hdr.msg_controllen = 0;
-    hdr.msg_hdr.msg_flags = 0;
-    hdr.msg_len = 0;
-}
-
-fn zeroed_storage() -> libc::sockaddr_storage {
-    // SAFETY: sockaddr_storage is a C struct of integers; all-zero bytes are a valid value.
-    unsafe { mem::zeroed() }
-}
-
 /// One datagram of the last fill.
 #[derive(Clone, Copy, Debug)]
 struct Received {
@@ -291,18 +195,15 @@ struct Received {
     stamp: Option<ArrivalTime>,
 }
 
-/// Room for one control message of a timespec, aligned for cmsghdr.
-type Control = [u64; 8];
-
 /// Datagrams received in one wake-up, in buffers owned by the batch.
 pub struct RecvBatch {
     /// One slot of [`SLOT_BYTES`] per datagram.
     data: Vec<u8>,
-    /// The source address the kernel wrote for each slot.
-    names: Vec<libc::sockaddr_storage>,
-    /// Each slot's control buffer, for arrival stamps; empty: the batch takes none.
-    controls: Vec<Control>,
-    msgs: MsgHeaders,
+    /// Slots in `data`.
+    capacity: usize,
+    /// What this I/O path keeps for its receive calls (nothing on the portable path).
+    #[cfg_attr(not(linux_io), allow(dead_code))]
+    sys: sys::RecvState,
     received: Vec<Received>,
     /// Slots the last fill used; a slot whose source could not be read holds no datagram.
     slots_used: usize,
@@ -314,7 +215,7 @@ impl RecvBatch {
     /// # Panics
     /// If `capacity` is zero: such a batch would always be full.
     pub fn with_capacity(capacity: usize) -> Self {
-        Self::with_calls_of(capacity, MAX_MSGS_PER_CALL)
+        Self::with_calls_of(capacity, sys::MAX_MSGS_PER_CALL)
     }
 
     /// A batch that asks the kernel for at most `per_call` datagrams per call; tests make
@@ -323,9 +224,8 @@ impl RecvBatch {
         assert!(capacity > 0, "a receive batch needs at least one slot");
         RecvBatch {
             data: vec![0; capacity * SLOT_BYTES],
-            names: vec![zeroed_storage(); capacity],
-            controls: Vec::new(),
-            msgs: MsgHeaders::with_len(capacity.min(per_call)),
+            capacity,
+            sys: sys::RecvState::new(capacity, per_call),
             received: Vec::with_capacity(capacity),
             slots_used: 0,
         }
@@ -334,124 +234,22 @@ impl RecvBatch {
     /// A batch like [`RecvBatch::with_capacity`] that also reads each datagram's arrival
     /// stamp ([`RecvBatch::arrival`]), for sockets with [`UdpSocket::enable_rx_timestamps`]
     /// on: one `recvmmsg` then gives what a `recv_stamped` loop took a call per datagram,
-    /// plus one more to find the socket empty, for.
+    /// plus one more to find the socket empty, for. The portable path has no kernel stamps:
+    /// there every arrival is `None`.
     pub fn with_timestamps(capacity: usize) -> Self {
         let mut batch = Self::with_capacity(capacity);
-        batch.controls = vec![[0; 8]; capacity];
+        batch.sys.take_timestamps(capacity);
         batch
-    }
-
-    /// Receives until the socket is empty or the batch is full; returns how many.
-    ///
-    /// One `recvmmsg` call normally does it all; call again while [`RecvBatch::is_full`].
-    /// Failed calls are counted in [`IoStats::recv_errors`] and retried a few times.
-    ///
-    /// Each call first points one header at every free slot, about a nanosecond a slot, so
-    /// a batch far larger than a wake-up's traffic costs a little even on an empty socket.
-    pub fn fill(&mut self, socket: &UdpSocket, stats: &mut IoStats) -> usize {
-        self.received.clear();
-        self.slots_used = 0;
-        let capacity = self.names.len();
-        let mut failed_calls = 0;
-        while self.slots_used < capacity {
-            let first = self.slots_used;
-            let want = (capacity - first).min(self.msgs.len());
-            let slots = self.data[first * SLOT_BYTES..(first + want) * SLOT_BYTES]
-                .chunks_exact_mut(SLOT_BYTES);
-            let names = &mut self.names[first..first + want];
-            for (k, (((slot, name), iov), hdr)) in slots
-                .zip(names)
-                .zip(&mut self.msgs.iovs)
-                .zip(&mut self.msgs.hdrs)
-                .enumerate()
-            {
-                *iov = libc::iovec {
-                    iov_base: slot.as_mut_ptr().cast::<c_void>(),
-                    iov_len: slot.len(),
-                };
-                set_header(hdr, name, STORAGE_BYTES, iov);
-                if let Some(control) = self.controls.get_mut(first + k) {
-                    hdr.msg_hdr.msg_control = control.as_mut_ptr().cast::<c_void>();
-                    hdr.msg_hdr.msg_controllen = mem::size_of::<Control>() as _;
-                }
-            }
-            stats.recv_calls += 1;
-            // SAFETY: each of the first `want` headers points at one sockaddr_storage of
-            // `self.names` with its true size, and at one iovec describing one whole slot of
-            // `self.data`. All of them are owned by `self`, which is borrowed mutably for
-            // the call, so they outlive it and nothing else touches them. MSG_DONTWAIT
-            // makes the call return at once; a null timeout is allowed.
-            let n = unsafe {
-                libc::recvmmsg(
-                    socket.as_raw_fd(),
-                    self.msgs.hdrs.as_mut_ptr(),
-                    want as libc::c_uint,
-                    libc::MSG_DONTWAIT,
-                    ptr::null_mut(),
-                )
-            };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                match e.kind() {
-                    io::ErrorKind::WouldBlock => break,
-                    io::ErrorKind::Interrupted => {}
-                    // ICMP errors and the like concern one earlier datagram, not the
-                    // socket; the call that reports one clears it.
-                    _ => stats.recv_errors += 1,
-                }
-                failed_calls += 1;
-                if failed_calls == MAX_FAILED_RECV_CALLS {
-                    break;
-                }
-                continue;
-            }
-            let n = (n as usize).min(want);
-            for (k, hdr) in self.msgs.hdrs[..n].iter().enumerate() {
-                let slot = first + k;
-                // Without MSG_TRUNC among the call's flags, msg_len is what was copied,
-                // never more than the slot; the min keeps slicing in bounds regardless.
-                let len = (hdr.msg_len as usize).min(SLOT_BYTES);
-                let truncated = hdr.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
-                let Some(from) = read_sockaddr(&self.names[slot], hdr.msg_hdr.msg_namelen) else {
-                    stats.recv_errors += 1;
-                    continue;
-                };
-                let stamp = if self.controls.is_empty() {
-                    None
-                } else {
-                    // SAFETY: this header's control points at `self.controls[slot]`, of
-                    // the length given, and the call just filled it.
-                    unsafe { stamp_of(&hdr.msg_hdr) }
-                };
-                stats.received += 1;
-                stats.bytes_in += len as u64;
-                stats.truncated += u64::from(truncated);
-                self.received.push(Received {
-                    from,
-                    slot,
-                    len,
-                    truncated,
-                    stamp,
-                });
-            }
-            self.slots_used += n;
-            // Fewer than asked: the socket is empty, or an error is pending that the next
-            // call reports (and poll wakes the caller for).
-            if n < want {
-                break;
-            }
-        }
-        self.received.len()
     }
 
     /// True when the last fill stopped because the batch was full.
     pub fn is_full(&self) -> bool {
-        self.slots_used == self.names.len()
+        self.slots_used == self.capacity
     }
 
     /// Datagrams the batch holds at most.
     pub fn capacity(&self) -> usize {
-        self.names.len()
+        self.capacity
     }
 
     /// Datagrams of the last fill.
@@ -516,16 +314,16 @@ struct Queued {
 pub struct SendBatch {
     data: Vec<u8>,
     queued: Vec<Queued>,
-    /// Destination addresses of one `sendmmsg` call, in the kernel's layout.
-    names: Vec<libc::sockaddr_storage>,
-    msgs: MsgHeaders,
+    /// What this I/O path keeps for its send calls (nothing on the portable path).
+    #[cfg_attr(not(linux_io), allow(dead_code))]
+    sys: sys::SendState,
 }
 
 impl SendBatch {
     /// A batch that holds `datagrams` of up to `max_bytes` each without reallocating.
     /// Queueing more grows it once; the larger buffers are kept.
     pub fn with_capacity(datagrams: usize, max_bytes: usize) -> Self {
-        Self::with_calls_of(datagrams, max_bytes, MAX_MSGS_PER_CALL)
+        Self::with_calls_of(datagrams, max_bytes, sys::MAX_MSGS_PER_CALL)
     }
 
     /// A batch that hands the kernel at most `per_call` datagrams per call; tests make it
@@ -535,8 +333,7 @@ impl SendBatch {
         SendBatch {
             data: Vec::with_capacity(datagrams * max_bytes),
             queued: Vec::with_capacity(datagrams),
-            names: vec![zeroed_storage(); per_call],
-            msgs: MsgHeaders::with_len(per_call),
+            sys: sys::SendState::new(per_call),
         }
     }
 
@@ -570,145 +367,6 @@ impl SendBatch {
         let q = &self.queued[i];
         (q.to, &self.data[q.start..q.start + q.len])
     }
-
-    /// Sends everything queued and empties the batch; returns datagrams sent.
-    ///
-    /// One `sendmmsg` call normally sends it all. When the kernel takes only part, the rest
-    /// goes in further calls. A datagram the kernel refuses is counted in
-    /// [`IoStats::send_errors`] and skipped; when the socket's send buffer is full
-    /// (`WouldBlock`) everything still queued is counted as loss, since an immediate retry
-    /// would meet the same full buffer.
-    pub fn flush(&mut self, socket: &UdpSocket, stats: &mut IoStats) -> usize {
-        let mut next = 0;
-        let mut sent = 0;
-        while next < self.queued.len() {
-            let want = (self.queued.len() - next).min(self.msgs.len());
-            for (((q, name), iov), hdr) in self.queued[next..next + want]
-                .iter()
-                .zip(&mut self.names)
-                .zip(&mut self.msgs.iovs)
-                .zip(&mut self.msgs.hdrs)
-            {
-                let namelen = write_sockaddr(q.to, name);
-                let bytes = &self.data[q.start..q.start + q.len];
-                *iov = libc::iovec {
-                    // sendmmsg only reads through it; iovec has one pointer type for both
-                    // directions.
-                    iov_base: bytes.as_ptr().cast_mut().cast::<c_void>(),
-                    iov_len: bytes.len(),
-                };
-                set_header(hdr, name, namelen, iov);
-            }
-            stats.send_calls += 1;
-            // SAFETY: each of the first `want` headers points at one sockaddr_storage of
-            // `self.names` holding an address of the length given, and at one iovec
-            // describing bytes inside `self.data`. All are owned by `self`, which is
-            // borrowed mutably for the call, so they outlive it and nothing else touches
-            // them; the kernel only reads the data.
-            let n = unsafe {
-                libc::sendmmsg(
-                    socket.as_raw_fd(),
-                    self.msgs.hdrs.as_mut_ptr(),
-                    want as libc::c_uint,
-                    0,
-                )
-            };
-            if n > 0 {
-                let n = (n as usize).min(want);
-                for q in &self.queued[next..next + n] {
-                    stats.bytes_out += q.len as u64;
-                }
-                stats.sent += n as u64;
-                sent += n;
-                next += n;
-            } else if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock {
-                stats.send_errors += (self.queued.len() - next) as u64;
-                break;
-            } else {
-                // The kernel refused the first datagram of the call: it alone is lost.
-                stats.send_errors += 1;
-                next += 1;
-            }
-        }
-        self.data.clear();
-        self.queued.clear();
-        sent
-    }
-}
-
-const STORAGE_BYTES: libc::socklen_t = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-
-/// Writes `addr` into `out` in the kernel's layout; returns how many bytes of `out` it uses.
-///
-/// Ports go in network byte order; the IPv6 flow label and scope id go in as `std` and
-/// socket2 put them, so an address read back compares equal.
-fn write_sockaddr(addr: SocketAddr, out: &mut libc::sockaddr_storage) -> libc::socklen_t {
-    match addr {
-        SocketAddr::V4(a) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr {
-                    // The octets in memory order are network order.
-                    s_addr: u32::from_ne_bytes(a.ip().octets()),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: `out` is a valid, exclusive sockaddr_storage, which is at least as
-            // large and as aligned as sockaddr_in (asserted at the top of the module).
-            unsafe { ptr::write((out as *mut libc::sockaddr_storage).cast(), sin) };
-            size_of::<libc::sockaddr_in>() as libc::socklen_t
-        }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: as for sockaddr_in.
-            unsafe { ptr::write((out as *mut libc::sockaddr_storage).cast(), sin6) };
-            size_of::<libc::sockaddr_in6>() as libc::socklen_t
-        }
-    }
-}
-
-/// The address the kernel wrote into `name`, of which it reported `len` bytes; `None` for a
-/// family other than IPv4 and IPv6, or a length too short for its family.
-pub(crate) fn read_sockaddr(
-    name: &libc::sockaddr_storage,
-    len: libc::socklen_t,
-) -> Option<SocketAddr> {
-    let len = len as usize;
-    match libc::c_int::from(name.ss_family) {
-        libc::AF_INET if len >= size_of::<libc::sockaddr_in>() => {
-            // SAFETY: the family says `name` starts with a sockaddr_in, and the kernel says
-            // it wrote all of it. sockaddr_storage is at least as large and as aligned, and
-            // every field of sockaddr_in is an integer, so any initialized bytes (the
-            // storage is never uninitialized) are a valid value.
-            let sin =
-                unsafe { &*(name as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
-            Some(SocketAddr::V4(SocketAddrV4::new(
-                Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes()),
-                u16::from_be(sin.sin_port),
-            )))
-        }
-        libc::AF_INET6 if len >= size_of::<libc::sockaddr_in6>() => {
-            // SAFETY: as for sockaddr_in.
-            let sin6 =
-                unsafe { &*(name as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
-            Some(SocketAddr::V6(SocketAddrV6::new(
-                Ipv6Addr::from(sin6.sin6_addr.s6_addr),
-                u16::from_be(sin6.sin6_port),
-                sin6.sin6_flowinfo,
-                sin6.sin6_scope_id,
-            )))
-        }
-        _ => None,
-    }
 }
 
 #[cfg(test)]
@@ -721,25 +379,6 @@ mod tests {
 
     fn bind(addr: &str) -> io::Result<UdpSocket> {
         UdpSocket::bind(addr.parse().unwrap(), SocketOptions::default())
-    }
-
-    #[test]
-    fn ipv4_sockets_send_without_fragmenting() {
-        let s = bind("127.0.0.1:0").unwrap();
-        let mut mode: libc::c_int = -1;
-        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: getsockopt writes one c_int and its length, both ours.
-        let rc = unsafe {
-            libc::getsockopt(
-                s.as_raw_fd(),
-                libc::IPPROTO_IP,
-                libc::IP_MTU_DISCOVER,
-                (&mut mode as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        assert_eq!(rc, 0, "{}", io::Error::last_os_error());
-        assert_eq!(mode, libc::IP_PMTUDISC_PROBE);
     }
 
     fn loopback() -> UdpSocket {
@@ -759,11 +398,6 @@ mod tests {
         stats: &mut IoStats,
         want: usize,
     ) -> Vec<(SocketAddr, Vec<u8>, bool)> {
-        let mut fds = vec![libc::pollfd {
-            fd: socket.as_raw_fd(),
-            events: 0,
-            revents: 0,
-        }];
         let deadline = Instant::now() + PATIENCE;
         let mut got = Vec::new();
         while got.len() < want {
@@ -771,7 +405,7 @@ mod tests {
             if now >= deadline {
                 break;
             }
-            wait_readable(&mut fds, deadline - now).unwrap();
+            wait_readable(&[socket], deadline - now).unwrap();
             loop {
                 batch.fill(socket, stats);
                 for i in 0..batch.len() {
@@ -824,8 +458,13 @@ mod tests {
         assert_eq!(out.len(), sizes.len());
         assert_eq!(out.get(3), (to, &pattern(3, sizes[3])[..]));
         assert_eq!(out.flush(&a, &mut tx), sizes.len());
-        assert_eq!(tx.send_calls, 1);
-        assert_eq!(tx.datagrams_per_send_call(), sizes.len() as f64);
+        // Linux: one sendmmsg; portable: one send per datagram.
+        let calls = if cfg!(linux_io) { 1 } else { sizes.len() };
+        assert_eq!(tx.send_calls, calls as u64);
+        assert_eq!(
+            tx.datagrams_per_send_call(),
+            sizes.len() as f64 / calls as f64
+        );
         assert_eq!(tx.bytes_out, sizes.iter().sum::<usize>() as u64);
 
         let mut batch = RecvBatch::with_capacity(64);
@@ -840,6 +479,8 @@ mod tests {
         assert_eq!(got, want);
         assert_eq!(rx.bytes_in, tx.bytes_out);
         assert_eq!(rx.truncated, 0);
+        // Batching pays on Linux; the portable path reads one datagram per call.
+        #[cfg(linux_io)]
         assert!(
             rx.datagrams_per_recv_call() > 1.0,
             "{} datagrams took {} receive calls",
@@ -859,7 +500,8 @@ mod tests {
             out.push(to, &pattern(i, 16));
         }
         assert_eq!(out.flush(&a, &mut tx), 8);
-        assert_eq!(tx.send_calls, 3); // 3 + 3 + 2
+        // Linux: 3 + 3 + 2; portable: one call per datagram.
+        assert_eq!(tx.send_calls, if cfg!(linux_io) { 3 } else { 8 });
 
         // Eight slots, three per call: a full fill takes three calls.
         let mut batch = RecvBatch::with_calls_of(8, 3);
@@ -929,8 +571,8 @@ mod tests {
         assert_eq!(tx.sent, 4);
         assert_eq!(tx.send_errors, 3);
         // sendmmsg stops at each refusal: [one] [port zero] [two, closed port] [IPv6]
-        // [70 000 bytes] [three].
-        assert_eq!(tx.send_calls, 6);
+        // [70 000 bytes] [three]. The portable path sends one datagram per call.
+        assert_eq!(tx.send_calls, if cfg!(linux_io) { 6 } else { 7 });
         assert_eq!(tx.bytes_out, (3 + 3 + 11 + 5) as u64);
 
         let mut batch = RecvBatch::with_capacity(8);
@@ -942,8 +584,12 @@ mod tests {
         assert_eq!(got, [&b"one"[..], b"two", b"three"]);
     }
 
+    /// Linux only: IP_RECVERR, and POLLERR to see its error arrive.
+    #[cfg(linux_io)]
     #[test]
     fn a_receive_error_is_counted_and_the_fill_goes_on() {
+        use std::mem::size_of;
+        use std::os::fd::AsRawFd;
         let a = loopback();
         let b = loopback();
         let closed = loopback().local_addr().unwrap();
@@ -962,16 +608,17 @@ mod tests {
         };
         assert_eq!(rc, 0, "{}", io::Error::last_os_error());
         a.send_to(b"nobody", closed).unwrap();
-        let mut fds = vec![libc::pollfd {
+        let mut fd = libc::pollfd {
             fd: a.as_raw_fd(),
-            events: 0,
+            events: libc::POLLIN,
             revents: 0,
-        }];
+        };
         let deadline = Instant::now() + PATIENCE;
-        while fds[0].revents & libc::POLLERR == 0 {
-            let now = Instant::now();
-            assert!(now < deadline, "no ICMP error arrived");
-            wait_readable(&mut fds, deadline - now).unwrap();
+        while fd.revents & libc::POLLERR == 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "no ICMP error arrived");
+            // SAFETY: poll reads and writes one pollfd we own.
+            unsafe { libc::poll(&mut fd, 1, left.as_millis().max(1) as libc::c_int) };
         }
 
         let to = a.local_addr().unwrap();
@@ -1019,6 +666,25 @@ mod tests {
     }
 
     #[test]
+    fn a_wait_times_out_on_an_empty_socket_and_ends_for_a_datagram() {
+        let a = loopback();
+        let b = loopback();
+        let began = Instant::now();
+        assert_eq!(
+            wait_readable(&[&a, &b], Duration::from_millis(20)).unwrap(),
+            0
+        );
+        assert!(began.elapsed() >= Duration::from_millis(20));
+        a.send_to(b"wake", b.local_addr().unwrap()).unwrap();
+        assert_eq!(wait_readable(&[&a, &b], PATIENCE).unwrap(), 1);
+        // The wait left the datagram for the receive.
+        let mut buf = [0u8; 8];
+        assert_eq!(b.recv_from(&mut buf).unwrap().map(|(n, _)| n), Some(4));
+        let many: Vec<&UdpSocket> = (0..65).map(|_| &a).collect();
+        assert!(wait_readable(&many, Duration::ZERO).is_err());
+    }
+
+    #[test]
     fn empty_socket_reads_nothing_without_error() {
         let a = loopback();
         let mut batch = RecvBatch::with_capacity(4);
@@ -1029,44 +695,6 @@ mod tests {
         assert_eq!(stats.recv_errors, 0);
         assert_eq!(stats.recv_calls, 1);
         assert_eq!(stats.datagrams_per_recv_call(), 0.0);
-    }
-
-    #[test]
-    fn socket_addresses_convert_both_ways_in_both_families() {
-        let addrs = [
-            "127.0.0.1:9000".parse().unwrap(),
-            "0.0.0.0:0".parse().unwrap(),
-            "203.0.113.7:65535".parse().unwrap(),
-            "[::1]:443".parse().unwrap(),
-            "[::ffff:192.0.2.1]:53".parse().unwrap(),
-            SocketAddr::V6(SocketAddrV6::new(
-                Ipv6Addr::new(0xfe80, 0, 0, 0, 0x1234, 0x5678, 0x9abc, 0xdef0),
-                1,
-                0x000a_bcde,
-                3,
-            )),
-        ];
-        for addr in addrs {
-            let mut name = zeroed_storage();
-            let len = write_sockaddr(addr, &mut name);
-            assert_eq!(read_sockaddr(&name, len), Some(addr));
-
-            // socket2 converts independently: its layout must match ours both ways.
-            let theirs = socket2::SockAddr::from(addr);
-            // SAFETY: `name` holds an address of `len` bytes, written just above.
-            let ours = unsafe { socket2::SockAddr::new(name, len) };
-            assert_eq!(ours, theirs, "{addr}");
-            assert_eq!(
-                read_sockaddr(&theirs.clone().as_storage(), theirs.len()),
-                Some(addr)
-            );
-
-            // One byte short of its family is unreadable.
-            assert_eq!(read_sockaddr(&name, len - 1), None);
-        }
-        let mut unix = zeroed_storage();
-        unix.ss_family = libc::AF_UNIX as libc::sa_family_t;
-        assert_eq!(read_sockaddr(&unix, STORAGE_BYTES), None);
     }
 
     #[test]

@@ -3,7 +3,6 @@
 //! This lives in its own test binary because it installs a counting global allocator.
 //! Counts are per thread, so the test harness's other threads do not disturb them.
 
-use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use tickforge_io::udp::{wait_readable, IoStats, RecvBatch, SendBatch, SocketOptions, UdpSocket};
@@ -24,7 +23,6 @@ fn wake_up(
     b: &UdpSocket,
     out: &mut SendBatch,
     inbox: &mut RecvBatch,
-    fds: &mut Vec<libc::pollfd>,
     stats: &mut IoStats,
 ) -> usize {
     let to = b.local_addr().unwrap();
@@ -39,7 +37,7 @@ fn wake_up(
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut received = 0;
     while received < DATAGRAMS - 1 && Instant::now() < deadline {
-        wait_readable(fds, Duration::from_millis(100)).unwrap();
+        wait_readable(&[b], Duration::from_millis(100)).unwrap();
         loop {
             received += inbox.fill(b, stats);
             if !inbox.is_full() {
@@ -58,11 +56,6 @@ fn send_and_receive_allocate_nothing_in_steady_state() {
     // Fewer slots than datagrams, so a wake-up takes several fills.
     let mut inbox = RecvBatch::with_capacity(8);
     let mut out = SendBatch::with_capacity(DATAGRAMS, DATAGRAM_BYTES);
-    let mut fds = vec![libc::pollfd {
-        fd: b.as_raw_fd(),
-        events: 0,
-        revents: 0,
-    }];
     let mut stats = IoStats::default();
 
     let (_, probe) = allocations_in(|| drop(std::hint::black_box(Vec::<u8>::with_capacity(16))));
@@ -71,7 +64,7 @@ fn send_and_receive_allocate_nothing_in_steady_state() {
     let ((), n) = allocations_in(|| {
         for _ in 0..10 {
             assert_eq!(
-                wake_up(&a, &b, &mut out, &mut inbox, &mut fds, &mut stats),
+                wake_up(&a, &b, &mut out, &mut inbox, &mut stats),
                 DATAGRAMS - 1
             );
         }

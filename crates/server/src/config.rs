@@ -814,6 +814,13 @@ pub fn token_file_warning(path: &Path) -> Option<String> {
 /// others may read or write (Unix mode `& 0o077` set), saying `why` that matters and the
 /// fix. `None`: only its owner may, or the mode cannot be read (reading the file then
 /// says why).
+#[cfg(not(unix))]
+fn secret_file_warning(_what: &str, _why: &str, _path: &Path) -> Option<String> {
+    // Windows files carry ACLs, not a mode to read here: no warning either way.
+    None
+}
+
+#[cfg(unix)]
 fn secret_file_warning(what: &str, why: &str, path: &Path) -> Option<String> {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;

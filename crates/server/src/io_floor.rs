@@ -73,11 +73,6 @@ pub fn measure(
     let mut drain = RecvBatch::with_capacity(4);
     let mut stats = IoStats::default();
     let mut peer_stats = IoStats::default();
-    let mut fds = vec![libc::pollfd {
-        fd: std::os::fd::AsRawFd::as_raw_fd(&server),
-        events: 0,
-        revents: 0,
-    }];
     let mut hist = DurationHistogram::new();
     let mut sequence = 0u64;
 
@@ -100,7 +95,7 @@ pub fn measure(
             inputs.flush(peer, &mut peer_stats);
         }
         // Loopback delivers during the send call; wait anyway, bounded, in case it did not.
-        wait_readable(&mut fds, Duration::from_millis(50))?;
+        wait_readable(&[&server], Duration::from_millis(50))?;
 
         let began = time::now();
         let mut got = 0;

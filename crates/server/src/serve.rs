@@ -262,9 +262,18 @@ pub fn run(args: ServeArgs) -> Result<()> {
                 const LINE: &[u8] = b"tickforge serve: a third signal: exiting now\n";
                 // SAFETY: write(2) and _exit(2) are async-signal-safe; LINE outlives the
                 // call.
+                #[cfg(unix)]
                 unsafe {
                     libc::write(2, LINE.as_ptr().cast(), LINE.len());
                     libc::_exit(1);
+                }
+                // Windows runs a console handler on a thread of its own, not inside
+                // another's code, so plain std calls are safe there.
+                #[cfg(not(unix))]
+                {
+                    use std::io::Write as _;
+                    let _ = std::io::stderr().write_all(LINE);
+                    std::process::exit(1);
                 }
             }
         };

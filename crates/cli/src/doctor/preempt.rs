@@ -139,18 +139,30 @@ fn steal() -> Option<(u64, u64)> {
 }
 
 fn thread_counters() -> (u64, u64) {
-    // SAFETY: getrusage writes a plain struct we own.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let nivcsw = if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } == 0 {
-        ru.ru_nivcsw as u64
-    } else {
-        0
-    };
+    let nivcsw = thread_nivcsw();
     let run_delay = read("/proc/thread-self/schedstat")
         .ok()
         .and_then(|t| t.split_whitespace().nth(1)?.parse().ok())
         .unwrap_or(0);
     (nivcsw, run_delay)
+}
+
+/// The calling thread's involuntary context switches (`RUSAGE_THREAD` is Linux's; the
+/// doctor runs this check on Linux only).
+#[cfg(target_os = "linux")]
+fn thread_nivcsw() -> u64 {
+    // SAFETY: getrusage writes a plain struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } == 0 {
+        ru.ru_nivcsw as u64
+    } else {
+        0
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn thread_nivcsw() -> u64 {
+    0
 }
 
 /// Sleeps to [`PROBE_WAKEUPS`] 1 ms deadlines on a thread pinned to `core` (normal

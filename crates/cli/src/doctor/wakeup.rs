@@ -102,7 +102,10 @@ fn measure(
     let done = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&done);
     let handle = std::thread::spawn(move || {
-        cpu::pin_current_thread(core).map_err(|e| format!("pinning to cpu{core}: {e}"))?;
+        // A development build pins nothing; its wake-ups are measured where the OS runs them.
+        if tickforge_io::LINUX_PATH {
+            cpu::pin_current_thread(core).map_err(|e| format!("pinning to cpu{core}: {e}"))?;
+        }
         if let Some(p) = fifo {
             cpu::set_realtime(p).map_err(|e| format!("SCHED_FIFO {p}: {e}"))?;
         }

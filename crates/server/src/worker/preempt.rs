@@ -27,7 +27,6 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
 use tickforge_telemetry::report::{LateCauses, Preemption};
@@ -184,7 +183,15 @@ impl ThreadProbe {
     }
 }
 
+/// The calling thread's involuntary context switches; 0 off Linux (a development server
+/// attributes no lateness to preemption).
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn thread_nivcsw() -> u64 {
+    0
+}
+
 /// The calling thread's involuntary context switches.
+#[cfg(target_os = "linux")]
 pub(crate) fn thread_nivcsw() -> u64 {
     // SAFETY: getrusage writes a plain struct we own; RUSAGE_THREAD is Linux's.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -198,7 +205,11 @@ pub(crate) fn thread_nivcsw() -> u64 {
 
 fn read_run_delay(f: &File) -> Option<u64> {
     let mut buf = [0u8; 96];
-    let n = f.read_at(&mut buf, 0).ok()?;
+    // Only Linux has the file; elsewhere `f` is never opened, but this still builds.
+    #[cfg(unix)]
+    let n = std::os::unix::fs::FileExt::read_at(f, &mut buf, 0).ok()?;
+    #[cfg(windows)]
+    let n = std::os::windows::fs::FileExt::seek_read(f, &mut buf, 0).ok()?;
     parse_run_delay(&buf[..n])
 }
 

@@ -29,8 +29,6 @@
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
@@ -85,7 +83,21 @@ impl FileSink {
         Ok((FileSink { file, regular }, meta))
     }
 
-    fn flock(&self, op: libc::c_int) -> io::Result<()> {
+    /// Takes (`exclusive`) or drops this process's lock on the file. Windows: no lock (a
+    /// development server; the workers of one process share one log already).
+    #[cfg(not(unix))]
+    fn flock(&self, _exclusive: bool) -> io::Result<()> {
+        Ok(())
+    }
+
+    #[cfg(unix)]
+    fn flock(&self, exclusive: bool) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let op = if exclusive {
+            libc::LOCK_EX
+        } else {
+            libc::LOCK_UN
+        };
         loop {
             // SAFETY: flock on a descriptor this sink owns, alive for the call.
             if unsafe { libc::flock(self.file.as_raw_fd(), op) } == 0 {
@@ -102,7 +114,7 @@ impl FileSink {
 impl ResultsSink for FileSink {
     fn lock(&mut self) -> io::Result<()> {
         if self.regular {
-            self.flock(libc::LOCK_EX)
+            self.flock(true)
         } else {
             Ok(())
         }
@@ -111,7 +123,7 @@ impl ResultsSink for FileSink {
     fn unlock(&mut self) {
         if self.regular {
             // Closing the file releases it too.
-            let _ = self.flock(libc::LOCK_UN);
+            let _ = self.flock(false);
         }
     }
 
@@ -128,7 +140,7 @@ impl ResultsSink for FileSink {
             return Ok(true);
         }
         let mut last = [0];
-        self.file.read_exact_at(&mut last, len - 1)?;
+        read_exact_at(&self.file, &mut last, len - 1)?;
         Ok(last[0] == b'\n')
     }
 
@@ -228,7 +240,48 @@ pub(super) struct ResultsLog {
 }
 
 /// A file's device and inode: the same file whatever path names it.
+#[cfg(unix)]
 type FileKey = (u64, u64);
+/// A file's full path, links resolved: the same file whatever path names it (Windows,
+/// where std gives no stable file id).
+#[cfg(not(unix))]
+type FileKey = PathBuf;
+
+#[cfg(unix)]
+fn file_key(_path: &Path, meta: &Metadata) -> io::Result<FileKey> {
+    use std::os::unix::fs::MetadataExt;
+    Ok((meta.dev(), meta.ino()))
+}
+
+#[cfg(not(unix))]
+fn file_key(path: &Path, _meta: &Metadata) -> io::Result<FileKey> {
+    std::fs::canonicalize(path)
+}
+
+/// Reads exactly `buf.len()` bytes of `file` at `offset`.
+#[cfg(unix)]
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+/// Reads exactly `buf.len()` bytes of `file` at `offset` (the file is opened for
+/// appending, so moving its cursor moves no write).
+#[cfg(windows)]
+fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+    use std::os::windows::fs::FileExt;
+    while !buf.is_empty() {
+        match file.seek_read(buf, offset) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
 
 /// The results files this process has open, so that every worker appends through the
 /// same [`ResultsLog`].
@@ -239,7 +292,7 @@ impl ResultsLog {
     /// torn last line (module docs). Later opens of the same file share the first's log.
     pub(super) fn open(path: &Path) -> io::Result<ResultsLog> {
         let (mut sink, meta) = FileSink::open(path)?;
-        let key = (meta.dev(), meta.ino());
+        let key = file_key(path, &meta)?;
         let mut open = OPEN.lock().unwrap_or_else(PoisonError::into_inner);
         open.retain(|(_, log)| log.strong_count() > 0);
         if let Some(state) = open
@@ -310,7 +363,7 @@ fn repair_torn_tail(file: &mut File, path: &Path) -> io::Result<()> {
     let len = file.metadata()?.len();
     let mut last = [0];
     if len == 0 || {
-        file.read_exact_at(&mut last, len - 1)?;
+        read_exact_at(file, &mut last, len - 1)?;
         last[0] == b'\n'
     } {
         return Ok(());
@@ -319,7 +372,7 @@ fn repair_torn_tail(file: &mut File, path: &Path) -> io::Result<()> {
     let (line_start, line) = loop {
         let start = len.saturating_sub(window);
         let mut tail = vec![0; (len - start) as usize];
-        file.read_exact_at(&mut tail, start)?;
+        read_exact_at(file, &mut tail, start)?;
         if let Some(i) = tail.iter().rposition(|&b| b == b'\n') {
             break (start + i as u64 + 1, tail.split_off(i + 1));
         }

@@ -2,7 +2,6 @@
 //! step, and records the snapshot ticks it receives.
 
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use tickforge_io::udp::{wait_readable, SocketOptions, UdpSocket};
@@ -43,7 +42,6 @@ pub struct Player {
     socket: UdpSocket,
     client: Client,
     link: Endpoint,
-    fds: Vec<libc::pollfd>,
     buf: Vec<u8>,
     out: Vec<u8>,
     payload: Vec<u8>,
@@ -61,16 +59,10 @@ impl Player {
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let socket = UdpSocket::bind(any, SocketOptions::default()).unwrap();
         let now = Instant::now();
-        let fds = vec![libc::pollfd {
-            fd: socket.as_raw_fd(),
-            events: 0,
-            revents: 0,
-        }];
         Player {
             socket,
             client: Client::new(token, now),
             link: Endpoint::new(msg::link_config(), now),
-            fds,
             buf: vec![0; 1500],
             out: Vec::new(),
             payload: Vec::new(),
@@ -106,7 +98,7 @@ impl Player {
                 .unwrap();
             self.socket.send_to(&self.out, to).unwrap();
         }
-        wait_readable(&mut self.fds, Duration::from_millis(4)).unwrap();
+        wait_readable(&[&self.socket], Duration::from_millis(4)).unwrap();
         while let Some((len, from)) = self.socket.recv_from(&mut self.buf).unwrap() {
             let Some(ClientEvent::Payload(p)) =
                 self.client

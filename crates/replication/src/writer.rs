@@ -1033,3 +1033,31 @@ fn note_staleness(stats: &mut ReplicationStats, worst: u32) {
     stats.max_staleness_ticks = stats.max_staleness_ticks.max(worst);
     stats.worst_staleness_ticks = stats.worst_staleness_ticks.max(worst);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The crowd's heap gives the candidates in the order a full sort would: the
+        /// higher priority first, and of equal ones the lower id.
+        #[test]
+        fn the_heap_pops_candidates_in_priority_order_ties_by_id(
+            priorities in proptest::collection::vec(0u8..8, 0..300),
+        ) {
+            let mut heap: Vec<(f32, u16, u16)> = priorities
+                .iter()
+                .enumerate()
+                .map(|(i, &p)| (f32::from(p) * 0.5, i as u16, 0))
+                .collect();
+            let mut sorted = heap.clone();
+            sorted.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            heapify(&mut heap);
+            let mut left = heap.len();
+            let popped: Vec<_> = (0..heap.len()).map(|_| pop(&mut heap, &mut left)).collect();
+            prop_assert_eq!(left, 0);
+            prop_assert_eq!(popped, sorted);
+        }
+    }
+}

@@ -447,3 +447,67 @@ fn the_rate_bucket_holds_each_second_to_bytes_per_second() {
     }
     assert!(r.stats().rate_limited > 400);
 }
+
+/// More relevant entities than a packet could hold even at their smallest (the crowd): the
+/// writer encodes them in priority order until the packet is full. Every snapshot stays in
+/// its budget and reads back; each write accounts for every
+/// relevant entity (sent or deferred); and priority grows with waiting, so every entity
+/// still goes out within a few ticks.
+#[test]
+fn a_crowd_past_a_packets_worth_goes_by_priority_and_everyone_still_goes_out() {
+    let n = 700u16;
+    let config = ReplicationConfig {
+        max_entities: usize::from(n),
+        max_connections: 1,
+        ..ReplicationConfig::default()
+    };
+    let mut r = Replicator::new(config, &SCHEMA);
+    let mut replica = Replica::new(ReplicaConfig::matching(&config), &SCHEMA);
+    r.connect(0, Some(NetId(0)));
+    let budget = 1200;
+    assert!(
+        usize::from(n) * 2 > budget,
+        "the crowd's path, not the sort"
+    );
+    let state = |i: u16, t: u32| running(usize::from(i), t, ORIGIN, 5.0 + f32::from(i % 35));
+    let mut last_sent = vec![None::<u32>; usize::from(n)];
+    let mut body = Vec::new();
+    for t in 0..120u32 {
+        r.begin_tick(t);
+        for i in 0..n {
+            r.push(NetId(i), &state(i, t));
+        }
+        body.clear();
+        let before = r.stats();
+        let info = r.write(0, &viewer_of(&state(0, t)), None, budget, &mut body);
+        let after = r.stats();
+        assert!(info.bytes <= budget, "tick {t}: {} bytes", info.bytes);
+        assert!(info.states > 0 && info.deferred > 0, "tick {t}: {info:?}");
+        assert_eq!(
+            u64::from(info.states) + u64::from(info.deferred),
+            after.relevant - before.relevant,
+            "tick {t}: every relevant entity sent or deferred"
+        );
+        let read = replica.read(&body).expect("a crowd's snapshot reads");
+        assert_eq!(read.states, info.states);
+        for i in 0..n {
+            if replica.entity_tick(NetId(i)) == Some(t) {
+                last_sent[usize::from(i)] = Some(t);
+            }
+        }
+        r.on_ack(0, t);
+    }
+    // Priority grows with waiting: nobody starves, at ~100 of 700 a tick.
+    let s = r.stats();
+    assert!(
+        last_sent.iter().all(|t| t.is_some_and(|t| t + 20 >= 119)),
+        "{last_sent:?}"
+    );
+    assert!(s.worst_staleness_ticks <= 20, "{s:?}");
+    // The deferred had waited a tick or more, never more than the worst.
+    let mean = s.deferred_staleness_ticks as f64 / s.deferred as f64;
+    assert!(
+        (1.0..=f64::from(s.worst_staleness_ticks)).contains(&mean),
+        "{mean}"
+    );
+}

@@ -236,8 +236,6 @@ struct BotMetrics {
     /// Welcomes received over the reliable channel (one per connection; the shot results
     /// and deaths that also come that way are counted in `hitreg`).
     events: u64,
-    /// Welcomes the shooter cannot play (a seat or a match past its 8-bit slots).
-    bad_welcomes: u64,
     /// Datagrams received and sent in the window.
     packets_down: u64,
     packets_up: u64,
@@ -820,11 +818,10 @@ impl Bot {
         })
     }
 
-    /// Packets the link refused, reliable messages that were no event, and welcomes this
-    /// bot could not play.
+    /// Packets the link refused, and reliable messages that were no event.
     fn link_errors(&self) -> u64 {
         let s = self.session.stats();
-        s.link_errors + s.bad_events + self.metrics.bad_welcomes
+        s.link_errors + s.bad_events
     }
 
     /// Snapshots the session could not read into its replica.

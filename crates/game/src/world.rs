@@ -642,7 +642,7 @@ mod tests {
 
     /// Slots past 255 are players like any other: the crowd of a thousand needs them.
     #[test]
-    fn a_crowd_past_256_players_seats_steps_and_sees_every_slot() {
+    fn a_crowd_past_256_players_seats_and_steps_its_slots_past_255() {
         let s = scopes();
         let mut w = World::new(WorldConfig {
             players: 300,

@@ -49,6 +49,21 @@ pub const SLOT_BYTES: usize = 1500;
 /// failing from turning a fill into a spin.
 const MAX_FAILED_RECV_CALLS: u32 = 8;
 
+/// What a receive call that failed with `e` means for the batch, on either path: `true`
+/// when the batch stops (nothing waits, or [`MAX_FAILED_RECV_CALLS`] calls have failed).
+/// An error other than "would block" or an interrupt concerns one earlier datagram (an
+/// ICMP error; Windows reports a port unreachable as a reset), not the socket, and the
+/// call that reports it clears it: counted, and the batch goes on.
+fn recv_failed(e: &io::Error, failed_calls: &mut u32, stats: &mut IoStats) -> bool {
+    match e.kind() {
+        io::ErrorKind::WouldBlock => return true,
+        io::ErrorKind::Interrupted => {}
+        _ => stats.recv_errors += 1,
+    }
+    *failed_calls += 1;
+    *failed_calls == MAX_FAILED_RECV_CALLS
+}
+
 /// Kernel buffer sizes for a socket.
 #[derive(Clone, Copy, Debug)]
 pub struct SocketOptions {

@@ -454,7 +454,7 @@ fn the_rate_bucket_holds_each_second_to_bytes_per_second() {
 /// relevant entity (sent or deferred); and priority grows with waiting, so every entity
 /// still goes out within a few ticks.
 #[test]
-fn a_crowd_past_a_packets_worth_goes_by_priority_and_everyone_still_goes_out() {
+fn a_crowd_past_a_packets_worth_stays_in_budget_and_everyone_still_goes_out() {
     let n = 700u16;
     let config = ReplicationConfig {
         max_entities: usize::from(n),

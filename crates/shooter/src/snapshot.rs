@@ -39,7 +39,9 @@ impl SnapshotWriter {
         }
     }
 
-    /// Quantizes every player of `world` into the shared body and returns it.
+    /// Quantizes the players of `world` into the shared body and returns it: the first 255
+    /// slots at most, as the format's one-byte count and slot allow (a bandwidth baseline
+    /// for tests, not the wire the server sends).
     pub fn write(&mut self, world: &World) -> &[u8] {
         self.body.clear();
         let players = world.players();

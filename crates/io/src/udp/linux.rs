@@ -13,9 +13,7 @@ use std::time::Duration;
 
 use socket2::Socket;
 
-use super::{
-    IoStats, Received, RecvBatch, SendBatch, UdpSocket, MAX_FAILED_RECV_CALLS, SLOT_BYTES,
-};
+use super::{recv_failed, IoStats, Received, RecvBatch, SendBatch, UdpSocket, SLOT_BYTES};
 use crate::arrival::stamp_of;
 
 /// Messages one `recvmmsg`/`sendmmsg` call takes at most: the kernel clamps its count to
@@ -249,16 +247,7 @@ impl RecvBatch {
                 )
             };
             if n < 0 {
-                let e = io::Error::last_os_error();
-                match e.kind() {
-                    io::ErrorKind::WouldBlock => break,
-                    io::ErrorKind::Interrupted => {}
-                    // ICMP errors and the like concern one earlier datagram, not the
-                    // socket; the call that reports one clears it.
-                    _ => stats.recv_errors += 1,
-                }
-                failed_calls += 1;
-                if failed_calls == MAX_FAILED_RECV_CALLS {
+                if recv_failed(&io::Error::last_os_error(), &mut failed_calls, stats) {
                     break;
                 }
                 continue;

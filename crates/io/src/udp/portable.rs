@@ -9,9 +9,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{MaybeUninitSlice, SockRef, Socket};
 
-use super::{
-    IoStats, Received, RecvBatch, SendBatch, UdpSocket, MAX_FAILED_RECV_CALLS, SLOT_BYTES,
-};
+use super::{recv_failed, IoStats, Received, RecvBatch, SendBatch, UdpSocket, SLOT_BYTES};
 
 /// Datagrams one call takes: one, whatever a batch asks for.
 pub(super) const MAX_MSGS_PER_CALL: usize = 1;
@@ -123,15 +121,7 @@ impl RecvBatch {
                     });
                 }
                 Err(e) => {
-                    match e.kind() {
-                        io::ErrorKind::WouldBlock => break,
-                        io::ErrorKind::Interrupted => {}
-                        // As on Linux: an error concerns one earlier datagram (Windows
-                        // reports an ICMP port unreachable as a reset), not the socket.
-                        _ => stats.recv_errors += 1,
-                    }
-                    failed_calls += 1;
-                    if failed_calls == MAX_FAILED_RECV_CALLS {
+                    if recv_failed(&e, &mut failed_calls, stats) {
                         break;
                     }
                 }

@@ -1,14 +1,13 @@
-//! The interpolation buffer: the world as of each of the last [`INTERP_FRAMES`] ticks,
+//! The interpolation buffer: which of the last [`INTERP_FRAMES`] ticks have a snapshot,
 //! and entity states between two of them.
 //!
-//! The replica keeps every decoded state per entity and tick, but only for baselines: it
-//! shows the newest. This ring keeps whole frames, so that an entity's state at a render
-//! tick between two snapshots comes from the two snapshots around it. A frame is the
-//! replica's newest-wins view copied after a snapshot that was the newest yet (entities it
-//! did not carry keep their last state, as the server meant); a late snapshot that fills
-//! a gap is the frame before it with its own records applied. Slot `tick % INTERP_FRAMES`
-//! holds tick `tick`; lanes are stored packed (the schema's lane count per entity).
-//! Allocated with the welcome, never after.
+//! The replica shows the newest state of each entity; an entity's state at a render tick
+//! between two snapshots comes from its state as of each of the two snapshots around it
+//! ([`Replica::entity_as_of`]: its newest record at or before that tick, so an entity a
+//! snapshot did not carry keeps its last state, as the server meant). A late snapshot that
+//! fills a gap becomes a frame too. Slot `tick % INTERP_FRAMES` holds tick `tick`. The
+//! states themselves stay in the replica, kept per record sent: nothing here grows with
+//! the world.
 
 use tickforge_replication::{Coding, Lanes, NetId, Replica, Schema};
 
@@ -17,30 +16,17 @@ pub const INTERP_FRAMES: usize = 32;
 
 pub(crate) struct Frames {
     schema: &'static Schema,
-    lanes: usize,
-    entities: usize,
     ticks: [Option<u32>; INTERP_FRAMES],
     newest: Option<u32>,
-    present: Vec<bool>,
-    state: Vec<i32>,
 }
 
 impl Frames {
-    pub(crate) fn new(schema: &'static Schema, entities: usize) -> Frames {
-        let lanes = schema.lane_count();
+    pub(crate) fn new(schema: &'static Schema) -> Frames {
         Frames {
             schema,
-            lanes,
-            entities,
             ticks: [None; INTERP_FRAMES],
             newest: None,
-            present: vec![false; INTERP_FRAMES * entities],
-            state: vec![0; INTERP_FRAMES * entities * lanes],
         }
-    }
-
-    pub(crate) fn entities(&self) -> usize {
-        self.entities
     }
 
     pub(crate) fn reset(&mut self) {
@@ -61,77 +47,33 @@ impl Frames {
         self.ticks[Self::slot(tick)] == Some(tick)
     }
 
-    fn put(&mut self, slot: usize, id: usize, lanes: Option<&Lanes>) {
-        let at = slot * self.entities + id;
-        self.present[at] = lanes.is_some();
-        if let Some(l) = lanes {
-            let from = at * self.lanes;
-            self.state[from..from + self.lanes].copy_from_slice(&l.0[..self.lanes]);
-        }
-    }
-
-    fn get(&self, slot: usize, id: usize) -> Option<Lanes> {
-        let at = slot * self.entities + id;
-        if !self.present[at] {
-            return None;
-        }
-        let mut out = Lanes::ZERO;
-        let from = at * self.lanes;
-        out.0[..self.lanes].copy_from_slice(&self.state[from..from + self.lanes]);
-        Some(out)
-    }
-
-    /// Records the replica after it read snapshot `tick` successfully (not a duplicate).
-    pub(crate) fn record(&mut self, tick: u32, replica: &Replica) {
-        let slot = Self::slot(tick);
+    /// Records that the replica read snapshot `tick` successfully (not a duplicate).
+    pub(crate) fn record(&mut self, tick: u32) {
         match self.newest {
+            // A late snapshot fills a gap within the ring.
             Some(n) if tick < n => {
-                // A late snapshot: it fills a gap when the frame before it is held.
-                if n - tick >= INTERP_FRAMES as u32 || self.holds(tick) {
-                    return;
+                if n - tick < INTERP_FRAMES as u32 {
+                    self.ticks[Self::slot(tick)] = Some(tick);
                 }
-                let Some(base) = (1..INTERP_FRAMES as u32)
-                    .filter_map(|back| tick.checked_sub(back))
-                    .find(|&t| self.holds(t))
-                else {
-                    return;
-                };
-                let from = Self::slot(base);
-                let (e, l) = (self.entities, self.lanes);
-                self.present.copy_within(from * e..(from + 1) * e, slot * e);
-                self.state
-                    .copy_within(from * e * l..(from + 1) * e * l, slot * e * l);
-                for (id, lanes) in replica.last_read() {
-                    if id.index() < self.entities {
-                        self.put(slot, id.index(), lanes.as_ref());
-                    }
-                }
-                self.ticks[slot] = Some(tick);
             }
             _ => {
-                let e = self.entities;
-                self.present[slot * e..(slot + 1) * e].fill(false);
-                for (id, lanes) in replica.entities() {
-                    if id.index() < self.entities {
-                        self.put(slot, id.index(), Some(&lanes));
-                    }
-                }
-                self.ticks[slot] = Some(tick);
+                self.ticks[Self::slot(tick)] = Some(tick);
                 self.newest = Some(tick);
             }
         }
     }
 
-    /// Entity `id` at `render_tick`: interpolated between the frames around it, held at
-    /// the newest past it (no extrapolation), the oldest before it.
-    pub(crate) fn entity_at(&self, id: NetId, render_tick: f64) -> Option<Lanes> {
-        let id = id.index();
+    /// Entity `id` of `replica` at `render_tick`: interpolated between the frames around
+    /// it, held at the newest past it (no extrapolation), the oldest before it.
+    pub(crate) fn entity_at(
+        &self,
+        replica: &Replica,
+        id: NetId,
+        render_tick: f64,
+    ) -> Option<Lanes> {
         let newest = self.newest?;
-        if id >= self.entities {
-            return None;
-        }
         if render_tick.is_nan() || render_tick >= f64::from(newest) {
-            return self.get(Self::slot(newest), id);
+            return replica.entity_as_of(id, newest);
         }
         let r = render_tick.max(0.0);
         // r < newest, so floor(r) < newest. Every search below spans at most the ring.
@@ -141,13 +83,13 @@ impl Frames {
         let Some(before) = before else {
             // Before the oldest frame kept: the oldest.
             let first = (oldest..=newest).find(|&t| self.holds(t)).unwrap_or(newest);
-            return self.get(Self::slot(first), id);
+            return replica.entity_as_of(id, first);
         };
         let after = (floor + 1..=newest)
             .find(|&t| self.holds(t))
             .unwrap_or(newest);
-        let a = self.get(Self::slot(before), id)?;
-        let Some(b) = self.get(Self::slot(after), id) else {
+        let a = replica.entity_as_of(id, before)?;
+        let Some(b) = replica.entity_as_of(id, after) else {
             return Some(a);
         };
         let f = (r - f64::from(before)) / f64::from(after - before);
@@ -198,21 +140,33 @@ fn lerp_angle(a: i32, b: i32, f: f64, bits: u8) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tickforge_replication::{Position, ReplicaConfig, ReplicationConfig, Replicator, Viewer};
 
     /// Found by the fuzz target: a hostile snapshot of a huge tick, then a render tick
     /// near 0, searched every tick in between (seconds per call). Searches span the ring.
     #[test]
     fn a_render_tick_far_behind_the_newest_frame_costs_a_ring_not_the_distance() {
         let schema = tickforge_shooter::schema();
-        let mut f = Frames::new(schema, 4);
+        let config = ReplicationConfig {
+            max_entities: 4,
+            max_connections: 1,
+            ..ReplicationConfig::default()
+        };
+        let mut w = Replicator::new(config, schema);
+        w.connect(0, None);
         let newest = u32::MAX - 3;
-        f.ticks[Frames::slot(newest)] = Some(newest);
-        f.newest = Some(newest);
-        f.present[Frames::slot(newest) * 4 + 1] = true;
+        w.begin_tick(newest);
+        w.set_entity(NetId(1), Position::default(), &Lanes::ZERO);
+        let mut body = Vec::new();
+        w.write(0, &Viewer::default(), None, 1400, &mut body);
+        let mut replica = Replica::new(ReplicaConfig::matching(&config), schema);
+        replica.read(&body).unwrap();
+        let mut f = Frames::new(schema);
+        f.record(newest);
         let t0 = std::time::Instant::now();
         for r in [0.0, 1.5, f64::from(newest) - 40.0, f64::from(newest) - 0.5] {
-            assert_eq!(f.entity_at(NetId(1), r), Some(Lanes::ZERO), "{r}");
-            assert_eq!(f.entity_at(NetId(0), r), None, "{r}");
+            assert_eq!(f.entity_at(&replica, NetId(1), r), Some(Lanes::ZERO), "{r}");
+            assert_eq!(f.entity_at(&replica, NetId(0), r), None, "{r}");
         }
         assert!(t0.elapsed() < std::time::Duration::from_millis(100));
     }

@@ -94,9 +94,10 @@ pub struct SessionConfig {
     /// baselines (`ReplicationConfig::ring_ticks`) plus the ticks a snapshot may arrive
     /// late by.
     pub history_ticks: u32,
-    /// Keep the interpolation frames ([`Session::entity_at`]): a copy of the world per
-    /// snapshot, about 1 µs a snapshot for ten players. A client that renders (or aims at)
-    /// other players wants them; a load-test bot that shows nobody does not.
+    /// Keep the interpolation frames ([`Session::entity_at`]): which recent ticks had a
+    /// snapshot (the states stay in the replica, per record sent), a few hundred bytes and
+    /// nothing per entity. A client that renders (or aims at) other players wants them;
+    /// without, [`Session::entity_at`] is always `None`.
     pub interpolation: bool,
     /// The least interpolation delay, whole ticks (the delay still adapts above it, up to
     /// [`timing::MAX_DELAY`]). A client whose server poses players for hit tests only
@@ -470,7 +471,9 @@ impl Session {
     /// oldest kept ([`INTERP_FRAMES`] ticks) the oldest is. `None` when the entity is not
     /// in the world at that tick (or before the welcome). Allocates nothing.
     pub fn entity_at(&self, id: NetId, render_tick: f64) -> Option<Lanes> {
-        self.frames.as_ref()?.entity_at(id, render_tick)
+        self.frames
+            .as_ref()?
+            .entity_at(self.replica.as_ref()?, id, render_tick)
     }
 
     /// The newest snapshot tick held for interpolation, in this run.
@@ -761,7 +764,7 @@ impl Session {
                 if !read.duplicate {
                     self.clock.sample(read.tick, at);
                     if let Some(f) = self.frames.as_mut() {
-                        f.record(read.tick, replica);
+                        f.record(read.tick);
                     }
                     let clock = &self.clock;
                     self.stats.snapshot_jitter = clock.duration(clock.jitter());
@@ -803,8 +806,8 @@ impl Session {
         }
         match self.frames.as_mut() {
             _ if !self.config.interpolation => self.frames = None,
-            Some(f) if f.entities() == config.max_entities => f.reset(),
-            _ => self.frames = Some(Frames::new(self.schema, config.max_entities)),
+            Some(f) => f.reset(),
+            None => self.frames = Some(Frames::new(self.schema)),
         }
         self.clock.set_rate(welcome.tick_hz);
         self.clock.reset_run();

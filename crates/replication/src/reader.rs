@@ -1,10 +1,11 @@
 //! The client side: rebuilds the replicated world from snapshot bodies.
 //!
-//! Every state decoded is kept per entity and tick for `history_ticks`, whatever order
-//! snapshots arrive in, because the server may encode against any tick the client acked.
-//! The view is newest-wins per entity: a record changes an entity's view only if its
-//! snapshot is newer than the last one that changed that entity, so a late snapshot never
-//! moves anything back in time, yet still fills in what it alone carries.
+//! Every snapshot's records are kept for `history_ticks`, whatever order snapshots arrive
+//! in, because the server may encode against any tick the client acked. The view is
+//! newest-wins per entity: a record changes an entity's view only if its snapshot is newer
+//! than the last one that changed that entity, so a late snapshot never moves anything back
+//! in time, yet still fills in what it alone carries. An entity's state as of an earlier
+//! tick ([`Replica::entity_as_of`], for interpolation) follows its own records back.
 //!
 //! A snapshot is decoded whole into scratch storage before anything is committed: one that
 //! fails changes nothing.
@@ -14,7 +15,7 @@ use crate::delta::{
     KIND_FULL, KIND_GONE,
 };
 use crate::schema::{Lanes, Schema};
-use crate::state::{NetId, Stored, MAX_ENTITIES};
+use crate::state::{NetId, MAX_ENTITIES};
 use crate::writer::ReplicationConfig;
 
 /// Tunables of a [`Replica`]; they must agree with the server's [`ReplicationConfig`].
@@ -117,12 +118,67 @@ pub struct ReplicaStats {
     pub malformed: u64,
 }
 
+/// Marks a record with no earlier record of its entity held.
+const NO_PREV: u16 = u16::MAX;
+
+/// Records reserved per slot at the start; a slot grows to the largest snapshot it holds.
+const RESERVED_RECORDS: usize = 64;
+
+/// Where one stored record sits: its snapshot's tick and its index among that snapshot's
+/// records. Valid while the snapshot's slot still holds that tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Link {
+    tick: u32,
+    index: u16,
+}
+
+/// An entity's newest record: what the view shows.
 #[derive(Clone, Copy, Debug, Default)]
 struct Shown {
     present: bool,
     updated: bool,
     tick: u32,
     state: Lanes,
+    /// The same record in its snapshot's slot; `None` when it was not stored there.
+    stored: Option<Link>,
+}
+
+/// An entity's newest record evicted from the slots: its state as of that tick holds
+/// until the entity's next record, however long ago that tick was.
+#[derive(Clone, Copy, Debug, Default)]
+struct Floor {
+    known: bool,
+    present: bool,
+    tick: u32,
+    state: Lanes,
+}
+
+/// One stored record: a state, or a gone record (`present` false).
+#[derive(Clone, Copy, Debug)]
+struct Record {
+    present: bool,
+    /// The index of this entity's previous record held, in the slot of `prev_tick`;
+    /// [`NO_PREV`] for none.
+    prev_index: u16,
+    prev_tick: u32,
+    q: Lanes,
+}
+
+impl Record {
+    fn prev(&self) -> Option<Link> {
+        (self.prev_index != NO_PREV).then_some(Link {
+            tick: self.prev_tick,
+            index: self.prev_index,
+        })
+    }
+}
+
+/// One snapshot's records, lowest id first: `records[i]` is entity `ids[i]`'s.
+#[derive(Debug, Default)]
+struct Slot {
+    tick: Option<u32>,
+    ids: Vec<u16>,
+    records: Vec<Record>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -132,14 +188,19 @@ struct Decoded {
     q: Lanes,
 }
 
-/// A client's copy of the replicated world, rebuilt from snapshot bodies. Performs no I/O;
-/// allocates only in [`Replica::new`].
+/// A client's copy of the replicated world, rebuilt from snapshot bodies. Performs no I/O.
+///
+/// Storage grows with what was sent, not with the world: a slot per tick of
+/// `history_ticks` holds that tick's snapshot's records (baselines for later deltas), and
+/// each record links to its entity's previous one, so [`Replica::entity_as_of`] walks back
+/// only through the entity's own records. Per entity, only the newest record and the
+/// newest one evicted are kept outside the slots.
 pub struct Replica {
     config: ReplicaConfig,
     schema: &'static Schema,
-    history: Vec<Stored>,
+    slots: Vec<Slot>,
     view: Vec<Shown>,
-    seen: Vec<Option<u32>>,
+    floor: Vec<Floor>,
     newest: Option<u32>,
     scratch: Vec<Decoded>,
     stats: ReplicaStats,
@@ -147,7 +208,9 @@ pub struct Replica {
 
 impl Replica {
     /// An empty replica decoding the fields of `schema`, the server's. Memory: about
-    /// `max_entities × history_ticks × 72` bytes.
+    /// `max_entities × 160` bytes, plus `history_ticks × 74` bytes per record a snapshot
+    /// carries. A slot reserves `min(max_entities, 64)` records and grows to the largest
+    /// snapshot it holds, so once snapshots stop growing nothing allocates.
     ///
     /// # Panics
     /// If `max_entities` is not 1..=[`MAX_ENTITIES`] or `history_ticks` or `tick_hz` is 0.
@@ -158,28 +221,34 @@ impl Replica {
                 && config.tick_hz > 0,
             "replica config: max_entities 1..=4096, history_ticks and tick_hz at least 1"
         );
-        let empty = Stored {
-            tick: 0,
-            filled: false,
-            q: Lanes::ZERO,
-        };
+        let reserve = config.max_entities.min(RESERVED_RECORDS);
         Replica {
             config,
             schema,
-            history: vec![empty; config.max_entities * config.history_ticks as usize],
+            slots: (0..config.history_ticks)
+                .map(|_| Slot {
+                    tick: None,
+                    ids: Vec::with_capacity(reserve),
+                    records: Vec::with_capacity(reserve),
+                })
+                .collect(),
             view: vec![Shown::default(); config.max_entities],
-            seen: vec![None; config.history_ticks as usize],
+            floor: vec![Floor::default(); config.max_entities],
             newest: None,
-            scratch: Vec::with_capacity(config.max_entities),
+            scratch: Vec::with_capacity(reserve),
             stats: ReplicaStats::default(),
         }
     }
 
     /// Forgets everything, as for a new connection (the server's `connect`).
     pub fn reset(&mut self) {
-        self.history.iter_mut().for_each(|s| s.filled = false);
+        for s in &mut self.slots {
+            s.tick = None;
+            s.ids.clear();
+            s.records.clear();
+        }
         self.view.fill(Shown::default());
-        self.seen.fill(None);
+        self.floor.fill(Floor::default());
         self.newest = None;
         self.stats = ReplicaStats::default();
     }
@@ -201,12 +270,27 @@ impl Replica {
         }
     }
 
-    /// Tick-major: one snapshot's entities sit side by side, so a read touches two runs of
-    /// neighbouring lines (the baselines, the new states) that the prefetcher follows, not
-    /// one cold line per entity. A bot process holds hundreds of replicas, and each read
-    /// comes after all the others have run: its lines are never still in cache.
-    fn slot(&self, id: usize, tick: u32) -> usize {
-        (tick % self.config.history_ticks) as usize * self.config.max_entities + id
+    fn slot_of(&self, tick: u32) -> usize {
+        (tick % self.config.history_ticks) as usize
+    }
+
+    /// The record `link` points at, if its slot still holds it and it is entity `id`'s.
+    fn record(&self, id: usize, link: Link) -> Option<&Record> {
+        let slot = &self.slots[self.slot_of(link.tick)];
+        let i = usize::from(link.index);
+        (slot.tick == Some(link.tick) && slot.ids.get(i).map(|&x| usize::from(x)) == Some(id))
+            .then(|| &slot.records[i])
+    }
+
+    /// Entity `id`'s stored state at exactly `tick`, as a baseline: not a gone record.
+    fn baseline(&self, id: usize, tick: u32) -> Option<&Lanes> {
+        let slot = &self.slots[self.slot_of(tick)];
+        if slot.tick != Some(tick) {
+            return None;
+        }
+        let i = slot.ids.binary_search(&(id as u16)).ok()?;
+        let r = &slot.records[i];
+        r.present.then_some(&r.q)
     }
 
     fn decode(&mut self, body: &[u8]) -> Result<ReadInfo, ReadError> {
@@ -222,8 +306,8 @@ impl Replica {
         if count > r.remaining() {
             return Err(ReadError::Truncated);
         }
-        let seen_at = (tick % self.config.history_ticks) as usize;
-        if self.seen[seen_at] == Some(tick) {
+        let at = self.slot_of(tick);
+        if self.slots[at].tick == Some(tick) {
             self.scratch.clear();
             self.stats.duplicates += 1;
             return Ok(ReadInfo {
@@ -274,12 +358,11 @@ impl Replica {
                         .checked_sub(back)
                         .filter(|_| back != 0)
                         .ok_or(ReadError::BadBack)?;
-                    let s = self.history[self.slot(id, base_tick)];
-                    if !(s.filled && s.tick == base_tick) {
-                        return Err(ReadError::MissingBaseline);
-                    }
+                    let state = self
+                        .baseline(id, base_tick)
+                        .ok_or(ReadError::MissingBaseline)?;
                     let base = Base::Delta {
-                        state: &s.q,
+                        state,
                         back,
                         tick_hz: self.config.tick_hz,
                     };
@@ -297,39 +380,136 @@ impl Replica {
         if r.remaining() != 0 {
             return Err(ReadError::TrailingBytes);
         }
-
-        // Commit.
-        for i in 0..self.scratch.len() {
-            let d = self.scratch[i];
-            let id = usize::from(d.id);
-            if !d.gone {
-                let at = self.slot(id, tick);
-                let s = &mut self.history[at];
-                // A slot holding a newer tick keeps it: that one is likelier a baseline.
-                if !s.filled || s.tick <= tick {
-                    *s = Stored {
-                        tick,
-                        filled: true,
-                        q: d.q,
-                    };
-                }
-            }
-            let v = &mut self.view[id];
-            if !v.updated || tick > v.tick {
-                v.updated = true;
-                v.tick = tick;
-                v.present = !d.gone;
-                if !d.gone {
-                    v.state = d.q;
-                }
-            }
-        }
-        self.seen[seen_at] = Some(tick);
+        self.commit(tick);
         info.stale = self.newest.is_some_and(|n| n > tick);
         self.newest = Some(self.newest.map_or(tick, |n| n.max(tick)));
         self.stats.snapshots += 1;
         self.stats.stale += u64::from(info.stale);
         Ok(info)
+    }
+
+    /// Applies the decoded snapshot of `tick`: stores its records in the tick's slot
+    /// (unless the slot holds a newer tick, likelier a baseline), links each to its
+    /// entity's records before and after it, and updates the view.
+    fn commit(&mut self, tick: u32) {
+        let at = self.slot_of(tick);
+        let store = self.slots[at].tick.is_none_or(|held| held < tick);
+        if store {
+            self.evict(at);
+            self.slots[at].tick = Some(tick);
+        }
+        for i in 0..self.scratch.len() {
+            let d = self.scratch[i];
+            let id = usize::from(d.id);
+            let v = self.view[id];
+            let newest = !v.updated || tick > v.tick;
+            let mut stored = None;
+            if store {
+                let (prev, next) = if newest {
+                    (v.stored.filter(|_| v.updated), None)
+                } else {
+                    self.neighbours(id, v.stored, tick)
+                };
+                let slot = &mut self.slots[at];
+                let index = slot.records.len() as u16;
+                slot.ids.push(d.id);
+                slot.records.push(Record {
+                    present: !d.gone,
+                    prev_index: prev.map_or(NO_PREV, |p| p.index),
+                    prev_tick: prev.map_or(0, |p| p.tick),
+                    q: d.q,
+                });
+                let link = Link { tick, index };
+                if let Some(n) = next {
+                    let next_slot = self.slot_of(n.tick);
+                    let r = &mut self.slots[next_slot].records[usize::from(n.index)];
+                    r.prev_index = index;
+                    r.prev_tick = tick;
+                }
+                stored = Some(link);
+            }
+            if newest {
+                self.view[id] = Shown {
+                    present: !d.gone,
+                    updated: true,
+                    tick,
+                    state: if d.gone { v.state } else { d.q },
+                    stored,
+                };
+            }
+        }
+    }
+
+    /// For a record of entity `id` at `tick`, older than its newest (stored at `head`):
+    /// the entity's stored records just before and just after `tick`. Both `None` when
+    /// the chain from `head` is broken before it gets there.
+    fn neighbours(&self, id: usize, head: Option<Link>, tick: u32) -> (Option<Link>, Option<Link>) {
+        let mut at = head;
+        while let Some(link) = at {
+            let Some(r) = self.record(id, link) else {
+                break;
+            };
+            match r.prev() {
+                Some(p) if p.tick > tick => at = Some(p),
+                prev => return (prev, Some(link)),
+            }
+        }
+        (None, None)
+    }
+
+    /// Empties slot `at`, keeping each record it held as its entity's floor when it is
+    /// the newest evicted.
+    fn evict(&mut self, at: usize) {
+        let slot = &mut self.slots[at];
+        if let Some(tick) = slot.tick.take() {
+            for (&id, r) in slot.ids.iter().zip(&slot.records) {
+                let f = &mut self.floor[usize::from(id)];
+                if !f.known || f.tick < tick {
+                    *f = Floor {
+                        known: true,
+                        present: r.present,
+                        tick,
+                        state: r.q,
+                    };
+                }
+            }
+        }
+        slot.ids.clear();
+        slot.records.clear();
+    }
+
+    /// Entity `id`'s lanes as of snapshot tick `tick`: from its newest record at or before
+    /// `tick` (an entity a snapshot did not carry keeps its state, as the server meant).
+    /// `None` when that record is a gone record, or when there is none: the entity was
+    /// never carried by then, or its record then is no longer held (its newest record
+    /// evicted before `tick` is always held). Takes one step per record of the entity
+    /// after `tick`.
+    pub fn entity_as_of(&self, id: NetId, tick: u32) -> Option<Lanes> {
+        let i = id.index();
+        let v = self.view.get(i)?;
+        if !v.updated {
+            return None;
+        }
+        if v.tick <= tick {
+            return v.present.then_some(v.state);
+        }
+        let mut at = v.stored;
+        while let Some(link) = at {
+            let Some(r) = self.record(i, link) else {
+                break;
+            };
+            match r.prev() {
+                Some(p) if p.tick <= tick => {
+                    if let Some(r) = self.record(i, p) {
+                        return r.present.then_some(r.q);
+                    }
+                    break;
+                }
+                prev => at = prev,
+            }
+        }
+        let f = &self.floor[i];
+        (f.known && f.tick <= tick && f.present).then_some(f.state)
     }
 
     /// What the last successful [`Replica::read`] decoded, lowest id first: each entity it
@@ -520,6 +700,116 @@ mod tests {
             Err(ReadError::MissingBaseline)
         );
         assert_eq!(replica.entities().count(), 0);
+    }
+
+    #[test]
+    fn an_entity_not_sent_for_longer_than_the_history_keeps_its_state_as_of_any_tick() {
+        // Entity 3 is carried once, by tick 0; then another writer, which never had it,
+        // carries entity 0 alone. 300 ticks evict tick 0's slot several times over.
+        let mut replica = new_replica();
+        let history = replica.config().history_ticks;
+        replica.read(&bodies(1, &[])[0]).unwrap();
+        let mut r = Replicator::new(config(), &SHOOTER_LIKE);
+        r.connect(0, None);
+        for t in 1..300 {
+            r.begin_tick(t);
+            r.set_entity(NetId(0), Position::default(), &state(t));
+            let mut body = Vec::new();
+            r.write(0, &Viewer::default(), None, 1400, &mut body);
+            replica.read(&body).unwrap();
+            r.on_ack(0, t);
+        }
+        assert!(300 > 2 * history);
+        assert_eq!(replica.entity_tick(NetId(3)), Some(0), "sent once");
+        for t in [0u32, 150, 290, 299, 5000] {
+            assert_eq!(replica.entity_as_of(NetId(3), t), Some(state(100)), "{t}");
+        }
+        // The moving one, as of each tick still held, and clamped to the newest past it.
+        for t in 300 - history..300 {
+            assert_eq!(replica.entity_as_of(NetId(0), t), Some(state(t)), "{t}");
+        }
+        assert_eq!(replica.entity_as_of(NetId(0), 900), Some(state(299)));
+        assert_eq!(replica.entity_as_of(NetId(5), 299), None, "never carried");
+    }
+
+    /// One entity's records as a client that read `read` would hold them: for each
+    /// snapshot read successfully, in any order, the records it carried.
+    type Model = Vec<Vec<(u32, Option<Lanes>)>>;
+
+    fn model_as_of(model: &Model, id: usize, tick: u32) -> Option<Lanes> {
+        model[id]
+            .iter()
+            .filter(|(t, _)| *t <= tick)
+            .max_by_key(|(t, _)| *t)
+            .and_then(|(_, q)| *q)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Snapshots written under a tight byte budget (so entities are deferred), with
+        /// entities leaving and coming back, delivered out of order by up to 6 ticks with
+        /// some lost: after each read, every entity as of every tick of the last 40 is the
+        /// newest record at or before that tick among the snapshots read.
+        #[test]
+        fn an_entity_as_of_a_tick_is_its_newest_record_read_at_or_before_it(
+            budget in 12usize..120,
+            moving in prop::collection::vec(any::<bool>(), 8),
+            leaves in prop::collection::vec((0u32..200, 0usize..8, 1u32..30), 0..6),
+            delays in prop::collection::vec(0u32..7, 200),
+            lost in prop::collection::vec(any::<bool>(), 200),
+        ) {
+            let mut w = Replicator::new(config(), &SHOOTER_LIKE);
+            w.connect(0, None);
+            let mut written = Vec::new();
+            for t in 0..200u32 {
+                w.begin_tick(t);
+                for (e, &m) in moving.iter().enumerate() {
+                    let away = leaves.iter().any(|&(from, who, len)| who == e && (from..from + len).contains(&t));
+                    if away {
+                        w.remove_entity(NetId(e as u16));
+                    } else {
+                        let at = if m { t } else { 7 };
+                        w.set_entity(NetId(e as u16), Position::default(), &state(at + 1000 * e as u32));
+                    }
+                }
+                let mut body = Vec::new();
+                w.write(0, &Viewer::default(), None, budget, &mut body);
+                // Acked when it would have arrived: the writer picks baselines from acks.
+                let arrives = t + delays[t as usize];
+                written.push((arrives, t, body));
+                for &(a, tick, _) in written.iter().map(|x| (x.0, x.1, ())).collect::<Vec<_>>().iter() {
+                    if a == t && !lost[tick as usize] {
+                        w.on_ack(0, tick);
+                    }
+                }
+            }
+            written.sort_by_key(|(arrives, tick, _)| (*arrives, *tick));
+            let mut replica = new_replica();
+            let mut model: Model = vec![Vec::new(); 8];
+            for (_, tick, body) in &written {
+                if lost[*tick as usize] || body.is_empty() {
+                    continue;
+                }
+                if replica.read(body).is_err() {
+                    continue;
+                }
+                for (id, q) in replica.last_read() {
+                    model[id.index()].push((*tick, q));
+                }
+                let newest = replica.newest_tick().unwrap();
+                for id in 0..8 {
+                    for t in newest.saturating_sub(40)..=newest + 1 {
+                        prop_assert_eq!(
+                            replica.entity_as_of(NetId(id as u16), t),
+                            model_as_of(&model, id, t),
+                            "entity {} as of {} (newest {})", id, t, newest
+                        );
+                    }
+                }
+            }
+            prop_assert!(replica.stats().snapshots > 30, "{:?}", replica.stats());
+        }
     }
 
     proptest! {

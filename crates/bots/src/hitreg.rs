@@ -131,15 +131,24 @@ struct Shown {
     present: bool,
     state: PlayerState,
     alive: bool,
+    /// The [`AimView::show`] that wrote it; older ones show nobody.
+    generation: u32,
 }
 
 impl Shown {
-    fn of(e: Option<EntityState>) -> Shown {
-        e.map_or(Shown::default(), |e| Shown {
-            present: true,
-            state: e.to_player(),
-            alive: e.flags & flags::ALIVE != 0,
-        })
+    fn of(e: Option<EntityState>, generation: u32) -> Shown {
+        e.map_or(
+            Shown {
+                generation,
+                ..Shown::default()
+            },
+            |e| Shown {
+                present: true,
+                state: e.to_player(),
+                alive: e.flags & flags::ALIVE != 0,
+                generation,
+            },
+        )
     }
 }
 
@@ -167,8 +176,13 @@ pub struct AimView {
     /// A box around the feet that holds a player's hitboxes in any pose: the broad phase.
     reach: Aabb,
     /// The enemies of `me` as shown at `view`, by slot (others are read when a shot needs
-    /// them).
+    /// them); only those of this `generation` count.
     players: Vec<Shown>,
+    generation: u32,
+    /// The slots that may be in view at `view` (what the replica lists), lowest first.
+    listed: Vec<u16>,
+    /// Of those, the enemies shown alive.
+    enemies: Vec<u16>,
     me: u16,
     /// The moment shown; `None` before the first (or after a start over).
     view: Option<ViewTime>,
@@ -188,6 +202,9 @@ impl AimView {
             pose,
             pose_every: u32::from(pose_every.get()),
             players: vec![Shown::default(); usize::from(players)],
+            generation: 0,
+            listed: Vec::with_capacity(usize::from(players)),
+            enemies: Vec::with_capacity(usize::from(players)),
             me: 0,
             view: None,
             verdicts: vec![Judged::default(); VERDICT_RING].into_boxed_slice(),
@@ -204,13 +221,17 @@ impl AimView {
     pub fn resize(&mut self, players: u16) {
         self.players.clear();
         self.players.resize(usize::from(players), Shown::default());
+        self.listed.reserve(usize::from(players));
+        self.enemies.reserve(usize::from(players));
         self.start_over();
     }
 
     /// Forgets what was shown (a match that started over): nobody is shown until the next
     /// [`AimView::show`].
     pub fn start_over(&mut self) {
-        self.players.fill(Shown::default());
+        self.generation = self.generation.wrapping_add(1);
+        self.listed.clear();
+        self.enemies.clear();
         self.view = None;
     }
 
@@ -219,23 +240,33 @@ impl AimView {
         self.view
     }
 
-    /// Shows the match at `view` to `me`: reads `me`'s enemies (teams by slot parity) as
-    /// they are then. Call once a frame.
+    /// Shows the match at `view` to `me`: reads `me`'s enemies (teams by slot parity)
+    /// among `listed` as they are then. `listed` holds, lowest first, every slot that may
+    /// be in view then (the replica's [`tickforge_replication::Replica::listed`]): the
+    /// others are not read, so a frame costs what is in view, not the match's size. Call
+    /// once a frame.
     pub fn show(
         &mut self,
         view: ViewTime,
         me: u16,
+        listed: impl IntoIterator<Item = u16>,
         mut at: impl FnMut(u16, f64) -> Option<EntityState>,
     ) {
         let r = render_tick(view);
-        for (slot, p) in self.players.iter_mut().enumerate() {
-            // `slot` < players ≤ 255.
-            let slot = slot as u16;
-            *p = if slot % 2 == me % 2 {
-                Shown::default()
-            } else {
-                Shown::of(at(slot, r))
+        self.generation = self.generation.wrapping_add(1);
+        self.listed.clear();
+        self.enemies.clear();
+        for slot in listed {
+            let Some(p) = self.players.get_mut(usize::from(slot)) else {
+                continue;
             };
+            self.listed.push(slot);
+            if slot % 2 != me % 2 {
+                *p = Shown::of(at(slot, r), self.generation);
+                if p.present && p.alive {
+                    self.enemies.push(slot);
+                }
+            }
         }
         self.me = me;
         self.view = Some(view);
@@ -245,7 +276,7 @@ impl AimView {
     /// not an enemy of the player shown to.
     pub fn shown(&self, slot: u16) -> Option<(PlayerState, bool)> {
         let p = self.players.get(usize::from(slot))?;
-        p.present.then_some((p.state, p.alive))
+        (p.generation == self.generation && p.present).then_some((p.state, p.alive))
     }
 
     /// Where a player in `state` starts its shots: its eye.
@@ -345,16 +376,15 @@ impl AimView {
             .map_or(f32::INFINITY, |h| h.distance);
         let mut best: Option<(usize, BodyPart, f32)> = None;
         let mut shown = 0u128;
-        for (slot, enemy) in self.players.iter().enumerate() {
-            if slot == usize::from(shooter) {
+        for &slot16 in &self.listed {
+            let slot = usize::from(slot16);
+            if slot16 == shooter {
                 continue;
             }
-            // `slot` < players ≤ u16::MAX.
-            let slot16 = slot as u16;
             let p = if slot16 % 2 == self.me % 2 {
-                Shown::of(at(slot16, r))
+                Shown::of(at(slot16, r), self.generation)
             } else {
-                *enemy
+                self.players[slot]
             };
             if !p.present || !p.alive {
                 continue;
@@ -443,11 +473,9 @@ impl AimView {
         }
         let eye = self.eye_of(own);
         let mut best: Option<(f32, Vec3)> = None;
-        // Only the enemies are read.
-        for p in &self.players {
-            if !p.present || !p.alive {
-                continue;
-            }
+        // Only the enemies shown alive are read.
+        for &slot in &self.enemies {
+            let p = &self.players[usize::from(slot)];
             let aim = p.state.origin + Vec3::new(0.0, 0.0, CHEST_M);
             let d = aim - eye;
             let dist = d.length();
@@ -615,7 +643,7 @@ mod tests {
                     shown
                 };
                 let at = |slot, r| Some(interpolated(&states, r, slot));
-                view.show(shown, 0, at);
+                view.show(shown, 0, 0..view.players() as u16, at);
                 let cmd = aim(t);
                 view.judge_input(t + 1, 0, eye, &cmd, at);
                 shots[t as usize] = (shown, cmd);
@@ -699,7 +727,7 @@ mod tests {
         let mut view = AimView::new(map, 2, FOUR);
         for r in [101.0, 102.0, 102.5, 103.75, 104.0] {
             let shown = view_time(r);
-            view.show(shown, 0, &mut at);
+            view.show(shown, 0, 0..view.players() as u16, &mut at);
             let p = view.players[1];
             let mine = view.hitboxes(1, &p, shown, &mut at).unwrap();
             let (command_tick, delay) = shown.rewind_args();
@@ -713,7 +741,7 @@ mod tests {
         // Posed from its state at the moment instead, its head would stand centimetres
         // from where the server has it between the posing ticks.
         let shown = view_time(102.5);
-        view.show(shown, 0, &mut at);
+        view.show(shown, 0, 0..view.players() as u16, &mut at);
         let p = view.players[1];
         let direct = view
             .posed(&sent(&p.state))
@@ -726,7 +754,7 @@ mod tests {
             ..sent(&p.state)
         };
         let mut idle_at = |_, _| Some(idle);
-        view.show(shown, 0, &mut idle_at);
+        view.show(shown, 0, 0..view.players() as u16, &mut idle_at);
         let p = view.players[1];
         assert_eq!(
             view.hitboxes(1, &p, shown, &mut idle_at),
@@ -774,7 +802,7 @@ mod tests {
             }
         };
         let both = world(Some(sent(&enemy)), mate);
-        view.show(view_time(100.0), 0, both);
+        view.show(view_time(100.0), 0, 0..view.players() as u16, both);
         let sight = view.sight(&shooter, true).unwrap();
         assert_eq!((sight.eye, sight.aim, sight.still), (eye, chest, true));
         assert_eq!(view.judge(0, eye, &at_enemy, both).map(|h| h.0), Some(1));
@@ -787,7 +815,7 @@ mod tests {
         assert_eq!(view.sight(&shooter, false), None);
         // The enemy hidden by the fog of war: nobody to aim at or hit.
         let hidden = world(None, mate);
-        view.show(view_time(101.0), 0, hidden);
+        view.show(view_time(101.0), 0, 0..view.players() as u16, hidden);
         assert_eq!(view.sight(&shooter, true), None);
         view.judge_input(9, 0, eye, &at_enemy, hidden);
         assert_eq!(view.verdict(9), Some(None));
@@ -798,14 +826,14 @@ mod tests {
             ..sent(&enemy)
         };
         let shown_dead = world(Some(dead), mate);
-        view.show(view_time(102.0), 0, shown_dead);
+        view.show(view_time(102.0), 0, 0..view.players() as u16, shown_dead);
         assert_eq!(view.sight(&shooter, true), None);
         assert_eq!(view.judge(0, eye, &at_enemy, shown_dead), None);
         // A teammate stepping into the line of fire takes the shot, as on the server;
         // the sight still names the enemy (only walls hide it).
         let in_line = standing(-5.0, 17.0);
         let blocked = world(Some(sent(&enemy)), in_line);
-        view.show(view_time(103.0), 0, blocked);
+        view.show(view_time(103.0), 0, 0..view.players() as u16, blocked);
         assert_eq!(view.judge(0, eye, &at_enemy, blocked).map(|h| h.0), Some(2));
         assert_eq!(view.sight(&shooter, true).map(|s| s.aim), Some(chest));
         // A match that starts over: nobody is shown until the next show.

@@ -1123,7 +1123,10 @@ impl Bot {
             } else {
                 if let (Some(aim), Some(v), Some(me)) = (self.aim.as_mut(), shown, self.slot) {
                     let session = &self.session;
-                    aim.show(v, me, |slot, r| player_at(session, slot, r));
+                    let listed = session.replica().into_iter().flat_map(|r| r.listed());
+                    aim.show(v, me, listed.map(|id| id.0), |slot, r| {
+                        player_at(session, slot, r)
+                    });
                 }
                 let c = self.next_cmd(config.tick_hz);
                 let seq = self.session.send_input(now, view, &cmd::to_bytes(&c));

@@ -311,11 +311,19 @@ fn measure_io_floor(
 
 /// The max rewind the server is given: `--max-rewind-ms`, or else enough for the bots'
 /// views (their round trip, twice the jitter, their view delay and two ticks of waiting
-/// for a tick), and never under the 200 ms default or over the 1 s cap.
+/// for a tick), and never under the 200 ms default or over the 1 s cap. The aimers' view
+/// delay is at least the posing interval plus a tick (`SessionConfig::min_delay_ticks`):
+/// at 30 Hz, posing every 4th tick, that alone is 167 ms.
 fn max_rewind_ms(args: &BenchArgs) -> u32 {
     args.max_rewind_ms.unwrap_or_else(|| {
-        let interp_ms = tickforge_bots::DEFAULT_INTERP_DELAY.as_secs_f64() * 1e3;
         let tick_ms = 1000.0 / f64::from(args.tick_hz.max(1));
+        let pose_every = args.pose_every.unwrap_or(
+            tickforge_game::history::HistoryConfig::default()
+                .pose_every
+                .get(),
+        );
+        let interp_ms = (tickforge_bots::DEFAULT_INTERP_DELAY.as_secs_f64() * 1e3)
+            .max(f64::from(pose_every + 1) * tick_ms);
         let need =
             f64::from(args.rtt_ms) + 2.0 * f64::from(args.jitter_ms) + interp_ms + 2.0 * tick_ms;
         (need.ceil() as u32).clamp(200, 1000)
@@ -870,6 +878,24 @@ mod tests {
         "--behaviour",
         "--game-set",
     ];
+
+    #[test]
+    fn the_max_rewind_covers_the_aimers_delay_floor_at_a_low_tick_rate() {
+        // 30 Hz, posing every 4th tick: 5 ticks shown behind plus 2 of waiting, 233 ms.
+        let args = bench_args(&["--scenario", "crowd", "--tick-hz", "30"]);
+        assert_eq!(max_rewind_ms(&args), 234);
+        let args = bench_args(&[
+            "--scenario",
+            "crowd",
+            "--tick-hz",
+            "30",
+            "--pose-every",
+            "1",
+        ]);
+        assert_eq!(max_rewind_ms(&args), 200);
+        let args = bench_args(&["--max-rewind-ms", "300", "--tick-hz", "30"]);
+        assert_eq!(max_rewind_ms(&args), 300);
+    }
 
     #[test]
     fn the_shooter_is_the_default_and_keeps_its_flags() {

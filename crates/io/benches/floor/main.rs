@@ -56,13 +56,17 @@
 //! 7,213 ns; io_uring multishot 104.1 µs, 4,856 ns. Over veth: 130.6 µs, 5,573 ns; 81.1 µs,
 //! 8,585 ns; 80.4 µs, 8,232 ns; 142.1 µs, 6,104 ns.
 //!
+//! A second run in the same session kept every ordering: against today, io_uring `SENDMSG`
+//! +8% and +12%, `SEND_ZC` +17% and +19%, SQPOLL sends +30%; receives `RECVMSG` +28% and
+//! +27%, multishot +4% and +5%, SQPOLL +122% and +118%, SO_BUSY_POLL 0% (loopback, veth).
+//!
 //! So nothing is cheaper per datagram than today's path, let alone the 15% that would pay
 //! for a second path: io_uring costs 5–30% more (one entry, one completion and one
 //! operation set-up per datagram, where `sendmmsg`/`recvmmsg` loop inside one call), its
 //! zero-copy send more again (a second completion per datagram, and a 300-byte datagram is
 //! copied anyway), and SQPOLL adds a polling kernel thread that shares two cores with the
-//! worker. A spin wakes sooner, by a quarter to a third, but costs the receiving thread
-//! 60–90% more CPU per datagram, and a worker that drains once per tick does not wait per
+//! worker. A spin wakes sooner, by a quarter to a half, but costs the receiving thread
+//! 40–90% more CPU per datagram, and a worker that drains once per tick does not wait per
 //! datagram. Nothing is adopted; this bench is the evidence.
 
 #[cfg(target_os = "linux")]

@@ -1,5 +1,6 @@
 //! The io_uring paths: a batch of sends or receives as submission queue entries, submitted
-//! and completed in one `io_uring_enter` (or none, with SQPOLL).
+//! and completed in one `io_uring_enter` (with SQPOLL a kernel thread submits and the call
+//! only waits).
 //!
 //! Which registered buffers apply to UDP: `READ_FIXED`/`WRITE_FIXED` are file operations,
 //! and `RECVMSG` cannot use a fixed buffer. On the send side `SEND_ZC` takes a registered

@@ -9,6 +9,13 @@
 //! hitboxes are rewound and tested. The nearest hitbox on the ray wins, the head before the
 //! body at the same distance ([`crate::pose::SAME_DISTANCE_M`]).
 //!
+//! In a match of many players the history keeps a grid over where each player stood in the
+//! ticks it holds ([`crate::history::broad`]): the shot walks the cells its segment crosses
+//! and tests only the players listed there, first against their box over those ticks and
+//! then, rewound, against their bounding box. Candidates are tested in slot order, as every
+//! player is without the grid, so the grid changes what a shot costs and never what it
+//! hits: a player it leaves out is one whose rewound bounding box the segment misses.
+//!
 //! Nothing is written: the map and the history are borrowed, the live world is not passed
 //! in at all, and the result is plain data for [`crate::rules::Rules::apply_hit`].
 //!
@@ -63,7 +70,11 @@ pub struct ShotStats {
     pub rewound_to: Option<RewindTime>,
     /// Distance to the first map box on the ray within range, metres.
     pub wall_m: Option<f32>,
-    /// Players whose rewound bounding box was tested (alive then and now, not the shooter).
+    /// Grid cells the shot's segment crossed; 0 when the history keeps no grid (few
+    /// players) or the shot starts too far from it.
+    pub cells_walked: u32,
+    /// Candidates the broad phase tested (alive now, not the shooter): those listed in the
+    /// cells walked and those every shot tests, or every player when the grid is not used.
     pub broad_tests: u32,
     /// Players whose hitboxes were rewound and tested: those the broad phase kept.
     pub narrow_players: u32,
@@ -112,6 +123,20 @@ pub fn fire_with_stats(
     scopes: &Scopes,
     stats: &mut ShotStats,
 ) -> Option<HitResult> {
+    fire_on(shot, map, history, players_alive, scopes, stats, true)
+}
+
+/// [`fire_with_stats`], through the history's grid when `use_grid` and it keeps one, and
+/// testing every player otherwise.
+fn fire_on(
+    shot: &Shot,
+    map: &Map,
+    history: &History,
+    players_alive: &[bool],
+    scopes: &Scopes,
+    stats: &mut ShotStats,
+    use_grid: bool,
+) -> Option<HitResult> {
     let _physics = scopes.scope(Category::Physics);
     *stats = ShotStats::default();
     let length = shot.direction.length();
@@ -132,17 +157,25 @@ pub fn fire_with_stats(
     let reach = history.reach();
 
     let mut best: Option<(usize, BodyPart, f32)> = None;
-    for slot in 0..history.players() {
+    let grid = history.broad_phase().filter(|_| use_grid);
+    let mut test = |slot: usize| {
         if slot == usize::from(shot.shooter.0) || !players_alive.get(slot).copied().unwrap_or(false)
         {
-            continue;
+            return;
         }
-        let Some(root) = history.root_at(slot, at) else {
-            continue;
-        };
         stats.broad_tests += 1;
         // A player entered farther than the best hit so far cannot beat it.
         let near = best.map_or(limit, |(_, _, t)| limit.min(t + SAME_DISTANCE_M));
+        // Its box over the held ticks holds its rewound bounding box: a segment that misses
+        // it misses that too, without the rewind.
+        if let Some(w) = grid.map(|g| g.window(slot)) {
+            if !segment_enters(origin, dir, near, w.min, w.max) {
+                return;
+            }
+        }
+        let Some(root) = history.root_at(slot, at) else {
+            return;
+        };
         if !segment_enters(
             origin,
             dir,
@@ -150,7 +183,7 @@ pub fn fire_with_stats(
             root.origin + reach.min,
             root.origin + reach.max,
         ) {
-            continue;
+            return;
         }
         stats.narrow_players += 1;
         stats.capsule_tests += HITBOX_COUNT as u32;
@@ -164,7 +197,14 @@ pub fn fire_with_stats(
                 best = Some((slot, part, t));
             }
         }
+    };
+    let mut walked = 0;
+    let through_grid =
+        grid.is_some_and(|g| g.for_each_candidate(origin, dir, limit, &mut walked, &mut test));
+    if !through_grid {
+        (0..history.players()).for_each(&mut test);
     }
+    stats.cells_walked = walked;
     best.map(|(slot, part, t)| HitResult {
         // `slot` < players ≤ 255.
         victim: PlayerSlot(slot as u16),

@@ -248,6 +248,14 @@ impl History {
         })
     }
 
+    /// [`History::new`], with a grid for the shots whatever the player count: for tests.
+    #[cfg(test)]
+    pub(crate) fn with_grid(config: HistoryConfig, grid: bool) -> History {
+        let mut h = History::new(config).expect("a valid config");
+        h.broad = grid.then(|| BroadPhase::new(h.players, h.capacity));
+        h
+    }
+
     /// The configuration.
     pub fn config(&self) -> &HistoryConfig {
         &self.config

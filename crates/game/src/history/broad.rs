@@ -417,6 +417,18 @@ impl BroadPhase {
         // `max` sends NaN to 0.
         c.max(0.0).min(f64::from(self.cells[axis] - 1)) as u32
     }
+
+    /// Cells along x and along y, and the cell edge in metres: for tests.
+    #[cfg(test)]
+    pub(crate) fn geometry(&self) -> ([f64; 2], [u32; 2], f64) {
+        (self.min, self.cells, self.cell_m)
+    }
+
+    /// The players every shot tests: for tests.
+    #[cfg(test)]
+    pub(crate) fn always(&self) -> &[u16] {
+        &self.always
+    }
 }
 
 /// A set of player slots below `WORDS * 64`, iterated in ascending order: what one shot's

@@ -47,6 +47,10 @@ use crate::pose::{
 };
 use crate::{angle16_to_rad, PlayerSlot, Tick};
 
+pub(crate) mod broad;
+
+use broad::{BroadPhase, GRID_MIN_PLAYERS};
+
 /// The longest rewind a history may be configured for: a shooter seeing the world a second
 /// late is not playing the same game, and a longer rewind lets lag shoot around corners.
 pub use tickforge_sim::lagcomp::MAX_REWIND_CAP;
@@ -200,6 +204,9 @@ pub struct History {
     idle: LocalHitboxes,
     reach: Aabb,
     poses_computed: u64,
+    /// The shots' grid over where players stood in the held ticks; `None` below
+    /// [`GRID_MIN_PLAYERS`].
+    broad: Option<BroadPhase>,
 }
 
 impl History {
@@ -219,6 +226,7 @@ impl History {
         let players = usize::from(config.players);
         let idle = Pose::IDLE.hitboxes(&config.pose);
         let dt_s = 1.0 / config.tick_hz.get() as f32;
+        let broad = (players >= GRID_MIN_PLAYERS).then(|| BroadPhase::new(players, capacity));
         Ok(History {
             players,
             capacity,
@@ -235,8 +243,17 @@ impl History {
             idle,
             reach: config.pose.reach(),
             poses_computed: 0,
+            broad,
             config,
         })
+    }
+
+    /// [`History::new`], with a grid for the shots whatever the player count: for tests.
+    #[cfg(test)]
+    pub(crate) fn with_grid(config: HistoryConfig, grid: bool) -> History {
+        let mut h = History::new(config).expect("a valid config");
+        h.broad = grid.then(|| BroadPhase::new(h.players, h.capacity));
+        h
     }
 
     /// The configuration.
@@ -288,10 +305,18 @@ impl History {
         self.reach
     }
 
+    /// The shots' grid, when the history keeps one ([`broad`]).
+    pub(crate) fn broad_phase(&self) -> Option<&BroadPhase> {
+        self.broad.as_ref()
+    }
+
     /// Forgets every tick recorded: call when players are moved without moving (a round
     /// starts and they stand at their spawns), so that no rewind lerps across the jump.
     pub fn clear(&mut self) {
         self.ring.clear();
+        if let Some(broad) = &mut self.broad {
+            broad.clear();
+        }
         self.animated = false;
         self.gaits.fill(Gait::default());
     }
@@ -338,6 +363,9 @@ impl History {
             .ring
             .begin_tick(tick, animated.then(|| self.next_key - 1));
 
+        if let Some(broad) = &mut self.broad {
+            broad.begin_tick();
+        }
         let key_row = ((self.next_key.wrapping_sub(1)) % capacity) as usize * self.players;
         let params = &self.config.pose;
         let mut samples = samples.into_iter();
@@ -354,6 +382,9 @@ impl History {
             if animated {
                 gait = gait.advance_by(sample.state.velocity, params, self.gait_blend, self.dt_s);
                 self.gaits[slot] = gait;
+            }
+            if let (Some(broad), true) = (&mut self.broad, sample.alive) {
+                broad.add_feet(slot, sample.state.origin);
             }
             if sample.alive {
                 // `slot` < players ≤ 255.
@@ -380,6 +411,10 @@ impl History {
             "record wants one sample per player"
         );
         self.animated = animated;
+        if let Some(broad) = &mut self.broad {
+            let _physics = scopes.scope(Category::Physics);
+            broad.rebuild(self.ring.held_ticks() as usize, self.reach);
+        }
     }
 
     /// The time a shot fired with the command of `command_tick` by a client that renders

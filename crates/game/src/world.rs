@@ -517,7 +517,7 @@ impl World {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Instant;
+    use std::time::{Duration, Instant};
 
     fn scopes() -> Scopes {
         Scopes::new(Instant::now)
@@ -576,6 +576,68 @@ mod tests {
         assert_eq!(ha, hb);
         // And the state does change: the hash is not constant.
         assert_ne!(ha[0], ha[499]);
+    }
+
+    #[test]
+    fn the_shots_grid_changes_no_hit() {
+        // 64 players (the fewest with a grid) fighting from the first tick, one hit a kill:
+        // dead players, a round run out and everyone respawned. One world's history tests every
+        // player for every shot.
+        let s = scopes();
+        let config = WorldConfig {
+            players: 64,
+            rules: RulesConfig {
+                buy: Duration::ZERO,
+                round: Duration::from_secs(4),
+                round_end: Duration::from_millis(500),
+                max_health_hp: std::num::NonZeroU16::MIN,
+                ..RulesConfig::default()
+            },
+            ..WorldConfig::default()
+        };
+        // A walled floor, the teams alternating on a ring.
+        let map = Arc::new(
+            Map::parse(
+                "box -60 -60 -1 60 60 0\nbox -60 -60 0 -59 60 5\nbox 59 -60 0 60 60 5\n\
+                 box -59 -60 0 59 -59 5\nbox -59 59 0 59 60 5\nspawn_ring 0 0 0 12 64\n",
+            )
+            .unwrap(),
+        );
+        let mut grid = World::with_map(config, Arc::clone(&map));
+        let mut every = World::with_map(config, map);
+        assert!(grid.history.broad_phase().is_some());
+        every.history = History::with_grid(*every.history.config(), false);
+        let (mut hits, mut dead, mut rounds) = (0, 0, 0);
+        for t in 0..800u32 {
+            for world in [&mut grid, &mut every] {
+                for slot in 0..64 {
+                    let x = t.wrapping_mul(31).wrapping_add(u32::from(slot) * 7);
+                    let cmd = UserCmd {
+                        forward: (x % 255) as u8 as i8,
+                        side: (x / 3 % 255) as u8 as i8,
+                        buttons: buttons::FIRE,
+                        yaw: (x * 97) as u16,
+                        pitch: 0,
+                    };
+                    world.set_cmd(PlayerSlot(slot), cmd);
+                }
+                world.step(&s);
+            }
+            assert_eq!(grid.state_hash(), every.state_hash(), "tick {t}");
+            assert_eq!(grid.shots(), every.shots(), "tick {t}");
+            hits += grid.shots().iter().filter(|s| s.landed).count();
+            dead = dead.max(
+                (0..64)
+                    .filter(|&i| !grid.rules.is_alive(PlayerSlot(i)))
+                    .count(),
+            );
+            rounds += grid
+                .events()
+                .iter()
+                .filter(|e| matches!(e, RulesEvent::RoundStarted { .. }))
+                .count();
+        }
+        assert!(hits > 0 && dead > 0 && rounds > 0, "{hits} {dead} {rounds}");
     }
 
     #[test]

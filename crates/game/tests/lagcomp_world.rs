@@ -186,7 +186,9 @@ fn the_broad_phase_skips_far_players() {
     };
     let hit = fire_with_stats(&shot, &crowd.map, h, &alive, &scopes, &mut stats).unwrap();
     assert_eq!(hit.victim, PlayerSlot(10));
-    assert_eq!(stats.broad_tests, 99);
+    // The history's grid offers the players near the first 16 m of the column, not all 99.
+    assert!(stats.cells_walked > 0, "{stats:?}");
+    assert!(stats.broad_tests < 20, "{stats:?}");
     // Player 10 is hit; the ray, dropping 10 cm a metre, passes player 20's knees and the
     // floor bounds it at 16 m, short of the rest.
     assert!(stats.narrow_players <= 2, "{stats:?}");
@@ -204,7 +206,9 @@ fn the_broad_phase_skips_far_players() {
         fire_with_stats(&between, &crowd.map, h, &alive, &scopes, &mut stats),
         None
     );
-    assert_eq!((stats.broad_tests, stats.narrow_players), (99, 0));
+    assert_eq!(stats.narrow_players, 0);
+    // At most the two columns either side of the line.
+    assert!(stats.broad_tests <= 20, "{stats:?}");
 }
 
 /// The nearest hit over every player's rewound hitboxes, with no broad phase.

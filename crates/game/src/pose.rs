@@ -419,7 +419,8 @@ impl Capsule {
         }
         let t = shift + entry;
         // From outside a convex shape, an entry behind the origin means the whole crossing is.
-        (t >= 0.0 && t <= max_m).then_some(t)
+        // No entry stays infinite, which an unlimited `max_m` would otherwise take for a hit.
+        (entry.is_finite() && t >= 0.0 && t <= max_m).then_some(t)
     }
 }
 
@@ -552,6 +553,15 @@ mod tests {
         assert!((axial - 2.5).abs() < 1e-5, "{axial}");
         // Misses: past the radius, pointing away, and too short.
         assert!(c.ray_entry(Vec3::new(-10.0, 0.51, 1.5), X, 100.0).is_none());
+        // A miss with no limit (a shot on an open map, no wall on its ray) is a miss, not an
+        // entry at infinity.
+        assert!(c
+            .ray_entry(Vec3::new(-10.0, 0.51, 1.5), X, f32::INFINITY)
+            .is_none());
+        assert_eq!(
+            c.ray_entry(Vec3::new(-10.0, 0.0, 1.5), X, f32::INFINITY),
+            Some(side)
+        );
         assert!(c.ray_entry(Vec3::new(-10.0, 0.0, 1.5), -X, 100.0).is_none());
         assert!(c.ray_entry(Vec3::new(-10.0, 0.0, 1.5), X, 9.4).is_none());
         assert!(c.ray_entry(Vec3::new(-10.0, 0.0, 2.51), X, 100.0).is_none());

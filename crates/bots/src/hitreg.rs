@@ -842,6 +842,14 @@ mod tests {
         assert_eq!(view.sight(&shooter, true), None);
         assert_eq!(view.judge(0, eye, &at_enemy, both), None);
         assert_eq!(view.shown(1), None);
+        // Only the slots listed are read: the enemy left out is neither aimed at nor hit,
+        // and a teammate left out blocks nothing.
+        view.show(view_time(104.0), 0, [0, 2], both);
+        assert_eq!((view.shown(1), view.sight(&shooter, true)), (None, None));
+        assert_eq!(view.judge(0, eye, &at_enemy, both), None);
+        view.show(view_time(105.0), 0, [0, 1], blocked);
+        assert!(view.shown(1).is_some());
+        assert_eq!(view.judge(0, eye, &at_enemy, blocked).map(|h| h.0), Some(1));
     }
 
     #[test]

@@ -184,13 +184,11 @@ impl Default for BotsConfig {
 pub const DEFAULT_INTERP_DELAY: Duration = Duration::from_micros(35_156);
 
 /// The session settings of a bot: the compact replica and link (within 128 KiB for a
-/// match of ten, `tickforge-client`'s `tests/memory.rs`), with the interpolation frames only
-/// for a bot that shows other players (an aimer or a runner: `aims`), shown at least
-/// `pose_every` + 1 ticks behind, so that the server's next posing tick after the moment
+/// match of ten, `tickforge-client`'s `tests/memory.rs`); a bot that shows other players
+/// (an aimer or a runner: `aims`) shows them at least `pose_every` + 1 ticks behind, so that the server's next posing tick after the moment
 /// shown has arrived and players are posed as the server's rewind poses them.
 pub fn session_config(aims: bool, pose_every: std::num::NonZeroU8) -> SessionConfig {
     SessionConfig {
-        interpolation: aims,
         min_delay_ticks: if aims {
             pose_every.get().saturating_add(1)
         } else {
@@ -774,8 +772,8 @@ impl Bot {
             .context("enabling receive timestamps")?;
         let token = mint_token(config, match_id);
         let seed = config.seed.wrapping_mul(1_000_003).wrapping_add(i);
-        // Only a bot that shows other players keeps interpolation frames; a replaying bot
-        // shows no one (its aim was recorded).
+        // Only a bot that shows other players sets its delay floor by the posing interval;
+        // a replaying bot shows no one (its aim was recorded).
         let replays = config.game == BotGame::Shooter && config.replay.is_some();
         let aims =
             config.game == BotGame::Shooter && !replays && matches!(role, Role::Aim | Role::Run);

@@ -212,7 +212,7 @@ fn assert_allocated_nothing(played: &Played) {
             bot.bad_snapshots()
         );
         // Aimers and runners show the players their session interpolates; a wanderer or a
-        // replaying bot keeps no view and its session no interpolation frames.
+        // replaying bot keeps no view.
         let shows = !matches!(
             bot.behaviour,
             Behaviour::Wander(_) | Behaviour::Replay { .. }
@@ -231,7 +231,7 @@ fn assert_allocated_nothing(played: &Played) {
             shows,
             "bot {i}"
         );
-        assert_eq!(bot.session.interp_newest_tick().is_some(), shows, "bot {i}");
+        assert!(bot.session.interp_newest_tick().is_some(), "bot {i}");
     }
     assert!(scratch.hist.response.len() > ticks * u64::from(BOTS) * 9 / 10);
 }

@@ -94,11 +94,6 @@ pub struct SessionConfig {
     /// baselines (`ReplicationConfig::ring_ticks`) plus the ticks a snapshot may arrive
     /// late by.
     pub history_ticks: u32,
-    /// Keep the interpolation frames ([`Session::entity_at`]): which recent ticks had a
-    /// snapshot (the states stay in the replica, per record sent), a few hundred bytes and
-    /// nothing per entity. A client that renders (or aims at) other players wants them;
-    /// without, [`Session::entity_at`] is always `None`.
-    pub interpolation: bool,
     /// The least interpolation delay, whole ticks (the delay still adapts above it, up to
     /// [`timing::MAX_DELAY`]). A client whose server poses players for hit tests only
     /// every Nth tick and lerps between (the shooter's `pose_every`) wants N + 1: the
@@ -116,7 +111,6 @@ impl SessionConfig {
     /// refused (counted in [`SessionStats::bad_snapshots`]).
     pub const COMPACT: SessionConfig = SessionConfig {
         history_ticks: 72,
-        interpolation: true,
         min_delay_ticks: 1,
     };
 }
@@ -145,7 +139,6 @@ impl Default for SessionConfig {
     fn default() -> Self {
         SessionConfig {
             history_ticks: ReplicaConfig::default().history_ticks,
-            interpolation: true,
             min_delay_ticks: 1,
         }
     }
@@ -330,8 +323,9 @@ pub struct Session {
     stats: SessionStats,
     /// The server-tick estimate and the interpolation delay.
     clock: Clock,
-    /// The interpolation ring, made with the welcome.
-    frames: Option<Frames>,
+    /// The interpolation ring: which recent ticks had a snapshot (the states stay in the
+    /// replica).
+    frames: Frames,
 }
 
 impl Session {
@@ -394,7 +388,7 @@ impl Session {
             sealed_to: None,
             stats: SessionStats::default(),
             clock: Clock::new(now, config.min_delay_ticks),
-            frames: None,
+            frames: Frames::new(schema),
         }
     }
 
@@ -471,14 +465,12 @@ impl Session {
     /// oldest kept ([`INTERP_FRAMES`] ticks) the oldest is. `None` when the entity is not
     /// in the world at that tick (or before the welcome). Allocates nothing.
     pub fn entity_at(&self, id: NetId, render_tick: f64) -> Option<Lanes> {
-        self.frames
-            .as_ref()?
-            .entity_at(self.replica.as_ref()?, id, render_tick)
+        (self.frames).entity_at(self.replica.as_ref()?, id, render_tick)
     }
 
     /// The newest snapshot tick held for interpolation, in this run.
     pub fn interp_newest_tick(&self) -> Option<u32> {
-        self.frames.as_ref()?.newest()
+        self.frames.newest()
     }
 
     /// The schema this session decodes with.
@@ -727,9 +719,7 @@ impl Session {
     /// Forgets the timing and the frames of the run that ended.
     fn reset_run(&mut self) {
         self.clock.reset_run();
-        if let Some(f) = self.frames.as_mut() {
-            f.reset();
-        }
+        self.frames.reset();
     }
 
     fn copy_link_stats(stats: &mut SessionStats, link: &LinkStats) {
@@ -754,18 +744,14 @@ impl Session {
         {
             replica.reset();
             self.clock.reset_run();
-            if let Some(f) = self.frames.as_mut() {
-                f.reset();
-            }
+            self.frames.reset();
         }
         match replica.read(body) {
             Ok(read) => {
                 self.stats.snapshots += 1;
                 if !read.duplicate {
                     self.clock.sample(read.tick, at);
-                    if let Some(f) = self.frames.as_mut() {
-                        f.record(read.tick);
-                    }
+                    self.frames.record(read.tick);
                     let clock = &self.clock;
                     self.stats.snapshot_jitter = clock.duration(clock.jitter());
                     self.stats.snapshot_gap_ppm = (clock.gap_loss() * 1e6) as u32;
@@ -804,11 +790,7 @@ impl Session {
             Some(r) if *r.config() == config => r.reset(),
             _ => self.replica = Some(Replica::new(config, self.schema)),
         }
-        match self.frames.as_mut() {
-            _ if !self.config.interpolation => self.frames = None,
-            Some(f) => f.reset(),
-            None => self.frames = Some(Frames::new(self.schema)),
-        }
+        self.frames.reset();
         self.clock.set_rate(welcome.tick_hz);
         self.clock.reset_run();
         self.welcome = Some(welcome);

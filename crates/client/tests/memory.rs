@@ -110,16 +110,13 @@ fn report(name: &str, (freed, net, entities): (u64, i64, u16)) {
     );
 }
 
-/// A session with the compact settings: the C library's, and the bots' (`tickforge-bots`'
-/// `session_config`), whose aimers keep the interpolation frames and the others do not.
-fn compact(interpolation: bool, start: Instant) -> Session {
+/// A session with the compact settings: the C library's, and the bots'
+/// (`tickforge-bots`' `session_config`).
+fn compact(start: Instant) -> Session {
     Session::with_link_config(
         shooter_world::token(0),
         tickforge_shooter::schema(),
-        SessionConfig {
-            interpolation,
-            ..SessionConfig::COMPACT
-        },
+        SessionConfig::COMPACT,
         compact_link_config(),
         start,
     )
@@ -128,77 +125,9 @@ fn compact(interpolation: bool, start: Instant) -> Session {
 
 #[test]
 fn a_compact_shooter_session_of_ten_players_owns_at_most_128_kib() {
-    let m = measure(|start| compact(true, start));
+    let m = measure(compact);
     report("compact", m);
     assert!(m.0 <= BUDGET, "{} bytes", m.0);
-    // The interpolation frames are a ring of ticks: the states stay in the replica.
-    let bare = measure(|start| compact(false, start));
-    report("compact, no interpolation frames", bare);
-    assert!(
-        bare.0 <= m.0 && m.0 - bare.0 < 1024,
-        "{} against {} bytes",
-        bare.0,
-        m.0
-    );
-}
-
-/// A replica's heap grows with what snapshots carry, not with entities × ticks: one made
-/// for a 1,000-player match, fed 300 ticks of snapshots of 1,200 bytes (60 entities move
-/// each tick; the others go as empty deltas when there is room), stays within 200 bytes
-/// per entity plus 160 per record its history holds (a slot's room at most doubles what
-/// it held). Kept densely, entities × ticks of history, it would be 1,000 × 72 × 72 bytes,
-/// 5 MB, whatever was sent.
-#[test]
-fn a_replica_of_a_thousand_entities_grows_with_the_records_sent() {
-    use tickforge_replication::{
-        NetId, Position, Replica, ReplicaConfig, ReplicationConfig, Replicator, Viewer,
-    };
-    let schema = tickforge_shooter::schema();
-    let config = ReplicationConfig {
-        max_entities: 1000,
-        max_connections: 1,
-        ..ReplicationConfig::default()
-    };
-    let mut w = Replicator::new(config, schema);
-    w.connect(0, None);
-    let replica_config = ReplicaConfig {
-        history_ticks: SessionConfig::COMPACT.history_ticks,
-        ..ReplicaConfig::matching(&config)
-    };
-    let (mut replica, made, _) = heap_in(|| Replica::new(replica_config, schema));
-    let mut net = made as i64;
-    let mut body = Vec::new();
-    let mut records = Vec::new();
-    for t in 0..300u32 {
-        w.begin_tick(t);
-        // 60 of the 1,000 move each tick, in turn; the rest were set once.
-        for e in 0..1000u32 {
-            if t == 0 || e % 17 == t % 17 {
-                let mut lanes = tickforge_replication::Lanes::ZERO;
-                lanes.0[0] = (t * 7 + e) as i32;
-                w.set_entity(NetId(e as u16), Position::default(), &lanes);
-            }
-        }
-        body.clear();
-        w.write(0, &Viewer::default(), None, 1200, &mut body);
-        let (read, a, d) = heap_in(|| replica.read(&body));
-        let read = read.unwrap();
-        records.push(u64::from(read.states + read.gone));
-        net += a as i64 - d as i64;
-        w.on_ack(0, t);
-    }
-    let history = replica_config.history_ticks as usize;
-    let held: u64 = records[records.len() - history..].iter().sum();
-    eprintln!(
-        "replica of 1,000 entities after 300 ticks: {net} bytes, {held} records held, {:.0} \
-         records per snapshot",
-        held as f64 / history as f64
-    );
-    assert!(
-        net > 0 && (net as u64) < 200 * 1000 + 160 * held,
-        "{net} bytes for {held} records"
-    );
-    assert_eq!(replica.stats().snapshots, 300);
 }
 
 #[test]

@@ -387,7 +387,7 @@ impl History {
                 broad.add_feet(slot, sample.state.origin);
             }
             if sample.alive {
-                // `slot` < players ≤ 255.
+                // `slot` < players ≤ u16::MAX.
                 frame.record(
                     slot as u16,
                     Recorded {
@@ -472,7 +472,7 @@ impl History {
         if slot >= self.players {
             return None;
         }
-        // `slot` < players ≤ 255. Absent at the first tick: dead then.
+        // `slot` < players ≤ u16::MAX. Absent at the first tick: dead then.
         let samples = at.view.at(slot as u16)?;
         let s0 = samples.from;
         let yaw0 = angle16_to_rad(s0.state.yaw);

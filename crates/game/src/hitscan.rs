@@ -206,7 +206,7 @@ fn fire_on(
     }
     stats.cells_walked = walked;
     best.map(|(slot, part, t)| HitResult {
-        // `slot` < players ≤ 255.
+        // `slot` < players ≤ u16::MAX.
         victim: PlayerSlot(slot as u16),
         part,
         distance_m: t,

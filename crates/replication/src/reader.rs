@@ -10,6 +10,7 @@
 //! A snapshot is decoded whole into scratch storage before anything is committed: one that
 //! fails changes nothing.
 
+use crate::bits::BitIter;
 use crate::delta::{
     decode_fields, split_head, Base, Cursor, FieldError, KIND_DELTA_BACK, KIND_DELTA_DEFAULT,
     KIND_FULL, KIND_GONE,
@@ -215,9 +216,10 @@ pub struct Replica {
 
 impl Replica {
     /// An empty replica decoding the fields of `schema`, the server's. Memory: about
-    /// `max_entities × 160` bytes, plus `history_ticks × 74` bytes per record a snapshot
-    /// carries. A slot reserves `min(max_entities, 64)` records and grows to the largest
-    /// snapshot it holds, so once snapshots stop growing nothing allocates.
+    /// `max_entities × 160` bytes, plus 74 bytes per record the last `history_ticks`
+    /// snapshots carried (up to twice that: a slot's room grows by doubling, to the largest
+    /// snapshot it held, and is kept). A slot reserves `min(max_entities, 64)` records, so
+    /// once snapshots stop growing nothing allocates.
     ///
     /// # Panics
     /// If `max_entities` is not 1..=[`MAX_ENTITIES`] or `history_ticks` or `tick_hz` is 0.
@@ -420,7 +422,8 @@ impl Replica {
                 let (prev, next) = if newest {
                     (v.stored.filter(|_| v.updated), None)
                 } else {
-                    self.neighbours(id, v.stored, tick)
+                    // Late: linked in between; across a broken chain, to nothing.
+                    self.walk_back(id, v.stored, tick).unwrap_or((None, None))
                 };
                 let slot = &mut self.slots[at];
                 let index = slot.records.len() as u16;
@@ -449,7 +452,7 @@ impl Replica {
                     present: !d.gone,
                     updated: true,
                     tick,
-                    state: if d.gone { v.state } else { d.q },
+                    state: d.q,
                     stored,
                     departed: v.departed && d.gone,
                 };
@@ -489,33 +492,28 @@ impl Replica {
     /// Costs a word per 64 entities plus one step per entity listed: a client that reads
     /// players as of a past tick ([`Replica::entity_as_of`]) need not ask about the rest.
     pub fn listed(&self) -> impl Iterator<Item = NetId> + '_ {
-        self.listed.iter().enumerate().flat_map(|(w, &word)| {
-            let mut bits = word;
-            std::iter::from_fn(move || {
-                (bits != 0).then(|| {
-                    let b = bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    NetId((w * 64 + b) as u16)
-                })
-            })
-        })
+        (self.listed.iter().enumerate())
+            .flat_map(|(w, &word)| BitIter(word).map(move |b| NetId((w * 64 + b) as u16)))
     }
 
-    /// For a record of entity `id` at `tick`, older than its newest (stored at `head`):
-    /// the entity's stored records just before and just after `tick`. Both `None` when
-    /// the chain from `head` is broken before it gets there.
-    fn neighbours(&self, id: usize, head: Option<Link>, tick: u32) -> (Option<Link>, Option<Link>) {
-        let mut at = head;
+    /// Walks entity `id`'s stored records back from `head` (its newest, newer than
+    /// `tick`): the newest at or before `tick` (`None` when the chain ends first) and the
+    /// one after it. `None` when the chain breaks at a record no longer held before then.
+    fn walk_back(
+        &self,
+        id: usize,
+        head: Option<Link>,
+        tick: u32,
+    ) -> Option<(Option<Link>, Option<Link>)> {
+        let (mut at, mut after) = (head, None);
         while let Some(link) = at {
-            let Some(r) = self.record(id, link) else {
-                break;
-            };
-            match r.prev() {
-                Some(p) if p.tick > tick => at = Some(p),
-                prev => return (prev, Some(link)),
+            if link.tick <= tick {
+                return Some((Some(link), after));
             }
+            at = self.record(id, link)?.prev();
+            after = Some(link);
         }
-        (None, None)
+        Some((None, after))
     }
 
     /// Empties slot `at`, keeping each record it held as its entity's floor when it is
@@ -554,20 +552,9 @@ impl Replica {
         if v.tick <= tick {
             return v.present.then_some(v.state);
         }
-        let mut at = v.stored;
-        while let Some(link) = at {
-            let Some(r) = self.record(i, link) else {
-                break;
-            };
-            match r.prev() {
-                Some(p) if p.tick <= tick => {
-                    if let Some(r) = self.record(i, p) {
-                        return r.present.then_some(r.q);
-                    }
-                    break;
-                }
-                prev => at = prev,
-            }
+        let held = self.walk_back(i, v.stored, tick).and_then(|(at, _)| at);
+        if let Some(r) = held.and_then(|link| self.record(i, link)) {
+            return r.present.then_some(r.q);
         }
         let f = &self.floor[i];
         (f.known && f.tick <= tick && f.present).then_some(f.state)

@@ -88,6 +88,17 @@ fn submit_and_wait(ring: &mut IoUring, want: usize) {
     }
 }
 
+/// A batch of iovecs, pointed at the buffers when a batch is submitted.
+fn empty_iovecs() -> Vec<libc::iovec> {
+    vec![
+        libc::iovec {
+            iov_base: ptr::null_mut(),
+            iov_len: 0
+        };
+        BATCH
+    ]
+}
+
 fn zeroed_msghdr() -> libc::msghdr {
     // SAFETY: msghdr is a C struct of integers and raw pointers; all-zero is a valid value.
     unsafe { mem::zeroed() }
@@ -141,13 +152,7 @@ impl UringSend {
             fd,
             data,
             names: vec![any; BATCH],
-            iovs: vec![
-                libc::iovec {
-                    iov_base: ptr::null_mut(),
-                    iov_len: 0
-                };
-                BATCH
-            ],
+            iovs: empty_iovecs(),
             hdrs: vec![zeroed_msghdr(); BATCH],
             notifications_due: 0,
         })
@@ -352,13 +357,7 @@ impl UringRecv {
             fd,
             data: vec![0u8; BATCH * SLOT_BYTES].into_boxed_slice(),
             names: vec![zeroed_storage(); BATCH],
-            iovs: vec![
-                libc::iovec {
-                    iov_base: ptr::null_mut(),
-                    iov_len: 0
-                };
-                BATCH
-            ],
+            iovs: empty_iovecs(),
             hdrs: vec![zeroed_msghdr(); BATCH],
             multishot_hdr,
             bufs,

@@ -305,6 +305,24 @@ fn crowd(c: &mut Criterion) {
 criterion_group!(benches, replicate, crowd);
 
 fn main() {
+    // `TICKFORGE_REPLICATE_CROWD=N`: 64 warm ticks then 32 of the N × N crowd, nothing else,
+    // for cycle counts that a loaded host does not skew (`perf stat -e cycles:u`).
+    if let Some(n) = std::env::var("TICKFORGE_REPLICATE_CROWD")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        let mut m = Match::new(n, n, 20.0);
+        for _ in 0..64 {
+            m.step();
+        }
+        let start = Instant::now();
+        let bytes: usize = (0..32).map(|_| m.step()).sum();
+        println!(
+            "32 ticks of the {n} crowd: {bytes} B in {:?}",
+            start.elapsed()
+        );
+        return;
+    }
     if let Some(ticks) = std::env::var("TICKFORGE_REPLICATE_TICKS")
         .ok()
         .and_then(|v| v.parse::<u32>().ok())

@@ -18,44 +18,12 @@ use crate::state::NetId;
 /// A packet is judged lost once an ack arrives for a tick this many newer.
 pub const LOSS_ACK_GAP: u32 = 3;
 
+/// Entities of a word of 64 an acked packet carries from which the ack walks the whole word
+/// rather than its set bits.
+const DENSE_ACK: u32 = 16;
+
 /// No acknowledged state to encode against.
 pub(crate) const NO_BASELINE: u32 = u32::MAX;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Status {
-    /// Not relevant, and the client holds no copy we must take back.
-    Absent,
-    /// Relevant: its state competes for room in every snapshot.
-    Relevant,
-    /// No longer relevant: a gone record goes in every snapshot until one is acked.
-    Gone,
-}
-
-/// One (connection, entity) pair; its baseline lives apart, in [`Conn::baselines`].
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct PerEntity {
-    pub priority: f32,
-    /// Tick the state was last sent, or the entity became relevant.
-    pub last_sent: u32,
-    /// Last tick the entity counts as in range (hysteresis included).
-    pub in_range_until: u32,
-    pub status: Status,
-    /// A state was sent since the client last dropped it: leaving needs a gone record.
-    pub known: bool,
-    /// In `Conn::tracked`.
-    pub in_list: bool,
-}
-
-impl PerEntity {
-    const NEW: PerEntity = PerEntity {
-        priority: 0.0,
-        last_sent: 0,
-        in_range_until: 0,
-        status: Status::Absent,
-        known: false,
-        in_list: false,
-    };
-}
 
 /// Bits of a ring slot's head word above the tick (bits 0..32).
 const WRITTEN: u64 = 1 << 32;
@@ -81,10 +49,27 @@ pub(crate) struct Conn {
     words: u32,
     pub active: bool,
     pub own: Option<NetId>,
-    pub ents: Box<[PerEntity]>,
-    /// Entities Relevant or Gone (and Absent ones until the next write compacts them).
-    pub tracked: Vec<u16>,
+    /// Per entity, what it has accumulated towards being sent; reset when it is.
+    pub priority: Box<[f32]>,
+    /// Per entity, the tick its state was last sent, or it became relevant.
+    pub last_sent: Box<[u32]>,
+    /// Per entity, the last tick it counts as in range (hysteresis included); read for
+    /// entities relevant or gone only.
+    pub in_range_until: Box<[u32]>,
+    /// Bit rows, one bit per entity. `relevant`: its state competes for room in every
+    /// snapshot. `gone`: no longer relevant, and a gone record goes in every snapshot until
+    /// one is acked. `known`: a state was sent since the client last dropped it, so leaving
+    /// needs a gone record (`gone` is within `known`; `relevant` and `gone` are apart).
+    /// Per-entity state lives in dense arrays and bit rows, not a struct per entity, so a
+    /// write walks them in id order: a crowd's connection touches each cache line once,
+    /// and a line at a time in order, where a struct per entity visited in the grid's
+    /// order missed the cache on most entities.
+    pub relevant: Box<[u64]>,
+    pub gone: Box<[u64]>,
+    pub known: Box<[u64]>,
     pub bucket: TokenBucket,
+    /// States the last write sent: how many the next one sorts first.
+    pub last_states: u16,
 }
 
 const _: () = assert!(
@@ -104,9 +89,15 @@ impl Conn {
             words: words as u32,
             active: false,
             own: None,
-            ents: vec![PerEntity::NEW; max_entities].into_boxed_slice(),
-            tracked: Vec::with_capacity(max_entities),
+            // Whole words, as a write weighs 64 entities at a time.
+            priority: vec![0.0; words * 64].into_boxed_slice(),
+            last_sent: vec![0; max_entities].into_boxed_slice(),
+            in_range_until: vec![0; max_entities].into_boxed_slice(),
+            relevant: vec![0; words].into_boxed_slice(),
+            gone: vec![0; words].into_boxed_slice(),
+            known: vec![0; words].into_boxed_slice(),
             bucket: TokenBucket::default(),
+            last_states: 0,
         }
     }
 
@@ -114,13 +105,18 @@ impl Conn {
     pub fn reset(&mut self, own: Option<NetId>, active: bool) {
         self.active = active;
         self.own = own;
-        self.ents.fill(PerEntity::NEW);
+        self.priority.fill(0.0);
+        self.last_sent.fill(0);
+        self.in_range_until.fill(0);
+        self.relevant.fill(0);
+        self.gone.fill(0);
+        self.known.fill(0);
         self.baselines.fill(NO_BASELINE);
-        self.tracked.clear();
         self.slots.fill(0);
         self.newest_acked = None;
         self.judged_through = 0;
         self.bucket = TokenBucket::default();
+        self.last_states = 0;
     }
 
     /// Where the record of ring slot `tick % ring` starts in `slots`.
@@ -155,27 +151,29 @@ impl Conn {
         let words = self.words as usize;
         let (states, gone) = self.slots[at + 1..at + 1 + 2 * words].split_at(words);
         for (chunk, &bits) in self.baselines.chunks_mut(64).zip(states) {
-            if bits == 0 {
-                continue;
-            }
-            // Every entity of the word, branch-free: a packet carries most of them, and the
-            // loop runs several at a time.
-            for (i, baseline) in chunk.iter_mut().enumerate() {
-                // NO_BASELINE wraps to 0: any acked tick is newer than none.
-                if bits >> i & 1 != 0 && baseline.wrapping_add(1) <= tick {
-                    *baseline = tick;
+            // NO_BASELINE wraps to 0: any acked tick is newer than none.
+            if bits.count_ones() >= DENSE_ACK {
+                // Every entity of the word, branch-free: a small match's packet carries
+                // most of them, and the loop runs several at a time.
+                for (i, baseline) in chunk.iter_mut().enumerate() {
+                    if bits >> i & 1 != 0 && baseline.wrapping_add(1) <= tick {
+                        *baseline = tick;
+                    }
+                }
+            } else {
+                // A crowd's packet carries a few of each word.
+                for i in BitIter(bits) {
+                    if chunk[i].wrapping_add(1) <= tick {
+                        chunk[i] = tick;
+                    }
                 }
             }
         }
         for (w, &bits) in gone.iter().enumerate() {
-            for e in BitIter(bits).map(|b| w * 64 + b) {
-                let pe = &mut self.ents[e];
-                // Relevant again since: the state it now gets puts it back in the view.
-                if pe.status == Status::Gone {
-                    pe.status = Status::Absent;
-                    pe.known = false;
-                }
-            }
+            // Relevant again since: the state it now gets puts it back in the view.
+            let done = bits & self.gone[w];
+            self.gone[w] &= !done;
+            self.known[w] &= !done;
         }
         if self.newest_acked.is_some_and(|n| n >= tick) {
             return 0;
@@ -203,11 +201,8 @@ impl Conn {
             self.slots[at] = head | JUDGED_LOST;
             lost += 1;
             for (w, &bits) in self.slots[at + 1..at + 1 + words].iter().enumerate() {
-                for e in BitIter(bits).map(|b| w * 64 + b) {
-                    let pe = &mut self.ents[e];
-                    if pe.status == Status::Relevant {
-                        pe.priority += lost_bump;
-                    }
+                for e in BitIter(bits & self.relevant[w]).map(|b| w * 64 + b) {
+                    self.priority[e] += lost_bump;
                 }
             }
         }
@@ -231,9 +226,7 @@ mod tests {
     fn conn() -> Conn {
         let mut c = Conn::new(100, 8);
         c.reset(None, true);
-        for e in &mut c.ents {
-            e.status = Status::Relevant;
-        }
+        c.relevant.fill(!0);
         c
     }
 
@@ -268,28 +261,28 @@ mod tests {
         }
         assert_eq!(c.on_ack(12, 15, 5.0), 0, "10 is only 2 behind");
         assert_eq!(c.on_ack(13, 15, 5.0), 1);
-        assert_eq!(c.ents[10].priority, 5.0);
-        assert_eq!(c.ents[11].priority, 0.0);
+        assert_eq!(c.priority[10], 5.0);
+        assert_eq!(c.priority[11], 0.0);
         assert_eq!(c.on_ack(14, 15, 5.0), 1, "11 now");
         assert_eq!(c.on_ack(11, 15, 5.0), 0, "judged lost, then acked late");
         assert_eq!(c.baselines[11], 11);
-        assert_eq!(c.ents[10].priority, 5.0, "judged once");
+        assert_eq!(c.priority[10], 5.0, "judged once");
     }
 
     #[test]
     fn an_acked_gone_record_forgets_the_entity() {
         let mut c = conn();
-        c.ents[5].status = Status::Gone;
-        c.ents[5].known = true;
-        c.ents[6].status = Status::Gone;
-        c.ents[6].known = true;
+        let (five, six) = (bits(&[5]), bits(&[6]));
+        c.relevant[0] &= !(five[0] | six[0]);
+        c.gone[0] |= five[0] | six[0];
+        c.known[0] |= five[0] | six[0];
         c.record_packet(3, &bits(&[]), &bits(&[5, 6]));
-        c.ents[6].status = Status::Relevant;
+        // 6 is relevant again before the ack arrives.
+        c.gone[0] &= !six[0];
+        c.relevant[0] |= six[0];
         c.on_ack(3, 4, 1.0);
-        assert_eq!((c.ents[5].status, c.ents[5].known), (Status::Absent, false));
-        assert_eq!(
-            (c.ents[6].status, c.ents[6].known),
-            (Status::Relevant, true)
-        );
+        let has = |row: &[u64], e: usize| row[e / 64] >> (e % 64) & 1 != 0;
+        assert!(!has(&c.gone, 5) && !has(&c.known, 5), "5 forgotten");
+        assert!(has(&c.relevant, 6) && has(&c.known, 6), "6 kept");
     }
 }

@@ -201,7 +201,8 @@ pub(super) struct Retired {
     pub(super) far_inputs: u64,
     shots_fired: u64,
     shots_clamped: u64,
-    /// Each removed match's tick grid: first deadline, and the deadline after its last tick.
+    /// Each removed match's tick grid: its first deadline, and when its ticks stopped being
+    /// due (its removal, or the deadline after its last tick if that is later).
     lives: Vec<(Instant, Instant)>,
     /// Matches that ended (their results handed to the persister).
     pub(super) matches_finished: u64,

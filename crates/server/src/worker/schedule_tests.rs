@@ -128,6 +128,23 @@ fn a_worker_whose_ticks_outlast_the_period_still_has_ticks_in_the_window() {
 }
 
 #[test]
+fn a_match_removed_while_behind_still_counts_the_ticks_due_in_the_window() {
+    // The server drains when the bench ends, after the window: a match removed then was
+    // due every tick of the window, though its next deadline lies long before the window.
+    let (warmup, duration) = (Duration::from_secs(6), Duration::from_secs(3));
+    let mut w = worker(warmup, duration);
+    let end = w.window.end.unwrap();
+    run_schedule(&mut w, Duration::from_millis(66), Duration::ZERO, end);
+    w.stop_unplayed();
+    assert!(w.matches.is_empty(), "nobody played it: removed");
+    let r = report(&w);
+    assert_eq!(r.ticks.expected, 90, "{:?}", r.ticks);
+    assert_eq!((r.ticks.late, r.ticks.skipped), (46, 44));
+    let hz = r.schedule.achieved_tick_hz.expect("ticks were due");
+    assert!((hz - 30.0 * 46.0 / 90.0).abs() < 1e-9, "{hz}");
+}
+
+#[test]
 fn a_worker_on_schedule_reports_its_full_rate_and_no_lag_line() {
     // 5 ms a tick, each started 0.2 ms after its deadline.
     let (warmup, duration) = (Duration::from_secs(6), Duration::from_secs(3));

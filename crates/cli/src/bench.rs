@@ -719,6 +719,7 @@ fn merge(scenario: &str, s: ServerReport, b: BotsReport, warmup_s: f64) -> Repor
         categories_ms: s.categories_ms,
         phases_ms: s.phases_ms,
         ticks: s.ticks,
+        schedule: s.schedule,
         // Measured games per core needs a sweep over match counts (many-matches --sweep).
         games_per_core: GamesPerCore {
             measured: None,

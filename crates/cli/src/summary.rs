@@ -168,7 +168,23 @@ pub fn sweep_step(s: &tickforge_telemetry::report::SweepStep) -> String {
         s.bots_cpu_util
             .map_or("n/a".into(), |u| format!("{:.0}%", u * 100.0)),
         if s.bots_saturated { " SATURATED" } else { "" },
-    ) + &step_verdict(s)
+    ) + &step_behind(s)
+        + &step_verdict(s)
+}
+
+/// A sweep step that fell behind its schedule: the tick rate it achieved and its lag.
+fn step_behind(s: &tickforge_telemetry::report::SweepStep) -> String {
+    let b = &s.schedule;
+    if !b.fell_behind {
+        return String::new();
+    }
+    format!(
+        "  FELL BEHIND {} ticks/s, last tick {} late",
+        b.achieved_tick_hz
+            .map_or("n/a".into(), |hz| format!("{hz:.1}")),
+        b.lag_ms
+            .map_or("n/a".into(), |ms| format!("{:.1} s", ms / 1e3)),
+    )
 }
 
 /// A sweep step's verdict, when it was judged on windows: the outcome, the windows that
@@ -406,6 +422,39 @@ mod tests {
         r.server.players_per_match = 10;
         r.server.tick_hz = 128;
         r
+    }
+
+    #[test]
+    fn a_bench_that_fell_behind_says_so_and_one_on_schedule_does_not() {
+        let mut r = report("shooter", "arena");
+        r.server.schedule = tickforge_telemetry::report::Schedule {
+            achieved_tick_hz: Some(128.0),
+            lag_ms: Some(0.4),
+            fell_behind: false,
+        };
+        assert!(!bench(&r).contains("fell behind"));
+        r.server.schedule = tickforge_telemetry::report::Schedule {
+            achieved_tick_hz: Some(64.0),
+            lag_ms: Some(12_500.0),
+            fell_behind: true,
+        };
+        let text = bench(&r);
+        assert!(
+            text.contains("  fell behind   64.0 ticks/s of 128 (50%), last tick 12.5 s late\n"),
+            "{text}"
+        );
+        let step = tickforge_telemetry::report::SweepStep {
+            matches: 40,
+            schedule: r.server.schedule,
+            ..Default::default()
+        };
+        assert!(
+            sweep_step(&step).contains("FELL BEHIND 64.0 ticks/s, last tick 12.5 s late"),
+            "{}",
+            sweep_step(&step)
+        );
+        let step = tickforge_telemetry::report::SweepStep::default();
+        assert!(!sweep_step(&step).contains("BEHIND"));
     }
 
     #[test]

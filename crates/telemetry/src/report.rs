@@ -103,18 +103,63 @@ impl PhaseMs {
 }
 
 /// How the ticks of the measured window went, summed over matches.
+///
+/// A tick belongs to the window by when it started on the wall clock, not by its
+/// deadline: a server that falls behind runs ticks whose deadlines never reach the window,
+/// and they are still its frames. Whether a tick was on time is judged by its deadline.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ticks {
-    /// Ticks whose deadline fell inside the measured window.
+    /// Ticks whose deadline fell inside the measured window: what the schedule asked for.
     pub expected: u64,
-    /// Ticks that started within 1 ms of their deadline.
+    /// Ticks started in the window within 1 ms of their deadline.
     pub on_time: u64,
-    /// Ticks that started more than 1 ms after their deadline.
+    /// Ticks started in the window more than 1 ms after their deadline.
     pub late: u64,
-    /// Ticks that never ran (tickforge runs late ticks instead of skipping them).
+    /// Ticks due in the window less those started in it. tickforge runs late ticks
+    /// instead of skipping them, so this is 0 on a server that keeps its schedule, and on
+    /// one that fell behind the backlog it added over the window.
     pub skipped: u64,
     /// Ticks that started more than one tick late, or frames over twice the budget.
     pub hitches: u64,
+}
+
+/// A server fell behind its schedule when the last tick of the window started more than
+/// this many ticks after its deadline: one late tick is a hitch, a lag past two is a
+/// backlog the server did not work off.
+pub const BEHIND_AFTER_TICKS: f64 = 2.0;
+
+/// How far the server kept to its tick schedule over the measured window.
+///
+/// A server whose ticks cost more than their period runs fewer ticks a second than the
+/// tick rate and falls ever further behind its deadlines; these say by how much.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Schedule {
+    /// Ticks each match ran per wall-clock second of the window, in Hz: `tick_hz` when
+    /// the server kept its schedule, less when it fell behind. The tick rate times the
+    /// ticks started in the window over the ticks due in it; `None` when none was due.
+    pub achieved_tick_hz: Option<f64>,
+    /// How late the last tick started in the window was after its deadline, in
+    /// milliseconds, the worst worker's: how far behind its schedule the server was when
+    /// the window closed. `None` when no tick started in the window.
+    pub lag_ms: Option<f64>,
+    /// `lag_ms` is more than [`BEHIND_AFTER_TICKS`] ticks: the server fell behind.
+    pub fell_behind: bool,
+}
+
+impl Schedule {
+    /// The schedule figures of a window at `tick_hz` whose ticks went as `ticks`, the last
+    /// one started `lag_ms` after its deadline.
+    pub fn new(tick_hz: u32, ticks: &Ticks, lag_ms: Option<f64>) -> Schedule {
+        let run = ticks.on_time + ticks.late;
+        let tick_ms = 1e3 / f64::from(tick_hz.max(1));
+        Schedule {
+            achieved_tick_hz: (ticks.expected > 0)
+                .then(|| f64::from(tick_hz) * run as f64 / ticks.expected as f64),
+            lag_ms,
+            fell_behind: lag_ms.is_some_and(|lag| lag > BEHIND_AFTER_TICKS * tick_ms),
+        }
+    }
 }
 
 /// Games per core, as DESIGN.md defines them.
@@ -310,6 +355,9 @@ pub struct ServerReport {
     pub phases_ms: PhaseMs,
     /// Tick timing.
     pub ticks: Ticks,
+    /// The tick rate achieved and how far behind its schedule the server fell.
+    #[serde(default)]
+    pub schedule: Schedule,
     /// How late the worker woke for its earliest deadline.
     pub wake_late_ms: Option<Percentiles>,
     /// How late each match tick started after its deadline (a tick is late past 1 ms).
@@ -470,7 +518,7 @@ pub struct Preemption {
 /// second held are left out of the series (never of the whole-window figures).
 pub const MAX_FRAME_SECONDS: usize = 3600;
 
-/// The match frames whose deadline fell in one second of the measured window.
+/// The match frames started in one second of the measured window.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FrameSecond {
     /// Whole seconds from the window's start: the second `[s, s + 1)`.
@@ -688,6 +736,10 @@ pub struct Report {
     pub categories_ms: CategoryMs,
     pub phases_ms: PhaseMs,
     pub ticks: Ticks,
+    /// The tick rate achieved and how far behind its schedule the server fell (the
+    /// server's `schedule`).
+    #[serde(default)]
+    pub schedule: Schedule,
     pub games_per_core: GamesPerCore,
     /// Cost of one match tick's datagrams (batched receive and send, AEAD) with no game
     /// work, measured on this host before the run.
@@ -862,6 +914,9 @@ pub struct SweepStep {
     pub tick_start_late_ms: Option<Percentiles>,
     /// Ticks never run.
     pub skipped: u64,
+    /// The tick rate achieved and how far behind its schedule the server fell.
+    #[serde(default)]
+    pub schedule: Schedule,
     /// Response time at the clients, milliseconds.
     pub response_time_ms: ResponseTimeMs,
     /// Share of the bots' core in use, and whether it saturated.
@@ -1094,6 +1149,52 @@ mod tests {
         v.as_object_mut().unwrap().remove("frame_seconds");
         let old: ServerReport = serde_json::from_value(v).unwrap();
         assert!(old.frame_seconds.is_empty());
+    }
+
+    #[test]
+    fn a_server_that_runs_half_its_ticks_achieves_half_the_rate_and_fell_behind() {
+        // 30 Hz for 10 s: 300 ticks due, 150 run, the last one 5 s late.
+        let ticks = Ticks {
+            expected: 300,
+            late: 150,
+            skipped: 150,
+            ..Ticks::default()
+        };
+        let s = Schedule::new(30, &ticks, Some(5_000.0));
+        assert_eq!(s.achieved_tick_hz, Some(15.0));
+        assert!(s.fell_behind, "{s:?}");
+        // On schedule: every tick due ran, the last a fraction of a millisecond late.
+        let ticks = Ticks {
+            expected: 300,
+            on_time: 300,
+            ..Ticks::default()
+        };
+        let s = Schedule::new(30, &ticks, Some(0.2));
+        assert_eq!(s.achieved_tick_hz, Some(30.0));
+        assert!(!s.fell_behind, "{s:?}");
+    }
+
+    #[test]
+    fn falling_behind_takes_a_lag_past_two_ticks() {
+        // 30 Hz: a tick is 33.3 ms, two are 66.7 ms.
+        let ticks = Ticks::default();
+        assert!(!Schedule::new(30, &ticks, Some(66.0)).fell_behind);
+        assert!(Schedule::new(30, &ticks, Some(67.0)).fell_behind);
+        assert!(!Schedule::new(30, &ticks, None).fell_behind, "no tick ran");
+        assert_eq!(Schedule::new(30, &ticks, None).achieved_tick_hz, None);
+    }
+
+    #[test]
+    fn reports_from_before_the_schedule_parse_as_not_behind() {
+        let mut v = serde_json::to_value(Report::default()).unwrap();
+        assert!(v["schedule"]["fell_behind"].is_boolean());
+        assert!(v["server"]["schedule"].get("achieved_tick_hz").is_some());
+        assert!(v["server"]["schedule"].get("lag_ms").is_some());
+        v.as_object_mut().unwrap().remove("schedule");
+        v["server"].as_object_mut().unwrap().remove("schedule");
+        let old: Report = serde_json::from_value(v).unwrap();
+        assert_eq!(old.schedule, Schedule::default());
+        assert!(!old.server.schedule.fell_behind);
     }
 
     #[test]

@@ -52,6 +52,30 @@ pub fn ticks_line(out: &mut String, r: &ServerReport) {
         late(&r.wake_late_ms),
         late(&r.tick_start_late_ms)
     );
+    behind_line(out, r);
+}
+
+/// The tick rate achieved and the lag, only when the server fell behind its schedule: a
+/// server that kept it has nothing to say here.
+pub fn behind_line(out: &mut String, r: &ServerReport) {
+    let s = &r.schedule;
+    if !s.fell_behind {
+        return;
+    }
+    let rate = match s.achieved_tick_hz {
+        Some(hz) => format!(
+            "{hz:.1} ticks/s of {} ({:.0}%)",
+            r.tick_hz,
+            100.0 * hz / f64::from(r.tick_hz.max(1))
+        ),
+        None => format!("n/a ticks/s of {}", r.tick_hz),
+    };
+    let lag = match s.lag_ms {
+        Some(ms) if ms >= 1000.0 => format!("{:.1} s", ms / 1000.0),
+        Some(ms) => format!("{ms:.1} ms"),
+        None => "n/a".into(),
+    };
+    let _ = writeln!(out, "  fell behind   {rate}, last tick {lag} late");
 }
 
 /// The cost per category and per phase of a match frame.
@@ -132,6 +156,45 @@ pub fn game_label(game: &str, map: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_that_fell_behind_says_so_with_its_rate_and_lag() {
+        let mut r = ServerReport {
+            tick_hz: 30,
+            ..ServerReport::default()
+        };
+        r.schedule = crate::report::Schedule {
+            achieved_tick_hz: Some(15.2),
+            lag_ms: Some(74_300.0),
+            fell_behind: true,
+        };
+        let mut out = String::new();
+        behind_line(&mut out, &r);
+        assert_eq!(
+            out,
+            "  fell behind   15.2 ticks/s of 30 (51%), last tick 74.3 s late\n"
+        );
+        let mut ticks = String::new();
+        ticks_line(&mut ticks, &r);
+        assert!(ticks.ends_with(&out), "{ticks}");
+    }
+
+    #[test]
+    fn a_server_on_schedule_prints_no_behind_line() {
+        let mut r = ServerReport {
+            tick_hz: 128,
+            ..ServerReport::default()
+        };
+        r.schedule = crate::report::Schedule {
+            achieved_tick_hz: Some(128.0),
+            lag_ms: Some(0.3),
+            fell_behind: false,
+        };
+        let mut out = String::new();
+        ticks_line(&mut out, &r);
+        assert!(!out.contains("behind"), "{out}");
+        assert_eq!(out.lines().count(), 2, "the ticks and lateness lines only");
+    }
 
     #[test]
     fn the_budget_line_names_each_category_its_ticks_and_budget_and_only_when_any() {

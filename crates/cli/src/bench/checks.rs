@@ -551,6 +551,36 @@ mod tests {
     }
 
     #[test]
+    fn a_server_that_fell_behind_fails_its_rate_with_a_figure_not_na() {
+        // 30 Hz for 3 s, 66 ms a tick: 46 ticks of 90 ran, every one late.
+        let mut r = held();
+        r.tick_hz = 30;
+        r.ticks = Ticks {
+            expected: 90,
+            late: 46,
+            skipped: 44,
+            hitches: 46,
+            ..Ticks::default()
+        };
+        r.schedule = tickforge_telemetry::report::Schedule::new(30, &r.ticks, Some(4_442.7));
+        r.clients.response_rate_hz = Some(15.3);
+        r.clients.min_response_rate_hz = Some(15.0);
+        let checks = evaluate(&r);
+        let rate = checks.iter().find(|c| c.name == "on_time_rate").unwrap();
+        assert_eq!(rate.measured, Some(0.0), "measured, not n/a");
+        assert!(!rate.pass);
+        assert_eq!(
+            failed(&checks),
+            [
+                "skipped_ticks",
+                "on_time_rate",
+                "response_rate_hz",
+                "min_response_rate_hz"
+            ]
+        );
+    }
+
+    #[test]
     fn a_figure_the_report_lacks_fails_its_check() {
         let mut r = held();
         r.clients.response_rate_hz = None;

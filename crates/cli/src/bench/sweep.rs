@@ -198,6 +198,7 @@ fn step_of(r: &Report, runs: u32) -> SweepStep {
         wake_late_ms: r.server.wake_late_ms,
         tick_start_late_ms: r.server.tick_start_late_ms,
         skipped: t.skipped,
+        schedule: r.schedule,
         response_time_ms: r.clients.response_time_ms,
         bots_cpu_util: r.bots_cpu_util,
         bots_saturated: r.bots_saturated == Some(true),

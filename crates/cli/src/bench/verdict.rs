@@ -277,6 +277,31 @@ mod tests {
     }
 
     #[test]
+    fn a_step_that_fell_behind_fails_on_the_servers_account() {
+        // 15 ticks a second of 30 due, every one late (its own backlog): the windows have
+        // ticks and a rate of 0, not none, and the backlog counts as skipped.
+        let behind: Vec<FrameSecond> = (0..6)
+            .map(|s| FrameSecond {
+                s,
+                frames: 15,
+                late: 15,
+                ..FrameSecond::default()
+            })
+            .collect();
+        let mut r = run(&behind);
+        r.skipped = 90;
+        let v = judge(&r, 2);
+        assert_eq!(v.windows.len(), WINDOWS);
+        assert!(v
+            .windows
+            .iter()
+            .all(|w| w.ticks == 30 && w.on_time_rate == 0.0));
+        assert!(!v.held && !v.held_strict, "{v:?}");
+        assert_eq!(v.outcome, "server");
+        assert_eq!(next(&v), Next::Stop("server"));
+    }
+
+    #[test]
     fn misses_all_the_hosts_hold_on_the_servers_account_only() {
         let host = seconds(&[(30, 30), (0, 0), (30, 30), (0, 0), (0, 0), (0, 0)]);
         let v = judge(&run(&host), 1);

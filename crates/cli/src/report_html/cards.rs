@@ -61,6 +61,21 @@ fn missing(name: &'static str, detail: &str) -> Card {
     card(name, Verdict::NotMeasured, "n/a".into(), detail.into())
 }
 
+/// What the ticks card adds when the server fell behind its schedule: the tick rate it
+/// achieved and how late its last tick started.
+fn behind(r: &Report) -> String {
+    let s = &r.schedule;
+    match (s.fell_behind, s.achieved_tick_hz, s.lag_ms) {
+        (true, Some(hz), Some(lag_ms)) => format!(
+            "; fell behind: {hz:.1} ticks/s of {} Hz, last tick {:.1} s late",
+            r.tick_hz,
+            lag_ms / 1e3
+        ),
+        (true, ..) => "; fell behind".into(),
+        _ => String::new(),
+    }
+}
+
 /// Every card of `r`, in the order they show.
 pub fn cards(r: &Report) -> Vec<Card> {
     let mut out = Vec::new();
@@ -94,12 +109,13 @@ pub fn cards(r: &Report) -> Vec<Card> {
             },
             format!("{:.2}%", 100.0 * rate),
             format!(
-                "at least {:.1}% and none skipped; {} of {}, {} late, {} skipped",
+                "at least {:.1}% and none skipped; {} of {}, {} late, {} skipped{}",
                 100.0 * ON_TIME,
                 t.on_time,
                 t.expected,
                 t.late,
-                t.skipped
+                t.skipped,
+                behind(r)
             ),
         )
     });
@@ -322,5 +338,30 @@ mod tests {
         let c = cards(&r);
         assert_eq!(verdict(&c, "ticks on time"), Verdict::Fail);
         assert!(!c.iter().any(|c| c.name == "hit registration"));
+        let ticks = |c: &[Card]| {
+            c.iter()
+                .find(|c| c.name == "ticks on time")
+                .unwrap()
+                .clone()
+        };
+        assert!(!ticks(&c).detail.contains("fell behind"));
+
+        // A server that fell behind: its ticks fail, and the card says by how much.
+        r.ticks = Ticks {
+            expected: 1280,
+            late: 640,
+            skipped: 640,
+            ..Ticks::default()
+        };
+        r.schedule = tickforge_telemetry::report::Schedule::new(128, &r.ticks, Some(5_000.0));
+        let t = ticks(&cards(&r));
+        assert_eq!(t.verdict, Verdict::Fail);
+        assert_eq!(t.value, "0.00%");
+        assert!(
+            t.detail
+                .ends_with("; fell behind: 64.0 ticks/s of 128 Hz, last tick 5.0 s late"),
+            "{}",
+            t.detail
+        );
     }
 }

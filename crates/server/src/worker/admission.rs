@@ -220,7 +220,10 @@ impl Worker {
         }
         let m = self.matches.swap_remove(i);
         let h = self.hosted.swap_remove(i);
-        self.retired.add(m.as_ref(), h.grid, m.next_deadline());
+        // Its ticks were due until now: a match behind its schedule has its next deadline
+        // in the past, and the ticks due since are its backlog, not ticks never asked for.
+        let end = m.next_deadline().max(time::now());
+        self.retired.add(m.as_ref(), h.grid, end);
     }
 
     /// Reclaims the admin-made matches nobody joined within `unjoined_match_ttl` (see

@@ -48,6 +48,7 @@ fn record(w: &mut Worker, frames: &[(Option<u32>, FrameRecord)]) {
         queued: 0,
         late: Duration::ZERO,
         deadline,
+        started: deadline,
         round,
     }));
     let window = w.window;

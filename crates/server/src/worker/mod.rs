@@ -29,6 +29,11 @@
 //! wake-ups, each of which also gives every other due match its tick: one slow match
 //! cannot take more than its share. Ticks are never skipped; every tick that starts more
 //! than 1 ms late counts as late, and one more than a period late as a hitch.
+//!
+//! Measurement: a tick counts in the measured window when it started inside it on the wall
+//! clock, whatever its deadline. A worker whose ticks cost more than a period falls ever
+//! further behind its grid; its ticks still count, all late, and the report says the tick
+//! rate it achieved and how far behind it was when the window closed (`schedule`).
 
 mod admission;
 mod fair;
@@ -39,6 +44,8 @@ mod preempt;
 mod report;
 mod results;
 mod routing;
+#[cfg(test)]
+mod schedule_tests;
 mod seal;
 
 use std::net::SocketAddr;
@@ -335,6 +342,8 @@ struct DueFrame {
     /// How late the tick started.
     late: Duration,
     deadline: Instant,
+    /// When it started on the wall clock: what places it in the measured window.
+    started: Instant,
     /// The game's round after the tick ([`HostedMatch::round`]).
     round: Option<u32>,
 }
@@ -595,7 +604,10 @@ impl Worker {
             let earliest = self.next_wake();
             let deadline = earliest.unwrap_or_else(|| time::now() + self.period());
             let drained = drain_until.is_some_and(|t| self.matches.is_empty() || deadline >= t);
-            if shutdown.is_stopped() || drained || exit_at.is_some_and(|t| deadline >= t) {
+            // The exit is judged on the wall clock: a worker behind its schedule has
+            // deadlines in the past and would otherwise serve on past its linger.
+            let exit = exit_at.is_some_and(|t| deadline.max(time::now()) >= t);
+            if shutdown.is_stopped() || drained || exit {
                 break time::now();
             }
             self.preempt.sleeping(time::now());
@@ -605,14 +617,14 @@ impl Worker {
             }
             if earliest.is_some() {
                 self.measure.woke(&window, deadline, woke);
-                (self.preempt).woke(deadline, woke, window.contains(deadline));
+                (self.preempt).woke(deadline, woke, window.contains(woke));
             }
 
             let frame = self.frame(woke);
             ticks_run += frame.ticks as u64;
             let sent = frame.sent;
             self.after_frame(&frame, shutdown.is_draining());
-            if earliest.is_some() && window.contains(deadline) {
+            if earliest.is_some() && window.contains(woke) {
                 self.measure.worker_frames.record_ns(nanos(sent - woke));
             }
 
@@ -758,6 +770,7 @@ impl Worker {
                 queued,
                 late,
                 deadline,
+                started: now,
                 round: self.matches[i].round(),
             });
         }

@@ -275,8 +275,8 @@ impl Preempt {
         self.slept_at = Some(now);
     }
 
-    /// The worker woke at `woke` for `deadline`; `in_window`: the deadline lies in the
-    /// measured window (the stall counts in the report).
+    /// The worker woke at `woke` for `deadline`; `in_window`: it woke inside the measured
+    /// window (the stall counts in the report).
     pub(crate) fn woke(&mut self, deadline: Instant, woke: Instant, in_window: bool) {
         let Some(probe) = &self.probe else { return };
         let now = probe.read();

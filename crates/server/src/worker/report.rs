@@ -7,8 +7,8 @@ use tickforge_io::cpu;
 use tickforge_io::udp::IoStats;
 use tickforge_replication::ReplicationStats;
 use tickforge_telemetry::report::{
-    merge_frame_seconds, Datagrams, FrameSecond, LateCauses, Preemption, Replication, ServerReport,
-    Ticks, MAX_FRAME_SECONDS,
+    merge_frame_seconds, Datagrams, FrameSecond, LateCauses, Preemption, Replication, Schedule,
+    ServerReport, Ticks, MAX_FRAME_SECONDS,
 };
 use tickforge_telemetry::rounds::{slot_name, Budgets, BUDGET_SLOTS};
 use tickforge_telemetry::{
@@ -20,6 +20,10 @@ use super::{nanos, Worker, LATE_AFTER};
 use crate::game_match::HostedMatch;
 
 /// The measured window: from the end of the warm-up for the configured duration.
+///
+/// Ticks and wake-ups belong to it by when they happened on the wall clock, not by their
+/// deadline: a worker behind its schedule runs ticks whose deadlines lag ever further
+/// behind, may never reach a window that starts late in the run, and are still its frames.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Window {
     pub(super) start: Instant,
@@ -70,6 +74,9 @@ pub(super) struct Measure {
     /// matches run before it, on top of the wake-up's own lateness.
     tick_late: DurationHistogram,
     pub(super) ticks: Ticks,
+    /// How late the last tick started in the window was after its deadline: how far
+    /// behind its schedule the worker was when the window closed.
+    lag: Option<Duration>,
     /// The match frames second by second.
     seconds: FrameSeconds,
     /// Match ticks over budget, by budget slot.
@@ -107,7 +114,7 @@ impl Default for FrameSeconds {
 }
 
 impl FrameSeconds {
-    /// Records one frame whose deadline fell `second` seconds into the window. A frame of
+    /// Records one frame that started `second` seconds into the window. A frame of
     /// an earlier second than the one being filled (a worker runs due matches in one
     /// wake-up, not strictly by deadline) counts in the open second.
     fn record(&mut self, second: u32, frame_ns: u64, late: bool, hitch: bool, host: bool) {
@@ -151,14 +158,29 @@ impl Measure {
     /// Records a wake-up for `deadline` at `woke`, and opens or closes the CPU clock at the
     /// window's edges.
     pub(super) fn woke(&mut self, window: &Window, deadline: Instant, woke: Instant) {
-        if window.contains(deadline) {
+        if window.contains(woke) {
             if self.cpu_start.is_none() {
                 self.cpu_start = Some(cpu::process_cpu_time());
             }
-            self.wake_late.record_ns(nanos(woke - deadline));
-        } else if window.end.is_some_and(|e| deadline >= e) && self.cpu_end.is_none() {
+            self.wake_late
+                .record_ns(nanos(woke.saturating_duration_since(deadline)));
+        } else if window.end.is_some_and(|e| woke >= e) && self.cpu_end.is_none() {
             self.cpu_end = Some(cpu::process_cpu_time());
         }
+    }
+
+    /// Records the timing of a tick due at `deadline` that started at `started` inside
+    /// the window: on time or late, a hitch or not, and the worker's lag behind its
+    /// schedule.
+    fn tick(&mut self, deadline: Instant, started: Instant, late: bool, hitch: bool) {
+        let t = &mut self.ticks;
+        if late {
+            t.late += 1;
+        } else {
+            t.on_time += 1;
+        }
+        t.hitches += u64::from(hitch);
+        self.lag = Some(started.saturating_duration_since(deadline));
     }
 
     /// Closes the CPU clock if the window did not end before the worker stopped.
@@ -179,7 +201,8 @@ pub(super) struct Retired {
     pub(super) far_inputs: u64,
     shots_fired: u64,
     shots_clamped: u64,
-    /// Each removed match's tick grid: first deadline, and the deadline after its last tick.
+    /// Each removed match's tick grid: its first deadline, and when its ticks stopped being
+    /// due (its removal, or the deadline after its last tick if that is later).
     lives: Vec<(Instant, Instant)>,
     /// Matches that ended (their results handed to the persister).
     pub(super) matches_finished: u64,
@@ -248,8 +271,8 @@ impl Worker {
         let queued: u64 = self.due.iter().map(|d| d.queued as u64).sum();
         let due = self.due.len() as u64;
         for d in &self.due {
-            let (mi, mut record, q, late, deadline) =
-                (d.index, d.record, d.queued, d.late, d.deadline);
+            let (mi, mut record, q, late, deadline, started) =
+                (d.index, d.record, d.queued, d.late, d.deadline, d.started);
             let share = (send_ns * q as u64)
                 .checked_div(queued)
                 .unwrap_or(send_ns / due.max(1));
@@ -278,27 +301,21 @@ impl Worker {
                 self.metrics.record_round(&round);
             }
             self.cost.add(record.total_ns);
-            if !window.contains(deadline) {
+            if !window.contains(started) {
                 continue;
             }
             for (slot, n) in self.measure.violations.iter_mut().enumerate() {
                 *n += u64::from(recorded.over >> slot & 1);
             }
             self.measure.frames.record(&record);
-            let second = (deadline.saturating_duration_since(window.start)).as_secs();
+            let second = (started.saturating_duration_since(window.start)).as_secs();
             let host = cause.is_some_and(|c| c.is_stall());
             (self.measure.seconds).record(second as u32, record.total_ns, is_late, hitch, host);
             if let Some(c) = cause {
                 self.preempt.causes[c as usize] += 1;
             }
             self.measure.tick_late.record_ns(nanos(late));
-            let t = &mut self.measure.ticks;
-            if is_late {
-                t.late += 1;
-            } else {
-                t.on_time += 1;
-            }
-            t.hitches += u64::from(hitch);
+            self.measure.tick(deadline, started, is_late, hitch);
         }
     }
 
@@ -389,6 +406,8 @@ impl WorkerFigures {
         t.on_time += u.on_time;
         t.late += u.late;
         t.hitches += u.hitches;
+        // The worst worker's lag: the server is as far behind as its most behind worker.
+        a.lag = a.lag.max(b.lag);
         for (v, w) in a.violations.iter_mut().zip(b.violations) {
             *v += w;
         }
@@ -429,12 +448,14 @@ impl WorkerFigures {
         merge_preemption(&mut self.preemption, &other.preemption);
     }
 
-    /// The report of the measured window. Ticks not run by the window's close count as
-    /// skipped: the workers never skip one, so these are the backlog when they stopped.
+    /// The report of the measured window. Ticks due in the window and not started in it
+    /// count as skipped: the workers never skip one, so these are the backlog they added
+    /// over the window.
     pub fn report(&self) -> ServerReport {
         let m = &self.measure;
         let mut ticks = m.ticks;
         ticks.skipped = ticks.expected.saturating_sub(ticks.on_time + ticks.late);
+        let lag_ms = m.lag.map(|l| l.as_secs_f64() * 1e3);
         let cpu_util = match (m.cpu_start, m.cpu_end) {
             (Some(a), Some(b)) if self.window_s > 0.0 => {
                 Some(b.saturating_sub(a).as_secs_f64() / self.window_s)
@@ -459,6 +480,7 @@ impl WorkerFigures {
             categories_ms: m.frames.category_means_ms(),
             phases_ms: m.frames.phase_means_ms(),
             ticks,
+            schedule: Schedule::new(self.tick_hz, &ticks, lag_ms),
             wake_late_ms: m.wake_late.percentiles(),
             tick_start_late_ms: m.tick_late.percentiles(),
             matches_finished: self.retired.matches_finished,

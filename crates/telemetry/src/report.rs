@@ -124,9 +124,13 @@ pub struct Ticks {
 }
 
 /// A server fell behind its schedule when the last tick of the window started more than
-/// this many ticks after its deadline: one late tick is a hitch, a lag past two is a
-/// backlog the server did not work off.
+/// this many ticks after its deadline, and the window is short of more than this many
+/// ticks and of [`BEHIND_AFTER_SHARE`] of them: one late tick is a hitch, a lag past two is
+/// a backlog the server did not work off.
 pub const BEHIND_AFTER_TICKS: f64 = 2.0;
+/// The share of the window's due ticks not started in it past which a lag is a backlog, not
+/// a stall at the window's edge (which moves a tick or two out of it on a noisy host).
+pub const BEHIND_AFTER_SHARE: f64 = 0.01;
 
 /// How far the server kept to its tick schedule over the measured window.
 ///
@@ -143,7 +147,8 @@ pub struct Schedule {
     /// milliseconds, the worst worker's: how far behind its schedule the server was when
     /// the window closed. `None` when no tick started in the window.
     pub lag_ms: Option<f64>,
-    /// `lag_ms` is more than [`BEHIND_AFTER_TICKS`] ticks: the server fell behind.
+    /// `lag_ms` is more than [`BEHIND_AFTER_TICKS`] ticks, and the window is short of
+    /// more than that many ticks and [`BEHIND_AFTER_SHARE`] of them: the server fell behind.
     pub fell_behind: bool,
 }
 
@@ -152,12 +157,15 @@ impl Schedule {
     /// one started `lag_ms` after its deadline.
     pub fn new(tick_hz: u32, ticks: &Ticks, lag_ms: Option<f64>) -> Schedule {
         let run = ticks.on_time + ticks.late;
+        let short = ticks.expected.saturating_sub(run);
         let tick_ms = 1e3 / f64::from(tick_hz.max(1));
         Schedule {
             achieved_tick_hz: (ticks.expected > 0)
                 .then(|| f64::from(tick_hz) * run as f64 / ticks.expected as f64),
             lag_ms,
-            fell_behind: lag_ms.is_some_and(|lag| lag > BEHIND_AFTER_TICKS * tick_ms),
+            fell_behind: lag_ms.is_some_and(|lag| lag > BEHIND_AFTER_TICKS * tick_ms)
+                && short as f64
+                    > BEHIND_AFTER_TICKS.max(BEHIND_AFTER_SHARE * ticks.expected as f64),
         }
     }
 }
@@ -1175,11 +1183,21 @@ mod tests {
     }
 
     #[test]
-    fn falling_behind_takes_a_lag_past_two_ticks() {
-        // 30 Hz: a tick is 33.3 ms, two are 66.7 ms.
-        let ticks = Ticks::default();
+    fn falling_behind_takes_a_lag_past_two_ticks_and_a_window_short_of_ticks() {
+        // 30 Hz: a tick is 33.3 ms, two are 66.7 ms; 300 due, 290 run: 10 short, over 3.
+        let mut ticks = Ticks {
+            expected: 300,
+            on_time: 290,
+            ..Ticks::default()
+        };
         assert!(!Schedule::new(30, &ticks, Some(66.0)).fell_behind);
         assert!(Schedule::new(30, &ticks, Some(67.0)).fell_behind);
+        // A stall at the window's close: 3 ticks late, 3 short of 300, not past 1%.
+        ticks.on_time = 297;
+        assert!(!Schedule::new(30, &ticks, Some(100.0)).fell_behind);
+        ticks.on_time = 296;
+        assert!(Schedule::new(30, &ticks, Some(100.0)).fell_behind);
+        let ticks = Ticks::default();
         assert!(!Schedule::new(30, &ticks, None).fell_behind, "no tick ran");
         assert_eq!(Schedule::new(30, &ticks, None).achieved_tick_hz, None);
     }

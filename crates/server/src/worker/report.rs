@@ -456,6 +456,12 @@ impl WorkerFigures {
         let mut ticks = m.ticks;
         ticks.skipped = ticks.expected.saturating_sub(ticks.on_time + ticks.late);
         let lag_ms = m.lag.map(|l| l.as_secs_f64() * 1e3);
+        let schedule = Schedule::new(self.tick_hz, &ticks, lag_ms);
+        // A stall at the window's edges moves a tick or two across it (ticks join it by
+        // when they started, and are due by their deadlines): only a backlog is skipped.
+        if !schedule.fell_behind {
+            ticks.skipped = 0;
+        }
         let cpu_util = match (m.cpu_start, m.cpu_end) {
             (Some(a), Some(b)) if self.window_s > 0.0 => {
                 Some(b.saturating_sub(a).as_secs_f64() / self.window_s)
@@ -480,7 +486,7 @@ impl WorkerFigures {
             categories_ms: m.frames.category_means_ms(),
             phases_ms: m.frames.phase_means_ms(),
             ticks,
-            schedule: Schedule::new(self.tick_hz, &ticks, lag_ms),
+            schedule,
             wake_late_ms: m.wake_late.percentiles(),
             tick_start_late_ms: m.tick_late.percentiles(),
             matches_finished: self.retired.matches_finished,

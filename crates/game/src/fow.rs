@@ -323,6 +323,9 @@ pub struct Fow {
     team_rows: Vec<u64>,
     /// Living players.
     alive_row: Vec<u64>,
+    /// Per team, the enemies its living players see (a dead player's view), rebuilt each
+    /// update.
+    team_sight: Vec<u64>,
     /// Players whose pairs are traced this tick whatever the rotation says.
     dirty_row: Vec<u64>,
     last: Vec<Last>,
@@ -374,6 +377,7 @@ impl Fow {
             visible,
             team_rows: vec![0; 2 * words],
             alive_row: vec![0; words],
+            team_sight: vec![0; 2 * words],
             dirty_row: vec![0; words],
             last: vec![
                 Last {
@@ -765,6 +769,18 @@ impl Fow {
     /// nothing more.
     fn build_rows(&mut self, teams: &[Team], alive: &[bool]) {
         let w = self.words;
+        // What each team's living players see, once: every dead teammate spectates it.
+        self.team_sight.fill(0);
+        for t in 0..2 {
+            for mw in 0..w {
+                for b in BitIter(self.team_rows[t * w + mw] & self.alive_row[mw]) {
+                    let mate = mw * 64 + b;
+                    for k in 0..w {
+                        self.team_sight[t * w + k] |= self.los[mate * w + k];
+                    }
+                }
+            }
+        }
         for i in 0..self.players {
             let own = team_index(teams[i]) * w;
             let other = team_index(teams[i].other()) * w;
@@ -781,13 +797,8 @@ impl Fow {
             if alive[i] {
                 continue;
             }
-            for mw in 0..w {
-                for b in BitIter(self.team_rows[own + mw] & self.alive_row[mw]) {
-                    let mate = mw * 64 + b;
-                    for k in 0..w {
-                        self.visible[i * w + k] |= self.los[mate * w + k];
-                    }
-                }
+            for k in 0..w {
+                self.visible[i * w + k] |= self.team_sight[own + k];
             }
         }
     }

@@ -70,6 +70,8 @@ pub(crate) struct Conn {
     pub bucket: TokenBucket,
     /// States the last write sent: how many the next one sorts first.
     pub last_states: u16,
+    /// The last write left a relevant entity out.
+    pub crowded: bool,
 }
 
 const _: () = assert!(
@@ -98,6 +100,7 @@ impl Conn {
             known: vec![0; words].into_boxed_slice(),
             bucket: TokenBucket::default(),
             last_states: 0,
+            crowded: false,
         }
     }
 
@@ -117,6 +120,7 @@ impl Conn {
         self.judged_through = 0;
         self.bucket = TokenBucket::default();
         self.last_states = 0;
+        self.crowded = false;
     }
 
     /// Where the record of ring slot `tick % ring` starts in `slots`.

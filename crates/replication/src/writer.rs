@@ -208,8 +208,9 @@ pub struct WriteInfo {
 }
 
 /// Encoding cache ways per entity: distinct baselines one entity is encoded against in a
-/// tick before further ones go uncached. Clients of similar ping ack the same few ticks.
-const CACHE_WAYS: usize = 4;
+/// tick before further ones go uncached. Clients of similar ping ack the same few ticks;
+/// behind fog, an entity's baselines differ more (a client that saw it a while ago).
+const CACHE_WAYS: usize = 8;
 /// Cache key of a full state: the baseline of an entity that has none.
 const FULL_KEY: u32 = NO_BASELINE;
 /// Bytes copied for one encoding body: at least any schema's widest body, so every body is
@@ -474,6 +475,8 @@ struct Scratch {
     candidates: Vec<u64>,
     /// Entities in range of this write's viewer.
     near: Vec<u64>,
+    /// Entities relevant to this write and not sent.
+    deferred: Vec<u64>,
     /// Per entity, this write's encoding.
     enc: Vec<Enc>,
     sel_states: Vec<u64>,
@@ -548,6 +551,7 @@ impl Replicator {
                 seen: vec![0; words],
                 candidates: Vec::with_capacity(n),
                 near: vec![0; words],
+                deferred: vec![0; words],
                 enc: vec![Enc::NONE; n],
                 sel_states: vec![0; words],
                 sel_gone: vec![0; words],
@@ -717,8 +721,8 @@ impl Replicator {
         // Relevance, priority and staleness, a word of entities at a time in id order:
         // in range now, or relevant or gone and still within the hysteresis, or the
         // connection's own entity.
-        scratch.candidates.clear();
         let enter_bump = cfg.priority.enter_bump;
+        let mut relevant_count = 0usize;
         for (w, &near) in scratch.near.iter().enumerate() {
             let (was, gone) = (c.relevant[w], c.gone[w]);
             for b in BitIter(near) {
@@ -752,22 +756,13 @@ impl Replicator {
             if own_bit != 0 {
                 priority[own_bit.trailing_zeros() as usize] += cfg.priority.own;
             }
-            for b in BitIter(relevant) {
-                scratch
-                    .candidates
-                    .push(candidate(priority[b], w * 64 + b, 0));
-            }
+            relevant_count += relevant.count_ones() as usize;
         }
 
         let rate_bound = allowed < budget_bytes;
         if limit < MAX_HEADER_BYTES {
             stats.rate_limited += u64::from(rate_bound);
-            let worst = scratch
-                .candidates
-                .iter()
-                .map(|&k| now.saturating_sub(c.last_sent[candidate_id(k)]))
-                .max()
-                .unwrap_or(0);
+            let (_, _, worst) = staleness(&c.last_sent, &c.relevant, now);
             note_staleness(stats, worst);
             return WriteInfo::default();
         }
@@ -801,14 +796,16 @@ impl Replicator {
         // [`MISFITS_IN_A_ROW`] in a row do not fit or nothing more could: the work grows
         // with what is sent, not with what is relevant. What is left is deferred.
         scratch.sel_states.fill(0);
-        let mut worst = 0;
-        let mut defer = |last_sent: u32, info: &mut WriteInfo, stats: &mut ReplicationStats| {
-            info.deferred += 1;
-            let stale = now.saturating_sub(last_sent);
-            worst = worst.max(stale);
-            stats.deferred_staleness_ticks += u64::from(stale);
-        };
-        if scratch.candidates.len() * MIN_RECORD_BYTES <= room {
+        // A connection whose last write left some out (a crowd behind fog: 120 relevant,
+        // 90 sent) goes by priority too, rather than encoding all to send three in four.
+        if relevant_count * MIN_RECORD_BYTES <= room && !c.crowded {
+            scratch.candidates.clear();
+            for (w, &relevant) in c.relevant.iter().enumerate() {
+                for b in BitIter(relevant) {
+                    let e = w * 64 + b;
+                    scratch.candidates.push(candidate(c.priority[e], e, 0));
+                }
+            }
             let mut total = 0usize;
             for cand in &mut scratch.candidates {
                 let e = candidate_id(*cand);
@@ -826,11 +823,16 @@ impl Replicator {
                     room -= size;
                     set_bit(&mut scratch.sel_states, e);
                     count += 1;
-                } else {
-                    defer(c.last_sent[e], &mut info, stats);
                 }
             }
         } else {
+            scratch.candidates.clear();
+            for (w, &relevant) in c.relevant.iter().enumerate() {
+                for b in BitIter(relevant) {
+                    let e = w * 64 + b;
+                    scratch.candidates.push(candidate(c.priority[e], e, 0));
+                }
+            }
             // About as many as the last write sent are sorted first.
             let first = usize::from(c.last_states) + 2 * MISFITS_IN_A_ROW as usize;
             let mut order = Descending::new(&mut scratch.candidates, first);
@@ -847,13 +849,16 @@ impl Replicator {
                     misfits = 0;
                 } else {
                     misfits += 1;
-                    defer(c.last_sent[e], &mut info, stats);
                 }
             }
-            for &k in order.rest() {
-                defer(c.last_sent[candidate_id(k)], &mut info, stats);
-            }
         }
+        // What was relevant and not sent was deferred.
+        for (w, d) in scratch.deferred.iter_mut().enumerate() {
+            *d = c.relevant[w] & !scratch.sel_states[w];
+        }
+        let (deferred, stale_sum, worst) = staleness(&c.last_sent, &scratch.deferred, now);
+        info.deferred = deferred as u16;
+        stats.deferred_staleness_ticks += stale_sum;
         stats.rate_limited += u64::from(rate_bound && info.deferred > 0);
 
         // The body, ids in increasing order.
@@ -907,6 +912,7 @@ impl Replicator {
         c.record_packet(now, &scratch.sel_states, &scratch.sel_gone);
         c.bucket.spend(info.bytes);
         c.last_states = info.states;
+        c.crowded = info.deferred > 0;
         note_staleness(stats, worst);
 
         stats.snapshots += 1;
@@ -915,7 +921,7 @@ impl Replicator {
         stats.delta_records += u64::from(info.states - info.full);
         stats.gone_records += u64::from(info.gone);
         stats.deferred += u64::from(info.deferred);
-        stats.relevant += scratch.candidates.len() as u64;
+        stats.relevant += relevant_count as u64;
         stats.max_states_per_snapshot = stats.max_states_per_snapshot.max(u32::from(info.states));
         info
     }
@@ -1034,9 +1040,33 @@ impl<'a> Descending<'a> {
     }
 
     /// The candidates not taken, in no order.
+    #[cfg(test)]
     fn rest(&self) -> &[u64] {
         &self.all[self.next..]
     }
+}
+
+/// Over the entities set in `rows`: how many, the ticks since each was last sent
+/// summed, and the most. A word at a time, each lane computed and masked.
+fn staleness(last_sent: &[u32], rows: &[u64], now: u32) -> (u32, u64, u32) {
+    let (mut count, mut sum, mut worst) = (0, 0u64, 0u32);
+    for (w, &bits) in rows.iter().enumerate() {
+        if bits == 0 {
+            continue;
+        }
+        count += bits.count_ones();
+        let end = (w * 64 + 64).min(last_sent.len());
+        for (i, &t) in last_sent[w * 64..end].iter().enumerate() {
+            let stale = if bits >> i & 1 != 0 {
+                now.saturating_sub(t)
+            } else {
+                0
+            };
+            sum += u64::from(stale);
+            worst = worst.max(stale);
+        }
+    }
+    (count, sum, worst)
 }
 
 fn set_bit(row: &mut [u64], i: usize) {

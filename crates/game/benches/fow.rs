@@ -1,6 +1,12 @@
 //! Fog-of-war cost: one [`Fow::update`] for 10 players on the arena and 100 on the 2 km map,
 //! at their spawns and in play, with pairs traced every tick and every 4th (the server's
 //! setting).
+//!
+//! `spread`: 1,000 players scattered over a 3 km square, each running round a circle at 5 m/s,
+//! so only a few percent of the enemy pairs are within view distance of each other: on open
+//! ground, and with one pillar inside the crowd's bounds (no longer the open field: pairs in
+//! range are traced, every 4th tick). What this measures is the cost of finding the pairs in
+//! range (issue 16), not of tracing them.
 
 use std::hint::black_box;
 use std::num::NonZeroU8;
@@ -144,5 +150,109 @@ fn fow(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, fow);
+/// Players in the `spread` benches.
+const SPREAD_PLAYERS: usize = 1000;
+/// Half the side of the square they are scattered over, metres.
+const SPREAD_HALF_M: f32 = 1500.0;
+/// Ticks a lap of a spread player's circle takes; the recording is one lap, so it loops
+/// without a jump.
+const SPREAD_LAP_TICKS: usize = 64;
+
+/// A sealed 4 km floor, with a 2 m pillar at (`pillar_x`, 0) when given.
+fn spread_map(pillar_x: Option<f32>) -> Map {
+    let mut text = String::from(
+        "box -2001 -2001 -1 2001 2001 0\n\
+         box -2001 -2001 50 2001 2001 51\n\
+         box -2001 -2001 0 -2000 2001 50\n\
+         box 2000 -2001 0 2001 2001 50\n\
+         box -2000 -2001 0 2000 -2000 50\n\
+         box -2000 2000 0 2000 2001 50\n\
+         spawn_ring 0 0 0 20 2\n",
+    );
+    if let Some(x) = pillar_x {
+        text += &format!("box {} -1 0 {} 1 4\n", x - 1.0, x + 1.0);
+    }
+    Map::parse(&text).expect("the spread map parses")
+}
+
+/// A lap of [`SPREAD_PLAYERS`] players running round circles at 5 m/s, every tick's states,
+/// at 30 Hz. Centres are scattered by a fixed LCG, so runs compare.
+fn spread_lap() -> Vec<Vec<PlayerState>> {
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut unit = || {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (seed >> 40) as f32 / (1u64 << 24) as f32
+    };
+    let players: Vec<(Vec3, f32)> = (0..SPREAD_PLAYERS)
+        .map(|_| {
+            let centre = Vec3::new(
+                (unit() * 2.0 - 1.0) * SPREAD_HALF_M,
+                (unit() * 2.0 - 1.0) * SPREAD_HALF_M,
+                SKIN_M,
+            );
+            (centre, unit() * std::f32::consts::TAU)
+        })
+        .collect();
+    let speed = 5.0;
+    let omega = std::f32::consts::TAU / SPREAD_LAP_TICKS as f32; // radians a tick
+    let radius_m = speed / (omega * 30.0);
+    (0..SPREAD_LAP_TICKS)
+        .map(|t| {
+            players
+                .iter()
+                .map(|&(centre, phase)| {
+                    let a = phase + omega * t as f32;
+                    PlayerState {
+                        origin: centre + Vec3::new(a.cos(), a.sin(), 0.0) * radius_m,
+                        velocity: Vec3::new(-a.sin(), a.cos(), 0.0) * speed,
+                        on_ground: true,
+                        ..Default::default()
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn spread(c: &mut Criterion) {
+    let scopes = Scopes::new(Instant::now);
+    let mut group = c.benchmark_group("fow");
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_millis(500));
+    let lap = spread_lap();
+    let teams: Vec<Team> = (0..SPREAD_PLAYERS).map(|i| Team::BOTH[i % 2]).collect();
+    let alive = vec![true; SPREAD_PLAYERS];
+    let config = FowConfig {
+        tick_hz: 30,
+        trace_every_ticks: NonZeroU8::new(4).unwrap(),
+        ..FowConfig::default()
+    };
+    // The pillar stands between two players' circles, inside the crowd's bounds.
+    for (label, map) in [
+        ("open ground", spread_map(None)),
+        ("one pillar", spread_map(Some(SPREAD_HALF_M * 0.5 + 0.5))),
+    ] {
+        let mut f = Fow::new(config, SPREAD_PLAYERS);
+        let mut tick = 0u32;
+        group.bench_function(
+            format!("{SPREAD_PLAYERS} players spread over 3 km, {label}"),
+            |b| {
+                b.iter(|| {
+                    tick = tick.wrapping_add(1);
+                    let states = &lap[tick as usize % SPREAD_LAP_TICKS];
+                    f.update(states, &teams, &alive, &map, Tick(tick), &scopes);
+                    black_box(f.row(tickforge_game::PlayerSlot(0))[0])
+                })
+            },
+        );
+        println!("  {label}: {:?}", f.stats());
+    }
+    group.finish();
+}
+
+criterion_group!(benches, fow, spread);
 criterion_main!(benches);

@@ -150,7 +150,7 @@ fn crowd(c: &mut Criterion) {
         let mut update = |fow: &mut Fow| {
             tick += 1;
             let states = &recorded[tick as usize % RECORDED_TICKS];
-            fow.update(states, &teams, &alive, &map, Tick(tick), &scopes);
+            fow.update(states, &teams, &alive, None, &map, Tick(tick), &scopes);
         };
         group.bench_function(format!("fow, {players} players in the fight"), |b| {
             b.iter(|| {

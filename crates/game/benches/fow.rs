@@ -100,7 +100,7 @@ fn fow(c: &mut Criterion) {
             |b| {
                 b.iter(|| {
                     tick = tick.wrapping_add(1);
-                    f.update(&states, &teams, &alive, &map, Tick(tick), &scopes);
+                    f.update(&states, &teams, &alive, None, &map, Tick(tick), &scopes);
                     black_box(f.row(tickforge_game::PlayerSlot(0))[0])
                 })
             },
@@ -113,7 +113,7 @@ fn fow(c: &mut Criterion) {
                 b.iter(|| {
                     tick = tick.wrapping_add(1);
                     let states = &play[tick as usize % RECORDED_TICKS];
-                    f.update(states, &teams, &alive, &map, Tick(tick), &scopes);
+                    f.update(states, &teams, &alive, None, &map, Tick(tick), &scopes);
                     black_box(f.row(tickforge_game::PlayerSlot(0))[0])
                 })
             },
@@ -122,7 +122,7 @@ fn fow(c: &mut Criterion) {
         let (mut pairs, mut traced, mut visible, mut rays, mut segments) = (0, 0, 0, 0, 0);
         let (mut unchanged, mut swept, mut walled) = (0, 0, 0);
         for (t, states) in play.iter().enumerate() {
-            f.update(states, &teams, &alive, &map, Tick(t as u32), &scopes);
+            f.update(states, &teams, &alive, None, &map, Tick(t as u32), &scopes);
             let s = f.stats();
             pairs += s.pairs_in_range;
             traced += s.pairs_traced;
@@ -244,7 +244,7 @@ fn spread(c: &mut Criterion) {
                 b.iter(|| {
                     tick = tick.wrapping_add(1);
                     let states = &lap[tick as usize % SPREAD_LAP_TICKS];
-                    f.update(states, &teams, &alive, &map, Tick(tick), &scopes);
+                    f.update(states, &teams, &alive, None, &map, Tick(tick), &scopes);
                     black_box(f.row(tickforge_game::PlayerSlot(0))[0])
                 })
             },

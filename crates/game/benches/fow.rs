@@ -6,18 +6,21 @@
 //! so only a few percent of the enemy pairs are within view distance of each other: on open
 //! ground, and with one pillar inside the crowd's bounds (no longer the open field: pairs in
 //! range are traced, every 4th tick). What this measures is the cost of finding the pairs in
-//! range (issue 16), not of tracing them.
+//! range (issue 16), not of tracing them: each scene without a grid (every pair's distance
+//! tested) and with one filled a tick late, as the server lends replication's.
 
 use std::hint::black_box;
 use std::num::NonZeroU8;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use tickforge_game::fow::Neighbours;
 use tickforge_game::fow::{Fow, FowConfig};
 use tickforge_game::map::SKIN_M;
 use tickforge_game::movement::pmove;
 use tickforge_game::rules::Team;
 use tickforge_game::{buttons, BuiltinMap, Map, PlayerState, Tick, UserCmd, Vec3};
+use tickforge_sim::spatial::Grid;
 use tickforge_telemetry::Scopes;
 
 /// Ticks of recorded play each bench cycles through.
@@ -250,6 +253,38 @@ fn spread(c: &mut Criterion) {
             },
         );
         println!("  {label}: {:?}", f.stats());
+        // The same with the runtime's grid: relevancy's 32 m cells, each player placed
+        // after the update, so the next one reads where it stood a tick before.
+        let slot_of: Vec<u16> = (0..SPREAD_PLAYERS as u16).collect();
+        let mut grid = Grid::new(SPREAD_PLAYERS, 32.0);
+        let mut f = Fow::new(config, SPREAD_PLAYERS);
+        group.bench_function(
+            format!("{SPREAD_PLAYERS} players spread over 3 km, {label}, grid"),
+            |b| {
+                b.iter(|| {
+                    tick = tick.wrapping_add(1);
+                    let states = &lap[tick as usize % SPREAD_LAP_TICKS];
+                    let near = Neighbours {
+                        grid: &grid,
+                        slot_of: &slot_of,
+                    };
+                    f.update(
+                        states,
+                        &teams,
+                        &alive,
+                        Some(near),
+                        &map,
+                        Tick(tick),
+                        &scopes,
+                    );
+                    for (e, s) in states.iter().enumerate() {
+                        grid.place(e, s.origin.x, s.origin.y);
+                    }
+                    black_box(f.row(tickforge_game::PlayerSlot(0))[0])
+                })
+            },
+        );
+        println!("  {label}, grid: {:?}", f.stats());
     }
     group.finish();
 }

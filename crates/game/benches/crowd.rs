@@ -103,6 +103,7 @@ impl Placed {
         Neighbours {
             grid: &self.grid,
             slot_of: &self.slot_of,
+            always: false,
         }
     }
 

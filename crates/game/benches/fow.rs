@@ -267,6 +267,7 @@ fn spread(c: &mut Criterion) {
                     let near = Neighbours {
                         grid: &grid,
                         slot_of: &slot_of,
+                        always: true,
                     };
                     f.update(
                         states,

@@ -59,7 +59,11 @@
 //! ([`Neighbours`]: the runtime lends replication's relevancy grid, where every player stood
 //! at the end of the last tick), each player asks the grid for the enemies in the cells
 //! within view distance, both reaches and the most any player has moved since; only those
-//! are tested, so the cost grows with the pairs near each other. A player the grid does not
+//! are tested, so the count grows with the pairs near each other. A query visits every cell
+//! of its square, though, and a cell costs about two distance tests: at the default 300 m
+//! and relevancy's 32 m cells a query covers some 400 cells, more than scanning costs below
+//! about 3,000 players. The update takes the cheaper of the two, by that estimate, each
+//! tick ([`Neighbours::always`] forces the grid). A player the grid does not
 //! place within [`STRAY_M`] of where it stands (the first tick, a respawn, a player not in
 //! it) is tested against every enemy instead. The grid only prunes: the distance test is the
 //! same, on the same positions, so the rows are those of the full scan, which the tests
@@ -139,6 +143,10 @@ const TELEPORT_SLACK_M: f32 = 0.5;
 /// in the grid, so that one player moved far does not widen every query. Metres: a tick's
 /// running or falling is well under it, a respawn usually well over.
 pub const STRAY_M: f32 = 10.0;
+/// What a grid query costs for each cell its square covers, in distance tests of the scan
+/// over every pair: about 8 ns a cell (a hash and a bucket's walk) against 4 ns a test,
+/// measured by the `spread` scenes of benches/fow.rs.
+const CELL_COST_IN_TESTS: f32 = 2.0;
 /// What each grid query is padded by for f32 rounding (of the query's square, of the cells,
 /// of the distance test), metres: over ten times the rounding at [`GRID_LIMIT_M`].
 const GRID_SLACK_M: f32 = 1.0;
@@ -213,18 +221,21 @@ pub struct Neighbours<'a> {
     /// The player slot of each entity index in `grid`; `u16::MAX` (or past the end) for an
     /// entity that is not a player.
     pub slot_of: &'a [u16],
+    /// Search the grid even where scanning every pair looks cheaper (tests, benches);
+    /// otherwise the update picks the cheaper of the two. The rows are the same either way.
+    pub always: bool,
 }
 
 /// What the last [`Fow::update`] did: for benches and the telemetry notes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FowStats {
     /// Living enemy pairs whose distance was tested, to find those in range: every pair
-    /// without a grid; with one, the pairs it found near each other and those of its strays
-    /// (an enemy the grid shows twice may be tested twice). None when the open field's
+    /// without a grid, or where scanning them was the cheaper; else the pairs the grid found
+    /// near each other and those of its strays (an enemy it shows twice may be tested twice). None when the open field's
     /// players all stand within view distance of each other.
     pub pairs_considered: u32,
     /// Living players the grid did not place within [`STRAY_M`] of where they stand:
-    /// tested against every enemy. 0 without a grid.
+    /// tested against every enemy. 0 when the update scanned every pair instead.
     pub strays: u32,
     /// Living enemy pairs within view distance.
     pub pairs_in_range: u32,
@@ -641,7 +652,7 @@ impl Fow {
         map: &Map,
         tick: Tick,
     ) {
-        let (n, w) = (self.players, self.words);
+        let w = self.words;
         let every = u32::from(self.config.trace_every_ticks.get());
         let now = self.updates;
         // Ordinal of each enemy pair in a fixed order, whatever their range or liveness: the
@@ -656,8 +667,8 @@ impl Fow {
         // Leaving the open field: what it decided was no trace, so every pair is due now.
         let after_open = std::mem::take(&mut self.was_open);
         self.find_near(teams, alive, neighbours, Range::Traced);
-        for i in 0..n {
-            let enemy_team = team_index(teams[i].other()) * w;
+        for (i, team) in teams.iter().enumerate() {
+            let enemy_team = team_index(team.other()) * w;
             let mut occluders = Occluders::default();
             for k in i / 64..w {
                 // Enemies above i in this word, and which of them are alive and in range.
@@ -787,6 +798,36 @@ impl Fow {
         self.stats.pairs_open += pairs;
     }
 
+    /// Fills `near` by testing every living enemy pair: [`Fow::find_near`] without a grid.
+    fn scan_near(&mut self, teams: &[Team], alive: &[bool], range: Range) {
+        let (n, w) = (self.players, self.words);
+        let max_view_m = self.config.max_view_distance_m;
+        let mut tested = 0u32;
+        for i in 0..n {
+            let enemy_team = team_index(teams[i].other()) * w;
+            for k in 0..w {
+                let above = match k.cmp(&(i / 64)) {
+                    std::cmp::Ordering::Less => 0,
+                    std::cmp::Ordering::Equal => (!0u64 << (i % 64)) << 1,
+                    std::cmp::Ordering::Greater => !0,
+                };
+                let live = if alive[i] {
+                    self.team_rows[enemy_team + k] & self.alive_row[k] & above
+                } else {
+                    0
+                };
+                let mut near = 0u64;
+                for b in BitIter(live) {
+                    tested += 1;
+                    let j = k * 64 + b;
+                    near |= u64::from(pair_in_range(&self.samples, max_view_m, range, i, j)) << b;
+                }
+                self.near[i * w + k] = near;
+            }
+        }
+        self.stats.pairs_considered += tested;
+    }
+
     /// Fills `near` with the living enemy pairs within range of each other, bit j of row i
     /// for i < j, by the distance test `range` names. Without a grid, every such pair is
     /// tested. With one, the pairs of two players the grid places well are tested when one
@@ -806,45 +847,20 @@ impl Fow {
         neighbours: Option<Neighbours<'_>>,
         range: Range,
     ) {
+        let Some(Neighbours {
+            grid,
+            slot_of,
+            always,
+        }) = neighbours
+        else {
+            self.scan_near(teams, alive, range);
+            return;
+        };
         let (n, w) = (self.players, self.words);
         let max_view_m = self.config.max_view_distance_m;
         let s = &self.samples;
-        // The same sums, in the same order, as the scan over every pair has always made.
-        let in_range = |i: usize, j: usize| {
-            let (r_i, r_j) = (s.reach[i].horizontal_m, s.reach[j].horizontal_m);
-            let range_m = match range {
-                Range::Traced => max_view_m + r_i + r_j,
-                Range::Symmetric => max_view_m + (r_i + r_j),
-            };
-            let gap = s.state[j].origin - s.state[i].origin;
-            gap.dot(gap) <= range_m * range_m
-        };
+        let in_range = |i: usize, j: usize| pair_in_range(s, max_view_m, range, i, j);
         let mut tested = 0u32;
-        let Some(Neighbours { grid, slot_of }) = neighbours else {
-            for i in 0..n {
-                let enemy_team = team_index(teams[i].other()) * w;
-                for k in 0..w {
-                    let above = match k.cmp(&(i / 64)) {
-                        std::cmp::Ordering::Less => 0,
-                        std::cmp::Ordering::Equal => (!0u64 << (i % 64)) << 1,
-                        std::cmp::Ordering::Greater => !0,
-                    };
-                    let live = if alive[i] {
-                        self.team_rows[enemy_team + k] & self.alive_row[k] & above
-                    } else {
-                        0
-                    };
-                    let mut near = 0u64;
-                    for b in BitIter(live) {
-                        tested += 1;
-                        near |= u64::from(in_range(i, k * 64 + b)) << b;
-                    }
-                    self.near[i * w + k] = near;
-                }
-            }
-            self.stats.pairs_considered += tested;
-            return;
-        };
 
         // Where the grid holds each player, if anywhere.
         self.placed_row.fill(0);
@@ -877,8 +893,31 @@ impl Fow {
                 }
             }
             self.stray_row[k] = stray;
-            self.stats.strays += stray.count_ones();
         }
+        let pad_m = max_view_m + reach_m + lag_m + GRID_SLACK_M;
+        if !always {
+            // Each query covers a square of about this many cells; each stray tests every
+            // enemy. Where scanning every pair costs less, scan.
+            let side = 2.0 * (pad_m + reach_m) / grid.cell_size_m() + 2.0;
+            let count = |row: &[u64]| row.iter().map(|w| w.count_ones()).sum::<u32>() as f32;
+            let strays = count(&self.stray_row);
+            let queries = count(&self.alive_row) - strays;
+            // Living players of each team: the scan tests each pair of them.
+            let mut alive_in = [0f32; 2];
+            for (t, alive_t) in alive_in.iter_mut().enumerate() {
+                *alive_t = (0..w)
+                    .map(|k| (self.team_rows[t * w + k] & self.alive_row[k]).count_ones())
+                    .sum::<u32>() as f32;
+            }
+            let scan = alive_in[0] * alive_in[1];
+            let search =
+                queries * side * side * CELL_COST_IN_TESTS + strays * alive_in[0].max(alive_in[1]);
+            if search >= scan {
+                self.scan_near(teams, alive, range);
+                return;
+            }
+        }
+        self.stats.strays += self.stray_row.iter().map(|w| w.count_ones()).sum::<u32>();
         for t in 0..2 {
             for k in 0..w {
                 self.findable_rows[t * w + k] =
@@ -886,7 +925,6 @@ impl Fow {
             }
         }
         self.near.fill(0);
-        let pad_m = max_view_m + reach_m + lag_m + GRID_SLACK_M;
         for k in 0..w {
             for b in BitIter(self.alive_row[k] & !self.stray_row[k]) {
                 let i = k * 64 + b;
@@ -1021,6 +1059,18 @@ enum Range {
     Traced,
     /// View distance plus the sum of both reaches: the same whichever slot looks.
     Symmetric,
+}
+
+/// True when slots `i < j` stand within range of each other by the test `range` names: the
+/// same sums, in the same order, as the scan over every pair has always made.
+fn pair_in_range(s: &Samples, max_view_m: f32, range: Range, i: usize, j: usize) -> bool {
+    let (r_i, r_j) = (s.reach[i].horizontal_m, s.reach[j].horizontal_m);
+    let range_m = match range {
+        Range::Traced => max_view_m + r_i + r_j,
+        Range::Symmetric => max_view_m + (r_i + r_j),
+    };
+    let gap = s.state[j].origin - s.state[i].origin;
+    gap.dot(gap) <= range_m * range_m
 }
 
 /// True when `a` and `b` give the same sample points: the same origin, velocity and ground

@@ -95,6 +95,8 @@ struct Case {
     cell_m: f32,
     /// Extra entity indexes before the players' (other entities in the grid).
     offset: usize,
+    /// Search the grid even where the scan looks cheaper.
+    always: bool,
 }
 
 fn a_case() -> impl Strategy<Value = Case> {
@@ -116,17 +118,21 @@ fn a_case() -> impl Strategy<Value = Case> {
             prop_oneof![Just(0.5f32), 5.0f32..80.0, Just(600.0)],
             prop_oneof![Just(1.0f32), 0.25f32..4.0, 4.0f32..64.0, Just(512.0)],
             0usize..3,
+            proptest::bool::weighted(0.8),
         )
             .prop_map(
-                |(starts, ticks, cover, every, dead_visible, view_m, cell_m, offset)| Case {
-                    starts,
-                    ticks,
-                    cover,
-                    every,
-                    dead_visible,
-                    view_m,
-                    cell_m,
-                    offset,
+                |(starts, ticks, cover, every, dead_visible, view_m, cell_m, offset, always)| {
+                    Case {
+                        starts,
+                        ticks,
+                        cover,
+                        every,
+                        dead_visible,
+                        view_m,
+                        cell_m,
+                        offset,
+                        always,
+                    }
                 },
             )
     })
@@ -193,6 +199,7 @@ fn run(case: &Case) -> Result<(), TestCaseError> {
         let near = Neighbours {
             grid: &grid,
             slot_of: &slot_of,
+            always: case.always,
         };
         pruned.update(&states, &teams, &alive, Some(near), &map, tick, &scopes);
         let (a, b) = (plain.stats(), pruned.stats());
@@ -256,6 +263,7 @@ fn spread_out_the_grid_tests_few_pairs() {
         let near = Neighbours {
             grid: &grid,
             slot_of: &slot_of,
+            always: true,
         };
         plain.update(&states, &teams, &alive, None, &map, Tick(t), &scopes);
         pruned.update(&states, &teams, &alive, Some(near), &map, Tick(t), &scopes);

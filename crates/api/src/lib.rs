@@ -14,7 +14,8 @@
 //! input bytes from a client               →  Game::decode_input (None: dropped, counted)
 //! reliable bytes from a client            →  Game::message      (Err: client dropped)
 //! each tick: newest input per seat        →  Game::apply_input
-//!            one step                     →  Game::step(StepContext)
+//!            one step                     →  Game::step(StepContext)   (lent: the grid of
+//!                                                where entities stood after the last tick)
 //!                                                writes entity states  → Entities
 //!                                                queues reliable bytes → Events
 //!            per seat: what it sees from  →  Game::view          (centre, own entity, fog)
@@ -24,8 +25,9 @@
 //!
 //! What the runtime owns and lends: entity ids ([`Entities`]: generational, each mapped to
 //! a `u16` network id; up to [`MAX_ENTITIES`] a match), reliable events to one seat or all
-//! ([`Events`]), frame scopes ([`StepContext::scopes`]), and the lag-compensation history
-//! (`tickforge_sim::lagcomp`, through [`sim`]). What the game owns: its state, its input
+//! ([`Events`]), frame scopes ([`StepContext::scopes`]), where the entities stood at the end
+//! of the last tick ([`StepContext::grid`]: replication's spatial grid), and the
+//! lag-compensation history (`tickforge_sim::lagcomp`, through [`sim`]). What the game owns: its state, its input
 //! format, its [`Schema`] (the replicated fields: name, type, quantum, predictor), its rules
 //! and its result.
 //!
@@ -40,6 +42,7 @@ pub use tickforge_replication::{
     Coding, Field, Lanes, NetId, Position, Quantum, Schema, SchemaError, Viewer, MAX_ENTITIES,
 };
 pub use tickforge_sim as sim;
+pub use tickforge_sim::spatial::Grid;
 pub use tickforge_sim::{Tick, ViewTime};
 pub use tickforge_telemetry::{Category, Scopes};
 
@@ -101,6 +104,12 @@ pub struct StepContext<'a> {
     pub entities: &'a mut Entities,
     /// Reliable events to one seat or to all; sent with this tick's snapshot.
     pub events: &'a mut Events,
+    /// Where every entity stood at the end of the last tick, by entity index: replication's
+    /// relevancy grid, lent read-only, so a game that looks for entities near each other
+    /// (the shooter's fog of war) shares the one spatial index the match keeps. It holds
+    /// the positions of the states written before this step (none at a match's first), and
+    /// not this step's writes. `None` where no replication runs (tests, tools).
+    pub grid: Option<&'a Grid>,
 }
 
 /// What one seat's client is sent from, for one tick ([`Game::view`]).

@@ -8,10 +8,12 @@
 //! round the centre, turn, jump now and then and fire one tick in eight (10,000 HP each,
 //! so nobody dies and the fight stays the same size). 30 Hz, the crowd target's rate.
 //!
-//! - `world step`: one [`World::step`]: movement, the rules, every shot's lag-compensated
-//!   trace, the history's posing and the fog of war (every 4th tick per pair, the
-//!   server's default), as the server runs it.
-//! - `fow`: the fog of war's update alone, over states recorded from the same fight.
+//! - `world step`: one [`World::step_near`]: movement, the rules, every shot's
+//!   lag-compensated trace, the history's posing and the fog of war (every 4th tick per
+//!   pair, the server's default), as the server runs it: with a grid of where the players
+//!   stood a tick before (replication's, in the server), filled after each step.
+//! - `fow`: the fog of war's update alone, over states recorded from the same fight, with
+//!   such a grid.
 //!
 //! After the benches it prints each stage's growth as an exponent: `t(n) ∝ n^k`, `k` from
 //! the medians at 100 and 1,000 players (1 is linear, 2 quadratic).
@@ -22,9 +24,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use tickforge_game::fow::{Fow, FowConfig};
+use tickforge_game::fow::{Fow, FowConfig, Neighbours};
 use tickforge_game::rules::{RulesConfig, Team};
-use tickforge_game::{buttons, Map, PlayerSlot, Tick, UserCmd, World, WorldConfig};
+use tickforge_game::{buttons, Map, PlayerSlot, Tick, UserCmd, Vec3, World, WorldConfig};
+use tickforge_sim::spatial::Grid;
 use tickforge_telemetry::Scopes;
 
 const SIZES: [u16; 3] = [100, 300, 1000];
@@ -82,12 +85,43 @@ fn cmd(tick: u32, slot: u32) -> UserCmd {
     }
 }
 
-fn play(world: &mut World, scopes: &Scopes) {
+/// Where the server's replication holds the players: relevancy's 32 m cells, by slot.
+struct Placed {
+    grid: Grid,
+    slot_of: Vec<u16>,
+}
+
+impl Placed {
+    fn new(players: u16) -> Placed {
+        Placed {
+            grid: Grid::new(usize::from(players), 32.0),
+            slot_of: (0..players).collect(),
+        }
+    }
+
+    fn near(&self) -> Neighbours<'_> {
+        Neighbours {
+            grid: &self.grid,
+            slot_of: &self.slot_of,
+            always: false,
+        }
+    }
+
+    /// Places every player where it stands, as the server does after each step.
+    fn place(&mut self, states: impl Iterator<Item = Vec3>) {
+        for (e, origin) in states.enumerate() {
+            self.grid.place(e, origin.x, origin.y);
+        }
+    }
+}
+
+fn play(world: &mut World, placed: &mut Placed, scopes: &Scopes) {
     let t = world.tick().0;
     for slot in 0..world.players().len() {
         world.set_cmd(PlayerSlot(slot as u16), cmd(t, slot as u32));
     }
-    world.step(scopes);
+    world.step_near(scopes, Some(placed.near()));
+    placed.place(world.players().iter().map(|p| p.state.origin));
 }
 
 /// The median of `f`'s time over `runs` calls.
@@ -118,21 +152,22 @@ fn crowd(c: &mut Criterion) {
     for players in SIZES {
         let map = Arc::new(fight_map(players));
         let mut world = World::with_map(config(players), map.clone());
+        let mut placed = Placed::new(players);
         for _ in 0..WARM_TICKS {
-            play(&mut world, &scopes);
+            play(&mut world, &mut placed, &scopes);
         }
         group.bench_function(format!("world step, {players} players in the fight"), |b| {
             b.iter(|| {
-                play(&mut world, &scopes);
+                play(&mut world, &mut placed, &scopes);
                 black_box(world.tick())
             })
         });
-        let step = median(15, || play(&mut world, &scopes));
+        let step = median(15, || play(&mut world, &mut placed, &scopes));
 
         // The fog alone, over recorded states of the same fight.
         let recorded: Vec<Vec<_>> = (0..RECORDED_TICKS)
             .map(|_| {
-                play(&mut world, &scopes);
+                play(&mut world, &mut placed, &scopes);
                 world.players().iter().map(|p| p.state).collect()
             })
             .collect();
@@ -147,10 +182,13 @@ fn crowd(c: &mut Criterion) {
         };
         let mut fow = Fow::new(fow_config, usize::from(players));
         let mut tick = 0u32;
+        let mut placed = Placed::new(players);
         let mut update = |fow: &mut Fow| {
             tick += 1;
             let states = &recorded[tick as usize % RECORDED_TICKS];
-            fow.update(states, &teams, &alive, &map, Tick(tick), &scopes);
+            let near = Some(placed.near());
+            fow.update(states, &teams, &alive, near, &map, Tick(tick), &scopes);
+            placed.place(states.iter().map(|s| s.origin));
         };
         group.bench_function(format!("fow, {players} players in the fight"), |b| {
             b.iter(|| {
@@ -161,8 +199,8 @@ fn crowd(c: &mut Criterion) {
         let fog = median(15, || update(&mut fow));
         let s = fow.stats();
         println!(
-            "  {players} players: {} pairs in range, {} traced, {} visible, {} rays",
-            s.pairs_in_range, s.pairs_traced, s.pairs_visible, s.rays
+            "  {players} players: {} pairs considered, {} in range, {} traced, {} visible, {} rays",
+            s.pairs_considered, s.pairs_in_range, s.pairs_traced, s.pairs_visible, s.rays
         );
         medians.push((players, step, fog));
     }

@@ -54,7 +54,20 @@
 //! # Cost
 //!
 //! Pairs whose feet are farther apart than [`FowConfig::max_view_distance_m`] (plus both
-//! reaches) are never traced. A pair whose two players have not changed since its last
+//! reaches) are never traced. Without a spatial grid, finding the pairs in range tests the
+//! distance of every living enemy pair: n²/4 at n players, 250,000 at 1,000. Given one
+//! ([`Neighbours`]: the runtime lends replication's relevancy grid, where every player stood
+//! at the end of the last tick), each player asks the grid for the enemies in the cells
+//! within view distance, both reaches and the most any player has moved since; only those
+//! are tested, so the count grows with the pairs near each other. A query visits every cell
+//! of its square, though, and a cell costs about two distance tests: at the default 300 m
+//! and relevancy's 32 m cells a query covers some 400 cells, more than scanning costs below
+//! about 3,000 players. The update takes the cheaper of the two, by that estimate, each
+//! tick ([`Neighbours::always`] forces the grid). A player the grid does not
+//! place within [`STRAY_M`] of where it stands (the first tick, a respawn, a player not in
+//! it) is tested against every enemy instead. The grid only prunes: the distance test is the
+//! same, on the same positions, so the rows are those of the full scan, which the tests
+//! check. A pair whose two players have not changed since its last
 //! trace (same origin, velocity and ground contact, same map) keeps its verdict without a
 //! ray: the verdict is a function of the points, and the points of the state. A traced pair
 //! tries first the segment found clear at its last trace, so a visible pair usually costs one
@@ -97,6 +110,7 @@
 use std::num::NonZeroU8;
 use std::time::Duration;
 
+use tickforge_sim::spatial::Grid;
 use tickforge_telemetry::{Category, Scopes};
 
 mod points;
@@ -124,6 +138,21 @@ pub const MAX_PLAYERS: usize = 2048;
 const TELEPORT_TICKS: f32 = 2.0;
 /// Slack on the teleport test for rounding and step-ups, metres.
 const TELEPORT_SLACK_M: f32 = 0.5;
+/// A player the grid places farther than this from where it stands now (respawned,
+/// teleported, or not pushed since) is a stray: tested against every enemy instead of found
+/// in the grid, so that one player moved far does not widen every query. Metres: a tick's
+/// running or falling is well under it, a respawn usually well over.
+pub const STRAY_M: f32 = 10.0;
+/// What a grid query costs for each cell its square covers, in distance tests of the scan
+/// over every pair: about 8 ns a cell (a hash and a bucket's walk) against 4 ns a test,
+/// measured by the `spread` scenes of benches/fow.rs.
+const CELL_COST_IN_TESTS: f32 = 2.0;
+/// What each grid query is padded by for f32 rounding (of the query's square, of the cells,
+/// of the distance test), metres: over ten times the rounding at [`GRID_LIMIT_M`].
+const GRID_SLACK_M: f32 = 1.0;
+/// A player farther than this from the origin on x or y is a stray, metres: past it f32's
+/// step nears [`GRID_SLACK_M`].
+const GRID_LIMIT_M: f32 = 1.0e6;
 /// How far a box is shrunk for the shortcut tests that skip traces, metres: ten times f32's
 /// step at the largest map coordinate (1 mm at 10 km), so rounding never decides; a segment
 /// that only grazes a box within this of its faces is traced instead. Also the padding of the
@@ -178,9 +207,36 @@ impl Default for FowConfig {
     }
 }
 
+/// Where the players stood at the end of the last tick, in a spatial grid its owner keeps,
+/// lent to [`Fow::update`] so that finding the enemy pairs in range costs what the pairs near
+/// each other do, not what all pairs do.
+///
+/// The runtime lends replication's relevancy grid: each entity where the game last pushed
+/// it, by entity index. The grid may lag the players, hold other entities and miss players:
+/// what it places wrong is tested against every enemy, so the rows never depend on it.
+#[derive(Clone, Copy, Debug)]
+pub struct Neighbours<'a> {
+    /// The players (and maybe other entities), by entity index.
+    pub grid: &'a Grid,
+    /// The player slot of each entity index in `grid`; `u16::MAX` (or past the end) for an
+    /// entity that is not a player.
+    pub slot_of: &'a [u16],
+    /// Search the grid even where scanning every pair looks cheaper (tests, benches);
+    /// otherwise the update picks the cheaper of the two. The rows are the same either way.
+    pub always: bool,
+}
+
 /// What the last [`Fow::update`] did: for benches and the telemetry notes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FowStats {
+    /// Living enemy pairs whose distance was tested, to find those in range: every pair
+    /// without a grid, or where scanning them was the cheaper; else the pairs the grid found
+    /// near each other and those of its strays (an enemy it shows twice may be tested twice). None when the open field's
+    /// players all stand within view distance of each other.
+    pub pairs_considered: u32,
+    /// Living players the grid did not place within [`STRAY_M`] of where they stand:
+    /// tested against every enemy. 0 when the update scanned every pair instead.
+    pub strays: u32,
     /// Living enemy pairs within view distance.
     pub pairs_in_range: u32,
     /// Of those, pairs whose verdict was decided this tick (traced, or kept unchanged).
@@ -317,6 +373,16 @@ pub struct Fow {
     los: Vec<u64>,
     /// Enemy pairs within view distance at the last update: bit j of row i for i < j only.
     in_range: Vec<u64>,
+    /// Scratch of [`Fow::find_near`]: the living enemy pairs within view distance this
+    /// update, bit j of row i for i < j only.
+    near: Vec<u64>,
+    /// Scratch of [`Fow::find_near`] with a grid: living players it places too far from
+    /// where they stand; the players it holds; each team's living players it places
+    /// well (attackers first); and the cell it holds each player in.
+    stray_row: Vec<u64>,
+    placed_row: Vec<u64>,
+    findable_rows: Vec<u64>,
+    cell_of_slot: Vec<(i32, i32)>,
     /// The output: bit j of row i is set when i may be sent j.
     visible: Vec<u64>,
     /// Members of each team, attackers first.
@@ -374,6 +440,11 @@ impl Fow {
             pairs: vec![PairMemo::default(); players * players.saturating_sub(1) / 2],
             los: vec![0; players * words],
             in_range: vec![0; players * words],
+            near: vec![0; players * words],
+            stray_row: vec![0; words],
+            placed_row: vec![0; words],
+            findable_rows: vec![0; 2 * words],
+            cell_of_slot: vec![(0, 0); players],
             visible,
             team_rows: vec![0; 2 * words],
             alive_row: vec![0; words],
@@ -431,15 +502,19 @@ impl Fow {
     /// liveness, charged to [`Category::Fow`]. Call once per tick after movement, before
     /// replication reads the rows; ticks need only increase for the rotation of
     /// [`FowConfig::trace_every_ticks`] to stay even. Pass the match's one map each time:
-    /// what was sampled is kept while the same map object is passed. Allocates nothing.
+    /// what was sampled is kept while the same map object is passed. `near`, when given,
+    /// finds the pairs in range with fewer distance tests; the rows are the same without
+    /// it. Allocates nothing.
     ///
     /// # Panics
     /// If `players`, `teams` or `alive` does not hold [`Fow::player_count`] entries.
+    #[allow(clippy::too_many_arguments)]
     pub fn update(
         &mut self,
         players: &[PlayerState],
         teams: &[Team],
         alive: &[bool],
+        near: Option<Neighbours<'_>>,
         map: &Map,
         tick: Tick,
         scopes: &Scopes,
@@ -456,7 +531,7 @@ impl Fow {
         self.stats = FowStats::default();
         self.updates += 1;
         self.note_players(players, teams, alive, map);
-        self.trace_pairs(teams, alive, map, tick);
+        self.trace_pairs(teams, alive, near, map, tick);
         self.build_rows(teams, alive);
     }
 
@@ -573,27 +648,32 @@ impl Fow {
     }
 
     /// Decides line of sight for the living enemy pairs in range that are due this tick.
-    fn trace_pairs(&mut self, teams: &[Team], alive: &[bool], map: &Map, tick: Tick) {
-        let (n, w) = (self.players, self.words);
+    fn trace_pairs(
+        &mut self,
+        teams: &[Team],
+        alive: &[bool],
+        neighbours: Option<Neighbours<'_>>,
+        map: &Map,
+        tick: Tick,
+    ) {
+        let w = self.words;
         let every = u32::from(self.config.trace_every_ticks.get());
-        let max_view_m = self.config.max_view_distance_m;
         let now = self.updates;
         // Ordinal of each enemy pair in a fixed order, whatever their range or liveness: the
         // rotation spreads pairs evenly over the K ticks. (Slot parity would not: with
         // attackers on even slots every enemy pair has an odd slot sum.)
         let mut ordinal = 0u32;
         if let Some(bound) = self.open_field(alive, map) {
-            self.open_pairs(teams, alive, &bound);
+            self.open_pairs(teams, alive, neighbours, &bound);
             self.was_open = true;
             return;
         }
         // Leaving the open field: what it decided was no trace, so every pair is due now.
         let after_open = std::mem::take(&mut self.was_open);
-        for i in 0..n {
-            let enemy_team = team_index(teams[i].other()) * w;
+        self.find_near(teams, alive, neighbours, Range::Traced);
+        for (i, team) in teams.iter().enumerate() {
+            let enemy_team = team_index(team.other()) * w;
             let mut occluders = Occluders::default();
-            let origin = self.samples.state[i].origin;
-            let reach_m = self.samples.reach[i].horizontal_m;
             for k in i / 64..w {
                 // Enemies above i in this word, and which of them are alive and in range.
                 let above = if k == i / 64 {
@@ -602,18 +682,7 @@ impl Fow {
                     !0
                 };
                 let enemies = self.team_rows[enemy_team + k] & above;
-                let live = if alive[i] {
-                    enemies & self.alive_row[k]
-                } else {
-                    0
-                };
-                let mut near = 0u64;
-                for b in BitIter(live) {
-                    let j = k * 64 + b;
-                    let range_m = max_view_m + reach_m + self.samples.reach[j].horizontal_m;
-                    let gap = self.samples.state[j].origin - origin;
-                    near |= u64::from(gap.dot(gap) <= range_m * range_m) << b;
-                }
+                let near = self.near[i * w + k];
                 let was = self.in_range[i * w + k];
                 self.in_range[i * w + k] = near;
                 for b in BitIter(was & !near) {
@@ -675,49 +744,232 @@ impl Fow {
     /// visible, every tick (no rotation: a pair costs a distance and a bit). Each row is
     /// made whole, from the distances alone; the pair memos are left as they are, and are
     /// good again once the players they describe have not changed.
-    fn open_pairs(&mut self, teams: &[Team], alive: &[bool], bound: &Aabb) {
+    fn open_pairs(
+        &mut self,
+        teams: &[Team],
+        alive: &[bool],
+        neighbours: Option<Neighbours<'_>>,
+        bound: &Aabb,
+    ) {
         let (n, w) = (self.players, self.words);
         let max_view_m = self.config.max_view_distance_m;
-        let s = &self.samples;
         // Every origin lies in the bound: within view distance of each other when its
-        // diagonal is, and then a row is its enemies, a word at a time.
+        // diagonal is, and then a row is its living enemies, a word at a time.
         let span = bound.max - bound.min;
-        let all_near = span.dot(span) <= max_view_m * max_view_m;
-        for i in 0..n {
-            let row = i * w;
-            if !alive[i] {
-                self.los[row..row + w].fill(0);
-                self.in_range[row..row + w].fill(0);
-                continue;
-            }
-            let enemy_team = team_index(teams[i].other()) * w;
-            let origin = s.state[i].origin;
-            let reach_m = s.reach[i].horizontal_m;
-            for k in 0..w {
-                let enemies = self.team_rows[enemy_team + k] & self.alive_row[k];
-                let mut near = if all_near { enemies } else { 0 };
-                for b in BitIter(if all_near { 0 } else { enemies }) {
-                    let j = k * 64 + b;
-                    // Summed in an order that does not depend on who looks: symmetric.
-                    let range_m = max_view_m + (reach_m + s.reach[j].horizontal_m);
-                    let gap = s.state[j].origin - origin;
-                    near |= u64::from(gap.dot(gap) <= range_m * range_m) << b;
+        if span.dot(span) <= max_view_m * max_view_m {
+            for i in 0..n {
+                let row = i * w;
+                if !alive[i] {
+                    self.los[row..row + w].fill(0);
+                    self.in_range[row..row + w].fill(0);
+                    continue;
                 }
-                self.los[row + k] = near;
-                // Pairs are counted, and kept in range, for the lower slot's row only.
+                let enemy_team = team_index(teams[i].other()) * w;
+                for k in 0..w {
+                    let near = self.team_rows[enemy_team + k] & self.alive_row[k];
+                    self.los[row + k] = near;
+                    // Pairs are counted, and kept in range, for the lower slot's row only.
+                    let above = match k.cmp(&(i / 64)) {
+                        std::cmp::Ordering::Less => 0,
+                        std::cmp::Ordering::Equal => (!0u64 << (i % 64)) << 1,
+                        std::cmp::Ordering::Greater => !0,
+                    };
+                    self.in_range[row + k] = near & above;
+                    self.count_open((near & above).count_ones());
+                }
+            }
+            return;
+        }
+        self.find_near(teams, alive, neighbours, Range::Symmetric);
+        self.los.fill(0);
+        for i in 0..n {
+            for k in 0..w {
+                let near = self.near[i * w + k];
+                self.in_range[i * w + k] = near;
+                self.count_open(near.count_ones());
+                for b in BitIter(near) {
+                    self.set_los(i, k * 64 + b, true);
+                }
+            }
+        }
+    }
+
+    /// Counts `pairs` settled by the open field: in range, traced and visible at once.
+    fn count_open(&mut self, pairs: u32) {
+        self.stats.pairs_in_range += pairs;
+        self.stats.pairs_traced += pairs;
+        self.stats.pairs_visible += pairs;
+        self.stats.pairs_open += pairs;
+    }
+
+    /// Fills `near` by testing every living enemy pair: [`Fow::find_near`] without a grid.
+    fn scan_near(&mut self, teams: &[Team], alive: &[bool], range: Range) {
+        let (n, w) = (self.players, self.words);
+        let max_view_m = self.config.max_view_distance_m;
+        let mut tested = 0u32;
+        for i in 0..n {
+            let enemy_team = team_index(teams[i].other()) * w;
+            for k in 0..w {
                 let above = match k.cmp(&(i / 64)) {
                     std::cmp::Ordering::Less => 0,
                     std::cmp::Ordering::Equal => (!0u64 << (i % 64)) << 1,
                     std::cmp::Ordering::Greater => !0,
                 };
-                self.in_range[row + k] = near & above;
-                let pairs = (near & above).count_ones();
-                self.stats.pairs_in_range += pairs;
-                self.stats.pairs_traced += pairs;
-                self.stats.pairs_visible += pairs;
-                self.stats.pairs_open += pairs;
+                let live = if alive[i] {
+                    self.team_rows[enemy_team + k] & self.alive_row[k] & above
+                } else {
+                    0
+                };
+                let mut near = 0u64;
+                for b in BitIter(live) {
+                    tested += 1;
+                    let j = k * 64 + b;
+                    near |= u64::from(pair_in_range(&self.samples, max_view_m, range, i, j)) << b;
+                }
+                self.near[i * w + k] = near;
             }
         }
+        self.stats.pairs_considered += tested;
+    }
+
+    /// Fills `near` with the living enemy pairs within range of each other, bit j of row i
+    /// for i < j, by the distance test `range` names. Without a grid, every such pair is
+    /// tested. With one, the pairs of two players the grid places well are tested when one
+    /// query finds the other; a stray's pairs are all tested.
+    ///
+    /// Why a query finds every pair in range: a query round `i` visits every cell within
+    /// its radius of `i` on x and y. A target `j` in range stands within view distance plus
+    /// both reaches of `i`, and lies at most `lag` outside the cell the grid holds it in
+    /// (`lag`: the most any well-placed player does, at most [`STRAY_M`]); so a radius of
+    /// view distance, `i`'s reach, the largest reach, `lag` and [`GRID_SLACK_M`] for rounding
+    /// reaches that cell. Only the distance on the ground plane matters to the grid, and it
+    /// is at most the distance tested.
+    fn find_near(
+        &mut self,
+        teams: &[Team],
+        alive: &[bool],
+        neighbours: Option<Neighbours<'_>>,
+        range: Range,
+    ) {
+        let Some(Neighbours {
+            grid,
+            slot_of,
+            always,
+        }) = neighbours
+        else {
+            self.scan_near(teams, alive, range);
+            return;
+        };
+        let (n, w) = (self.players, self.words);
+        let max_view_m = self.config.max_view_distance_m;
+        let s = &self.samples;
+        let in_range = |i: usize, j: usize| pair_in_range(s, max_view_m, range, i, j);
+        let mut tested = 0u32;
+
+        // Where the grid holds each player, if anywhere.
+        self.placed_row.fill(0);
+        for (e, &slot) in slot_of.iter().enumerate() {
+            let j = usize::from(slot);
+            if j >= n {
+                continue;
+            }
+            if let Some(cell) = grid.cell(e) {
+                // A slot shown twice is kept at the last: a query finds it there.
+                self.cell_of_slot[j] = cell;
+                set_bit(&mut self.placed_row, j);
+            }
+        }
+        // Strays, and how far from their cells and how far-reaching the others are.
+        let (mut lag_m, mut reach_m) = (0.0f32, 0.0f32);
+        for k in 0..w {
+            let mut stray = self.alive_row[k] & !self.placed_row[k];
+            for b in BitIter(self.alive_row[k] & self.placed_row[k]) {
+                let j = k * 64 + b;
+                let o = s.state[j].origin;
+                let r = s.reach[j].horizontal_m;
+                let out = grid.distance_outside_m(self.cell_of_slot[j], o.x, o.y);
+                let tame = o.x.abs() < GRID_LIMIT_M && o.y.abs() < GRID_LIMIT_M && r.is_finite();
+                if tame && out <= STRAY_M {
+                    lag_m = lag_m.max(out);
+                    reach_m = reach_m.max(r);
+                } else {
+                    stray |= 1 << b;
+                }
+            }
+            self.stray_row[k] = stray;
+        }
+        let pad_m = max_view_m + reach_m + lag_m + GRID_SLACK_M;
+        if !always {
+            // Each query covers a square of about this many cells; each stray tests every
+            // enemy. Where scanning every pair costs less, scan.
+            let side = 2.0 * (pad_m + reach_m) / grid.cell_size_m() + 2.0;
+            let count = |row: &[u64]| row.iter().map(|w| w.count_ones()).sum::<u32>() as f32;
+            let strays = count(&self.stray_row);
+            let queries = count(&self.alive_row) - strays;
+            // Living players of each team: the scan tests each pair of them.
+            let mut alive_in = [0f32; 2];
+            for (t, alive_t) in alive_in.iter_mut().enumerate() {
+                *alive_t = (0..w)
+                    .map(|k| (self.team_rows[t * w + k] & self.alive_row[k]).count_ones())
+                    .sum::<u32>() as f32;
+            }
+            let scan = alive_in[0] * alive_in[1];
+            let search =
+                queries * side * side * CELL_COST_IN_TESTS + strays * alive_in[0].max(alive_in[1]);
+            if search >= scan {
+                self.scan_near(teams, alive, range);
+                return;
+            }
+        }
+        self.stats.strays += self.stray_row.iter().map(|w| w.count_ones()).sum::<u32>();
+        for t in 0..2 {
+            for k in 0..w {
+                self.findable_rows[t * w + k] =
+                    self.team_rows[t * w + k] & self.alive_row[k] & !self.stray_row[k];
+            }
+        }
+        self.near.fill(0);
+        for k in 0..w {
+            for b in BitIter(self.alive_row[k] & !self.stray_row[k]) {
+                let i = k * 64 + b;
+                let enemy_team = team_index(teams[i].other()) * w;
+                let findable = &self.findable_rows[enemy_team..enemy_team + w];
+                let row = &mut self.near[i * w..(i + 1) * w];
+                let o = s.state[i].origin;
+                grid.query(o.x, o.y, pad_m + s.reach[i].horizontal_m, |e| {
+                    let j = slot_of.get(e).map_or(usize::MAX, |&slot| usize::from(slot));
+                    if j <= i || j >= n || !get_bit(findable, j) || get_bit(row, j) {
+                        return;
+                    }
+                    tested += 1;
+                    put_bit(row, j, in_range(i, j));
+                });
+            }
+        }
+        // A stray against every living enemy; a pair of strays once, from the lower slot.
+        for k in 0..w {
+            for b in BitIter(self.stray_row[k]) {
+                let u = k * 64 + b;
+                let enemy_team = team_index(teams[u].other()) * w;
+                for m in 0..w {
+                    let lower_strays = match m.cmp(&k) {
+                        std::cmp::Ordering::Less => self.stray_row[m],
+                        std::cmp::Ordering::Equal => self.stray_row[m] & ((1u64 << b) - 1),
+                        std::cmp::Ordering::Greater => 0,
+                    };
+                    let live = self.team_rows[enemy_team + m] & self.alive_row[m] & !lower_strays;
+                    for c in BitIter(live) {
+                        let j = m * 64 + c;
+                        let (lo, hi) = (u.min(j), u.max(j));
+                        tested += 1;
+                        if in_range(lo, hi) {
+                            set_bit(&mut self.near[lo * w..(lo + 1) * w], hi);
+                        }
+                    }
+                }
+            }
+        }
+        self.stats.pairs_considered += tested;
     }
 
     /// The box bounding the living players' regions when they stand in the open: no box, shrunk by
@@ -808,6 +1060,28 @@ impl Fow {
         put_bit(&mut self.los[i * w..(i + 1) * w], j, on);
         put_bit(&mut self.los[j * w..(j + 1) * w], i, on);
     }
+}
+
+/// Which distance test finds the pairs in range: the sums the traced update and the open
+/// field have always made, which may round differently.
+#[derive(Clone, Copy, Debug)]
+enum Range {
+    /// View distance plus the lower slot's reach, plus the higher slot's.
+    Traced,
+    /// View distance plus the sum of both reaches: the same whichever slot looks.
+    Symmetric,
+}
+
+/// True when slots `i < j` stand within range of each other by the test `range` names: the
+/// same sums, in the same order, as the scan over every pair has always made.
+fn pair_in_range(s: &Samples, max_view_m: f32, range: Range, i: usize, j: usize) -> bool {
+    let (r_i, r_j) = (s.reach[i].horizontal_m, s.reach[j].horizontal_m);
+    let range_m = match range {
+        Range::Traced => max_view_m + r_i + r_j,
+        Range::Symmetric => max_view_m + (r_i + r_j),
+    };
+    let gap = s.state[j].origin - s.state[i].origin;
+    gap.dot(gap) <= range_m * range_m
 }
 
 /// True when `a` and `b` give the same sample points: the same origin, velocity and ground

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use tickforge_telemetry::{Category, Scopes};
 
-use crate::fow::{Fow, FowConfig};
+use crate::fow::{Fow, FowConfig, Neighbours};
 use crate::history::{History, HistoryConfig, PlayerSample, Posing};
 use crate::hitscan::{self, HitResult, Shot};
 use crate::map::{BuiltinMap, Map, SKIN_M};
@@ -303,6 +303,14 @@ impl World {
 
     /// Advances the world by one tick.
     pub fn step(&mut self, scopes: &Scopes) {
+        self.step_near(scopes, None);
+    }
+
+    /// Advances the world by one tick, with `near` the players' places at the end of the
+    /// last tick for the fog of war to find the enemies near each other in
+    /// ([`Fow::update`]; the server lends replication's grid). The same world as
+    /// [`World::step`], in less time when players are spread out.
+    pub fn step_near(&mut self, scopes: &Scopes, near: Option<Neighbours<'_>>) {
         let tick = self.tick;
         // Whether this tick is a held one is decided before the rules end it (the tick that
         // closes the buy phase is still a buy tick).
@@ -429,6 +437,7 @@ impl World {
             &self.fow_states,
             &self.fow_teams,
             &self.fow_alive,
+            near,
             &self.map,
             tick,
             scopes,

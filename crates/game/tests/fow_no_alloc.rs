@@ -72,7 +72,7 @@ fn a_fog_update_allocates_nothing() {
                     _ => {}
                 }
                 let ((), n) = allocations_in(|| {
-                    fow.update(&states, &teams, &alive, &map, Tick(tick), &scopes)
+                    fow.update(&states, &teams, &alive, None, &map, Tick(tick), &scopes)
                 });
                 total += n;
                 let ((), n) = allocations_in(|| {

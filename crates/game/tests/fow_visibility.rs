@@ -58,7 +58,7 @@ fn plain() -> FowConfig {
 fn fog(config: FowConfig, map: &Map, players: &[PlayerState], teams: &[Team]) -> Fow {
     let mut fow = Fow::new(config, players.len());
     let alive = vec![true; players.len()];
-    fow.update(players, teams, &alive, map, Tick(0), &scopes());
+    fow.update(players, teams, &alive, None, map, Tick(0), &scopes());
     fow
 }
 
@@ -187,7 +187,7 @@ fn first_seen(
     let mut first = [None; 2];
     for tick in 0..ticks {
         for (fow, first) in fows.iter_mut().zip(&mut first) {
-            fow.update(&players, &[A, D], &[true, true], map, Tick(tick), &s);
+            fow.update(&players, &[A, D], &[true, true], None, map, Tick(tick), &s);
             if first.is_none() && mutual(fow, 0, 1) {
                 *first = Some(tick);
             }
@@ -292,7 +292,7 @@ fn dead_players_are_hidden_from_enemies_and_spectate_through_their_team() {
             ..FowConfig::default()
         };
         let mut fow = Fow::new(config, 4);
-        fow.update(&players, &teams, &[true; 4], &map, Tick(0), &s);
+        fow.update(&players, &teams, &[true; 4], None, &map, Tick(0), &s);
         assert!(sees(&fow, 0, 1) && sees(&fow, 2, 3));
         assert!(!sees(&fow, 0, 3) && !sees(&fow, 2, 1));
         // Slot 2 dies beside slot 3.
@@ -300,6 +300,7 @@ fn dead_players_are_hidden_from_enemies_and_spectate_through_their_team() {
             &players,
             &teams,
             &[true, true, false, true],
+            None,
             &map,
             Tick(1),
             &s,
@@ -314,7 +315,7 @@ fn dead_players_are_hidden_from_enemies_and_spectate_through_their_team() {
             [PlayerSlot(0), PlayerSlot(1), PlayerSlot(2)]
         );
         // Alive again: its pairs are traced at once.
-        fow.update(&players, &teams, &[true; 4], &map, Tick(2), &s);
+        fow.update(&players, &teams, &[true; 4], None, &map, Tick(2), &s);
         assert!(sees(&fow, 2, 3) && !sees(&fow, 2, 1));
     }
 }
@@ -341,7 +342,7 @@ fn staggered_traces_spread_pairs_over_ticks_and_retrace_a_teleport_at_once() {
     };
     let mut fow = Fow::new(config, 10);
     let s = scopes();
-    fow.update(&players, &teams, &[true; 10], &map, Tick(0), &s);
+    fow.update(&players, &teams, &[true; 10], None, &map, Tick(0), &s);
     assert_eq!(
         fow.stats().pairs_traced,
         25,
@@ -350,7 +351,7 @@ fn staggered_traces_spread_pairs_over_ticks_and_retrace_a_teleport_at_once() {
     assert_eq!(fow.stats().pairs_visible, 25);
     let mut traced = 0;
     for tick in 1..=4 {
-        fow.update(&players, &teams, &[true; 10], &map, Tick(tick), &s);
+        fow.update(&players, &teams, &[true; 10], None, &map, Tick(tick), &s);
         let n = fow.stats().pairs_traced;
         assert!((6..=7).contains(&n), "tick {tick}: {n}");
         traced += n;
@@ -360,12 +361,12 @@ fn staggered_traces_spread_pairs_over_ticks_and_retrace_a_teleport_at_once() {
     // most of its pairs are not due.
     let mut moved = players.clone();
     moved[3].origin = Vec3::new(30.0, 30.0, SKIN_M);
-    fow.update(&moved, &teams, &[true; 10], &map, Tick(5), &s);
+    fow.update(&moved, &teams, &[true; 10], None, &map, Tick(5), &s);
     for enemy in [0, 2, 4, 6, 8] {
         assert!(!mutual(&fow, 3, enemy), "{enemy}");
     }
     // And back out: seen at once again.
-    fow.update(&players, &teams, &[true; 10], &map, Tick(6), &s);
+    fow.update(&players, &teams, &[true; 10], None, &map, Tick(6), &s);
     for enemy in [0, 2, 4, 6, 8] {
         assert!(mutual(&fow, 3, enemy), "{enemy}");
     }
@@ -378,7 +379,7 @@ fn an_update_is_charged_to_the_fow_category() {
     let s = scopes();
     let mut fow = Fow::new(FowConfig::default(), 2);
     s.begin_frame();
-    fow.update(&players, &[A, D], &[true, true], &map, Tick(0), &s);
+    fow.update(&players, &[A, D], &[true, true], None, &map, Tick(0), &s);
     let record = s.end_frame();
     assert!(record.entered & (1 << Category::Fow.index()) != 0);
 }

@@ -14,9 +14,9 @@ use crate::delta::{
     KIND_DELTA_DEFAULT, KIND_FULL, KIND_GONE, MAX_HEADER_BYTES,
 };
 use crate::priority::{PriorityConfig, Viewer, ViewerFrame};
-use crate::relevancy::Grid;
 use crate::schema::{Lanes, Schema, MAX_ANY_BODY_BYTES};
 use crate::state::{NetId, Position, Stored, MAX_ENTITIES};
+use tickforge_sim::spatial::Grid;
 
 /// Tunables of a [`Replicator`]; [`Default`] is a 128-tick, 128-player match.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -564,6 +564,14 @@ impl Replicator {
     /// The configuration this replicator was made with.
     pub fn config(&self) -> &ReplicationConfig {
         &self.config
+    }
+
+    /// Where every entity in the match was last pushed: the relevancy grid, by entity
+    /// index. The runtime lends it to the game's step (one grid for the match, not one for
+    /// relevancy and another for the game), when it holds the positions pushed at the end
+    /// of the tick before.
+    pub fn grid(&self) -> &Grid {
+        &self.grid
     }
 
     /// The schema this replicator encodes with.

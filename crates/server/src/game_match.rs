@@ -544,6 +544,8 @@ impl<G: Game> HostedMatch for Match<G> {
                 scopes,
                 entities: &mut self.entities,
                 events: &mut self.events,
+                // What push_entities placed after the last step: a tick behind, by design.
+                grid: Some(self.replicator.grid()),
             };
             self.game.step(&mut cx);
         }

@@ -2,8 +2,9 @@
 //! networking: the tick a match is at ([`Tick`]), the moment a client was showing when it
 //! made a command ([`ViewTime`]); lag compensation as a service
 //! ([`lagcomp::LagHistory`]): a ring of the per-entity samples a game records each tick and
-//! a rewind to a client's view time for its shot tests; and the frame of the line a
-//! finished match leaves in a results file ([`result_line`]).
+//! a rewind to a client's view time for its shot tests; the frame of the line a finished
+//! match leaves in a results file ([`result_line`]); and the spatial grid of where entities
+//! stand ([`spatial::Grid`]), kept by replication and lent to the game's step.
 //!
 //! The game crates (the reference shooter's `tickforge-game`, a studio's own) and the
 //! runtime's API (`tickforge-api`) depend on this crate; it depends on nothing in the
@@ -11,6 +12,7 @@
 
 pub mod lagcomp;
 pub mod result_line;
+pub mod spatial;
 
 /// A simulation step number; tick 0 is the match's first.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -577,6 +577,7 @@ mod tests {
             scopes: &scopes,
             entities,
             events,
+            grid: None,
         });
     }
 

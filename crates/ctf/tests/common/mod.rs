@@ -90,6 +90,7 @@ impl Match {
             scopes: &self.scopes,
             entities: &mut self.entities,
             events: &mut self.events,
+            grid: None,
         };
         self.game.step(&mut cx);
         self.drain();

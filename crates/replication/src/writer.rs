@@ -847,6 +847,9 @@ impl Replicator {
             let mut misfits = 0;
             while misfits < MISFITS_IN_A_ROW && room >= MIN_RECORD_BYTES {
                 let Some(k) = order.next() else { break };
+                if order.just_sorted {
+                    warm(entities, c, order.ahead());
+                }
                 let e = candidate_id(k);
                 let (enc, size) = encode(entities, c, e, now, default_back, stats);
                 if size <= room {
@@ -1017,6 +1020,8 @@ struct Descending<'a> {
     sorted: usize,
     next: usize,
     chunk: usize,
+    /// The last [`Descending::next`] sorted a new chunk.
+    just_sorted: bool,
 }
 
 impl<'a> Descending<'a> {
@@ -1026,11 +1031,13 @@ impl<'a> Descending<'a> {
             sorted: 0,
             next: 0,
             chunk: first_chunk.max(1),
+            just_sorted: false,
         }
     }
 
     fn next(&mut self) -> Option<u64> {
-        if self.next == self.sorted {
+        self.just_sorted = self.next == self.sorted;
+        if self.just_sorted {
             let rest = &mut self.all[self.sorted..];
             if rest.is_empty() {
                 return None;
@@ -1047,6 +1054,11 @@ impl<'a> Descending<'a> {
         Some(self.all[self.next - 1])
     }
 
+    /// The candidates sorted and not yet taken, in order.
+    fn ahead(&self) -> &[u64] {
+        &self.all[self.next..self.sorted]
+    }
+
     /// The candidates not taken, in no order.
     #[cfg(test)]
     fn rest(&self) -> &[u64] {
@@ -1054,8 +1066,26 @@ impl<'a> Descending<'a> {
     }
 }
 
+/// Loads what encoding each of the candidates `ahead` will read first (its entity's cache
+/// set, the connection's baseline for it) in one pass with nothing else in the way, so
+/// that their cache misses overlap instead of waiting one per encoding: the 1,000-player
+/// fight's connections each send ~90 of 1,000 entities, whose sets a write finds cold.
+fn warm(entities: &Entities, c: &Conn, ahead: &[u64]) {
+    let mut touched = 0u32;
+    for &k in ahead {
+        let e = candidate_id(k);
+        touched ^= entities.cache[e].generation ^ c.baselines[e];
+    }
+    std::hint::black_box(touched);
+}
+
+/// Set bits in a word from which [`staleness`] computes every lane and masks, rather
+/// than visiting the set bits.
+const DENSE_STALENESS: u32 = 16;
+
 /// Over the entities set in `rows`: how many, the ticks since each was last sent
-/// summed, and the most. A word at a time, each lane computed and masked.
+/// summed, and the most. A word at a time: a full word lane by lane and masked, a sparse
+/// one by its set bits.
 fn staleness(last_sent: &[u32], rows: &[u64], now: u32) -> (u32, u64, u32) {
     let (mut count, mut sum, mut worst) = (0, 0u64, 0u32);
     for (w, &bits) in rows.iter().enumerate() {
@@ -1063,6 +1093,14 @@ fn staleness(last_sent: &[u32], rows: &[u64], now: u32) -> (u32, u64, u32) {
             continue;
         }
         count += bits.count_ones();
+        if bits.count_ones() < DENSE_STALENESS {
+            for i in BitIter(bits) {
+                let stale = now.saturating_sub(last_sent[w * 64 + i]);
+                sum += u64::from(stale);
+                worst = worst.max(stale);
+            }
+            continue;
+        }
         let end = (w * 64 + 64).min(last_sent.len());
         for (i, &t) in last_sent[w * 64..end].iter().enumerate() {
             let stale = if bits >> i & 1 != 0 {

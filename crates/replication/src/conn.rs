@@ -53,9 +53,13 @@ pub(crate) struct Conn {
     pub priority: Box<[f32]>,
     /// Per entity, the tick its state was last sent, or it became relevant.
     pub last_sent: Box<[u32]>,
-    /// Per entity, the last tick it counts as in range (hysteresis included); read for
-    /// entities relevant or gone only.
+    /// Per entity, the last tick it counts as in range (hysteresis included); written when
+    /// it leaves the range, read for entities relevant or gone and out of range only.
     pub in_range_until: Box<[u32]>,
+    /// Bit row of the entities in range at the last write, and that write's tick: an
+    /// entity's `in_range_until` is written once, when it leaves, not every tick it stays.
+    pub near: Box<[u64]>,
+    pub near_tick: u32,
     /// Bit rows, one bit per entity. `relevant`: its state competes for room in every
     /// snapshot. `gone`: no longer relevant, and a gone record goes in every snapshot until
     /// one is acked. `known`: a state was sent since the client last dropped it, so leaving
@@ -95,6 +99,8 @@ impl Conn {
             priority: vec![0.0; words * 64].into_boxed_slice(),
             last_sent: vec![0; max_entities].into_boxed_slice(),
             in_range_until: vec![0; max_entities].into_boxed_slice(),
+            near: vec![0; words].into_boxed_slice(),
+            near_tick: 0,
             relevant: vec![0; words].into_boxed_slice(),
             gone: vec![0; words].into_boxed_slice(),
             known: vec![0; words].into_boxed_slice(),
@@ -111,6 +117,8 @@ impl Conn {
         self.priority.fill(0.0);
         self.last_sent.fill(0);
         self.in_range_until.fill(0);
+        self.near.fill(0);
+        self.near_tick = 0;
         self.relevant.fill(0);
         self.gone.fill(0);
         self.known.fill(0);

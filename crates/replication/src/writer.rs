@@ -7,7 +7,7 @@
 //! The bytes of a (entity, baseline) encoding are cached for the tick, so connections that
 //! acked the same tick share one encoding: the usual case at a steady tick rate.
 
-use crate::bits::BitIter;
+use crate::bits::{prefetch, BitIter};
 use crate::conn::{Conn, NO_BASELINE};
 use crate::delta::{
     encode_fields, head, put_varint, varint_len, Base, Measure, Sink, KIND_DELTA_BACK,
@@ -133,6 +133,9 @@ pub struct ReplicationStats {
     pub cache_misses: u64,
     /// Entities the grid queries visited (the cells overlapping each viewer's range).
     pub grid_candidates: u64,
+    /// Words of 64 entities scanned instead of a grid query (a crowd, where the query's
+    /// cells would hold most of the match).
+    pub scanned_words: u64,
     /// Times a relevant entity was left out of a snapshot for lack of room.
     pub deferred: u64,
     /// Writes bounded by the per-second rate rather than the packet budget.
@@ -166,6 +169,7 @@ impl ReplicationStats {
             cache_hits: self.cache_hits + later.cache_hits,
             cache_misses: self.cache_misses + later.cache_misses,
             grid_candidates: self.grid_candidates + later.grid_candidates,
+            scanned_words: self.scanned_words + later.scanned_words,
             deferred: self.deferred + later.deferred,
             rate_limited: self.rate_limited + later.rate_limited,
             packets_lost: self.packets_lost + later.packets_lost,
@@ -211,8 +215,6 @@ pub struct WriteInfo {
 /// tick before further ones go uncached. Clients of similar ping ack the same few ticks;
 /// behind fog, an entity's baselines differ more (a client that saw it a while ago).
 const CACHE_WAYS: usize = 8;
-/// Cache key of a full state: the baseline of an entity that has none.
-const FULL_KEY: u32 = NO_BASELINE;
 /// Bytes copied for one encoding body: at least any schema's widest body, so every body is
 /// moved with one fixed-size copy (buffers it is copied from and to keep this much slack).
 const COPY_BYTES: usize = 80;
@@ -225,26 +227,53 @@ const MIN_RECORD_BYTES: usize = 2;
 /// ([`ViewerFrame::accumulate`](crate::priority::ViewerFrame::accumulate)) rather than
 /// one entity at a time.
 const DENSE_WEIGHTS: u32 = 12;
+/// What finding the entities in range costs, in about a nanosecond each: a grid cell
+/// walked, an entity a grid query visits (its cells hold about 4/π of those in range: a
+/// square round the circle), and a word of 64 entities scanned at once. The write takes
+/// the cheaper, estimating the visits from how many were in range at its last write.
+const GRID_CELL_COST: u64 = 3;
+const GRID_VISIT_COST: u64 = 5;
+const SCAN_WORD_COST: u64 = 16;
 /// States that do not fit in a row before a write stops trying the rest: what is left of
 /// the packet is then a few bytes, and every further try would cost an encoding.
 const MISFITS_IN_A_ROW: u32 = 8;
 
-/// One cached encoding: where its body is in the arena and its change mask.
+/// One entity's encodings of this tick, by baseline, in one cache line: a write finds a
+/// crowd's sets cold, and a hit then costs that one line. Ways fill in order; a set last
+/// filled in an earlier tick (`generation`) is empty. Way `w` is keyed by how many ticks
+/// back its baseline is (`keys[w]`, 0: in full; within a tick that names the baseline), its
+/// body is `at[w] & 0xff_ffff` in the arena, `at[w] >> 24` long, and its change mask is
+/// `masks[w]`.
 #[derive(Clone, Copy, Debug, Default)]
-struct Way {
-    start: u32,
-    len: u16,
-    mask: u16,
+#[repr(C, align(64))]
+struct CacheSet {
+    at: [u32; CACHE_WAYS],
+    masks: [u16; CACHE_WAYS],
+    keys: [u8; CACHE_WAYS],
+    generation: u32,
+    used: u8,
 }
 
-/// One entity's encodings of this tick, by baseline (`FULL_KEY`: in full). Ways fill in
-/// order; a set last filled in an earlier tick (`generation`) is empty.
-#[derive(Clone, Copy, Debug, Default)]
-struct CacheSet {
-    generation: u32,
-    used: u32,
-    keys: [u32; CACHE_WAYS],
-    ways: [Way; CACHE_WAYS],
+const _: () = assert!(
+    std::mem::size_of::<CacheSet>() == 64,
+    "a set is one cache line"
+);
+/// Key of a full state: no baseline.
+const FULL_KEY: u8 = 0;
+/// The arena's offsets fit a way's 24 bits (two widest bodies per entity), its lengths 8.
+const _: () = assert!(2 * MAX_ENTITIES * MAX_ANY_BODY_BYTES + COPY_BYTES < 1 << 24);
+const _: () = assert!(MAX_ANY_BODY_BYTES < 1 << 8);
+
+impl CacheSet {
+    /// The way keyed `key`, among the `used` filled.
+    fn find(&self, key: u8) -> Option<usize> {
+        let mut hits = 0u32;
+        for (i, &k) in self.keys.iter().enumerate() {
+            hits |= u32::from(k == key) << i;
+        }
+        let hits = hits & ((1 << self.used) - 1);
+        (hits != 0).then(|| hits.trailing_zeros() as usize)
+    }
 }
 
 /// One entity's encoding, for a write: where its body is and what its head says. Small, as
@@ -353,14 +382,6 @@ impl Entities {
         s.q
     }
 
-    /// Whether `baseline` can be encoded against at `now`.
-    fn usable(&self, e: usize, baseline: u32, now: u32) -> bool {
-        baseline != NO_BASELINE
-            && baseline < now
-            && now - baseline < self.ring_ticks
-            && self.stored(e, baseline).is_some()
-    }
-
     /// The encoding of `e` against `baseline`, the newest state of it the connection
     /// acked (in full when there is none, or it is no longer usable: then `baseline`
     /// becomes [`NO_BASELINE`]), from the cache when another connection needed the same
@@ -379,25 +400,29 @@ impl Entities {
             set.used = 0;
         }
         // Only usable baselines are ever cached, and a tick's ring slots hold still once
-        // written: a hit needs no further check.
-        let mut key = *baseline;
-        let mut found = set.keys[..set.used as usize].iter().position(|&k| k == key);
-        if found.is_none() && key != FULL_KEY && !self.usable(e, key, now) {
-            *baseline = NO_BASELINE;
+        // written: a hit needs no further check. A baseline too old for the ring, or in
+        // the future, is not usable.
+        let b = *baseline;
+        let in_ring = b != NO_BASELINE && b < now && now - b < self.ring_ticks;
+        let mut key = if in_ring { (now - b) as u8 } else { FULL_KEY };
+        let mut found = set.find(key);
+        if found.is_none() && key != FULL_KEY && self.stored(e, b).is_none() {
             key = FULL_KEY;
-            let set = &self.cache[e];
-            found = set.keys[..set.used as usize].iter().position(|&k| k == key);
+            found = self.cache[e].find(key);
+        }
+        if key == FULL_KEY {
+            *baseline = NO_BASELINE;
         }
         let full = key == FULL_KEY;
-        let back = if full { 0 } else { now - key };
+        let back = key;
         if let Some(w) = found {
             stats.cache_hits += 1;
-            let way = self.cache[e].ways[w];
+            let set = &self.cache[e];
             return Enc {
-                start: way.start,
-                len: way.len as u8,
-                mask: way.mask,
-                back: back as u8,
+                start: set.at[w] & 0xff_ffff,
+                len: (set.at[w] >> 24) as u8,
+                mask: set.masks[w],
+                back,
                 full,
                 in_arena: true,
                 kind: 0,
@@ -409,15 +434,15 @@ impl Entities {
         let base = if full {
             Base::Zero
         } else {
-            base_q = *self.stored(e, key).expect("checked usable");
+            base_q = *self.stored(e, b).expect("checked usable");
             Base::Delta {
                 state: &base_q,
-                back,
+                back: u32::from(back),
                 tick_hz: self.tick_hz,
             }
         };
         let set = &mut self.cache[e];
-        let free = (set.used as usize) < CACHE_WAYS;
+        let free = usize::from(set.used) < CACHE_WAYS;
         let in_arena = free && self.arena.room() - self.arena.len >= self.schema.max_body_bytes();
         let buf = if in_arena {
             &mut self.arena
@@ -426,27 +451,24 @@ impl Entities {
         };
         let start = buf.len;
         let mask = encode_fields(self.schema, base, &cur, buf);
-        let len = (buf.len - start) as u16;
+        let len = (buf.len - start) as u32;
         debug_assert_eq!(
-            usize::from(len),
+            len as usize,
             measure(self.schema, base, &cur),
             "measured size equals written size"
         );
         if in_arena {
-            let w = set.used as usize;
+            let w = usize::from(set.used);
             set.keys[w] = key;
-            set.ways[w] = Way {
-                start: start as u32,
-                len,
-                mask,
-            };
+            set.at[w] = start as u32 | len << 24;
+            set.masks[w] = mask;
             set.used += 1;
         }
         Enc {
             start: start as u32,
             len: len as u8,
             mask,
-            back: back as u8,
+            back,
             full,
             in_arena,
             kind: 0,
@@ -688,6 +710,7 @@ impl Replicator {
         if !c.active {
             return WriteInfo::default();
         }
+        prefetch_tables(c);
         let per_tick = f64::from(cfg.bytes_per_second) / f64::from(cfg.tick_hz);
         let allowed = c
             .bucket
@@ -701,26 +724,27 @@ impl Replicator {
         let seen = &scratch.seen[..];
         let frame = ViewerFrame::new(viewer, cfg.relevant_radius_m);
         let radius2 = cfg.relevant_radius_m * cfg.relevant_radius_m;
-        let until = now.saturating_add(cfg.hysteresis_ticks);
+        // Entities that left the range since the last write stay relevant this long.
+        let until = c.near_tick.saturating_add(cfg.hysteresis_ticks);
 
-        // In range now: the cells around the viewer, into a bit row. The grid gives
-        // entities in its own order, so nothing of the connection's is touched here.
-        scratch.near.fill(0);
+        // In range now, into a bit row: the grid's cells around the viewer, or every entity
+        // the connection may see, 64 at a time, when that is less work (a crowd, where the
+        // cells hold most of the match anyway). The grid gives entities in its own order,
+        // so nothing of the connection's is touched here.
         let near = &mut scratch.near[..];
-        let mut visited = 0u64;
         let (xs, ys) = (&entities.xs[..], &entities.ys[..]);
-        grid.query(
-            viewer.position.x,
-            viewer.position.y,
-            cfg.relevant_radius_m,
-            |e| {
-                visited += 1;
-                let in_range =
-                    seen[e / 64] >> (e % 64) & 1 != 0 && frame.distance2(xs[e], ys[e]) <= radius2;
-                near[e / 64] |= u64::from(in_range) << (e % 64);
-            },
-        );
-        stats.grid_candidates += visited;
+        let (vx, vy) = (viewer.position.x, viewer.position.y);
+        let seen_words = seen.iter().filter(|&&w| w != 0).count() as u64;
+        let near_before: u64 = c.near.iter().map(|w| u64::from(w.count_ones())).sum();
+        let grid_cost = GRID_CELL_COST * grid.query_cells(vx, vy, cfg.relevant_radius_m)
+            + GRID_VISIT_COST * near_before;
+        if seen_words * SCAN_WORD_COST <= grid_cost {
+            near_by_scan(&frame, seen, xs, ys, radius2, near);
+            stats.scanned_words += seen_words;
+        } else {
+            let radius = cfg.relevant_radius_m;
+            stats.grid_candidates += near_by_grid(grid, &frame, seen, xs, ys, radius, near);
+        }
         let own = c
             .own
             .map(NetId::index)
@@ -733,9 +757,10 @@ impl Replicator {
         let mut relevant_count = 0usize;
         for (w, &near) in scratch.near.iter().enumerate() {
             let (was, gone) = (c.relevant[w], c.gone[w]);
-            for b in BitIter(near) {
+            for b in BitIter(c.near[w] & !near) {
                 c.in_range_until[w * 64 + b] = until;
             }
+            c.near[w] = near;
             let mut kept = 0;
             for b in BitIter((was | gone) & !near & seen[w]) {
                 kept |= u64::from(now <= c.in_range_until[w * 64 + b]) << b;
@@ -766,6 +791,7 @@ impl Replicator {
             }
             relevant_count += relevant.count_ones() as usize;
         }
+        c.near_tick = now;
 
         let rate_bound = allowed < budget_bytes;
         if limit < MAX_HEADER_BYTES {
@@ -1066,17 +1092,89 @@ impl<'a> Descending<'a> {
     }
 }
 
-/// Loads what encoding each of the candidates `ahead` will read first (its entity's cache
-/// set, the connection's baseline for it) in one pass with nothing else in the way, so
-/// that their cache misses overlap instead of waiting one per encoding: the 1,000-player
-/// fight's connections each send ~90 of 1,000 entities, whose sets a write finds cold.
+/// Starts loading what encoding each of the candidates `ahead` will read first (its
+/// entity's cache set, the connection's baseline for it), all at once, so that their cache
+/// misses overlap instead of waiting one per encoding: the 1,000-player fight's
+/// connections each send ~90 of 1,000 entities, whose sets a write finds cold.
 fn warm(entities: &Entities, c: &Conn, ahead: &[u64]) {
-    let mut touched = 0u32;
     for &k in ahead {
         let e = candidate_id(k);
-        touched ^= entities.cache[e].generation ^ c.baselines[e];
+        prefetch(&entities.cache[e]);
+        prefetch(&c.baselines[e]);
     }
-    std::hint::black_box(touched);
+}
+
+/// Sets in `near` the entities of `seen` within `radius2` (squared metres) of the viewer,
+/// looking at every entity of every word that holds a seen one, 64 at a time.
+fn near_by_scan(
+    frame: &ViewerFrame,
+    seen: &[u64],
+    xs: &[f32],
+    ys: &[f32],
+    radius2: f32,
+    near: &mut [u64],
+) {
+    for (w, (near, &seen)) in near.iter_mut().zip(seen).enumerate() {
+        *near = if seen == 0 {
+            0
+        } else {
+            let at = w * 64..w * 64 + 64;
+            let (x, y) = (&xs[at.clone()], &ys[at]);
+            seen & frame.within(
+                x.try_into().expect("64"),
+                y.try_into().expect("64"),
+                radius2,
+            )
+        };
+    }
+}
+
+/// The same as [`near_by_scan`] through the grid's cells around the viewer; returns the
+/// entities the query visited. The query's square is padded past `radius_m`, so that f32
+/// rounding of its corners never leaves out an entity on the circle.
+fn near_by_grid(
+    grid: &Grid,
+    frame: &ViewerFrame,
+    seen: &[u64],
+    xs: &[f32],
+    ys: &[f32],
+    radius_m: f32,
+    near: &mut [u64],
+) -> u64 {
+    let radius2 = radius_m * radius_m;
+    near.fill(0);
+    let mut visited = 0u64;
+    let padded = radius_m * 1.001 + 0.01;
+    grid.query(frame.x, frame.y, padded, |e| {
+        visited += 1;
+        let in_range =
+            seen[e / 64] >> (e % 64) & 1 != 0 && frame.distance2(xs[e], ys[e]) <= radius2;
+        near[e / 64] |= u64::from(in_range) << (e % 64);
+    });
+    visited
+}
+
+/// Starts loading the lines of `c`'s per-entity tables that a write will touch: those of
+/// the entities relevant at its last write, which mostly still are. A crowd's connection
+/// touches ~150 of its 1,000 entities' priorities, baselines and last sends, spread over
+/// ~170 lines that a worker's other connections have pushed out of the cache since; with
+/// the loads issued together first, a write waits for them about once rather than once
+/// a line.
+fn prefetch_tables(c: &Conn) {
+    // Entities per line of a table of 4-byte values.
+    const PER_LINE: usize = 16;
+    for (w, &bits) in c.relevant.iter().enumerate() {
+        let mut rest = bits;
+        while rest != 0 {
+            let e = w * 64 + rest.trailing_zeros() as usize / PER_LINE * PER_LINE;
+            prefetch(&c.priority[e]);
+            prefetch(&c.baselines[e]);
+            prefetch(&c.last_sent[e]);
+            // The rest of the word past this line.
+            let past = (e % 64 + PER_LINE) as u32;
+            rest = if past >= 64 { 0 } else { rest >> past << past };
+        }
+    }
 }
 
 /// Over the entities set in `rows`: how many, the ticks since each was last sent
@@ -1110,6 +1208,51 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        /// Scanning every seen entity and querying the grid find the same entities in
+        /// range, wherever they stand: on the circle's edge, far away, or at a wild
+        /// position; whatever the fog hides.
+        #[test]
+        fn the_scan_and_the_grid_find_the_same_entities(
+            spots in proptest::collection::vec(
+                (prop_oneof![
+                    4 => -400.0f32..400.0,
+                    1 => -1e6f32..1e6,
+                    1 => Just(f32::NAN),
+                ], -400.0f32..400.0, any::<bool>(), 0.0f32..6.3),
+                1..200,
+            ),
+            viewer in (-300.0f32..300.0, -300.0f32..300.0),
+            radius in 1.0f32..200.0,
+        ) {
+            let n = spots.len();
+            let words = n.div_ceil(64);
+            let mut grid = Grid::new(n, 32.0);
+            let (mut xs, mut ys) = (vec![0.0; words * 64], vec![0.0; words * 64]);
+            let mut seen = vec![0u64; words];
+            for (e, &(x, y, visible, edge)) in spots.iter().enumerate() {
+                // Some on the circle itself.
+                let (x, y) = if x > 300.0 {
+                    (viewer.0 + radius * edge.cos(), viewer.1 + radius * edge.sin())
+                } else {
+                    (x, y)
+                };
+                xs[e] = x;
+                ys[e] = y;
+                grid.place(e, x, y);
+                if visible {
+                    set_bit(&mut seen, e);
+                }
+            }
+            let frame = ViewerFrame::new(
+                &Viewer { position: Position::new(viewer.0, viewer.1, 0.0), yaw: 0 },
+                radius,
+            );
+            let (mut scanned, mut queried) = (vec![0u64; words], vec![0u64; words]);
+            near_by_scan(&frame, &seen, &xs, &ys, radius * radius, &mut scanned);
+            near_by_grid(&grid, &frame, &seen, &xs, &ys, radius, &mut queried);
+            prop_assert_eq!(scanned, queried);
+        }
+
         /// The crowd's candidates come out in the order a full sort gives: the higher
         /// priority first, and of equal ones the lower id; whatever the first chunk, and
         /// with what is not taken left over.

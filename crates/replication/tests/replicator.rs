@@ -168,8 +168,9 @@ fn fog_hides_an_entity_with_a_gone_record_and_never_its_state_after() {
 
 #[test]
 fn the_grid_never_considers_far_entities() {
+    // Enough entities that scanning them all would cost more than the query.
     let config = ReplicationConfig {
-        max_entities: 1024,
+        max_entities: 4096,
         max_connections: 2,
         ..ReplicationConfig::default()
     };
@@ -179,7 +180,7 @@ fn the_grid_never_considers_far_entities() {
     for i in 0..20u16 {
         r.push(NetId(i), &at(f32::from(i) * 4.0, -30.0));
     }
-    for i in 20..1024u16 {
+    for i in 20..4096u16 {
         r.push(
             NetId(i),
             &at(5_000.0 + f32::from(i) * 3.0, f32::from(i % 7) * 500.0),
@@ -193,7 +194,31 @@ fn the_grid_never_considers_far_entities() {
         20,
         "only the cells around the viewer"
     );
+    assert_eq!(r.stats().scanned_words, 0);
     assert!(!r.is_relevant(0, NetId(500)));
+}
+
+#[test]
+fn a_crowd_is_scanned_rather_than_queried() {
+    // 1,000 entities within 40 m: the query's cells would hold all of them.
+    let config = ReplicationConfig {
+        max_entities: 1000,
+        max_connections: 2,
+        ..ReplicationConfig::default()
+    };
+    let mut r = Replicator::new(config, &SCHEMA);
+    r.connect(0, None);
+    for tick in 0..2 {
+        r.begin_tick(tick);
+        for i in 0..1000u16 {
+            r.push(NetId(i), &at(f32::from(i % 40), f32::from(i / 40)));
+        }
+        let mut body = Vec::new();
+        r.write(0, &Viewer::default(), None, 1400, &mut body);
+    }
+    let s = r.stats();
+    assert_eq!((s.grid_candidates, s.scanned_words), (0, 2 * 16));
+    assert_eq!(s.relevant, 2 * 1000, "every one in range, both ticks");
 }
 
 #[test]

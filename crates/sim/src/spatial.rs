@@ -140,6 +140,16 @@ impl Grid {
         self.count -= 1;
     }
 
+    /// Cells a [`Grid::query`] of half-side `radius_m` round (`x`, `y`) walks (saturating):
+    /// what a caller weighs against a scan of its own when choosing between them.
+    pub fn query_cells(&self, x: f32, y: f32, radius_m: f32) -> u64 {
+        let (x0, y0) = self.cell_at(x - radius_m, y - radius_m);
+        let (x1, y1) = self.cell_at(x + radius_m, y + radius_m);
+        let cells =
+            (i64::from(x1) - i64::from(x0) + 1).saturating_mul(i64::from(y1) - i64::from(y0) + 1);
+        cells.clamp(0, self.count as i64) as u64
+    }
+
     /// Calls `f` with every entity in a cell that overlaps the square of half-side
     /// `radius_m` around (`x`, `y`): a superset of those within `radius_m`. Visits the
     /// square's cells, or the entities when there are fewer of them than cells (a small

@@ -234,6 +234,19 @@ const DENSE_WEIGHTS: u32 = 12;
 const GRID_CELL_COST: u64 = 3;
 const GRID_VISIT_COST: u64 = 5;
 const SCAN_WORD_COST: u64 = 16;
+/// Seen entities in a word up to which a scan tests them one at a time (a small match's
+/// only word) rather than all 64 lanes at once.
+const SCAN_SPARSE: u32 = 8;
+
+/// What scanning a word with `seen` bits set costs, in the units of [`GRID_CELL_COST`].
+fn scan_word_cost(seen: u64) -> u64 {
+    let n = seen.count_ones();
+    if n <= SCAN_SPARSE {
+        2 * u64::from(n)
+    } else {
+        SCAN_WORD_COST
+    }
+}
 /// States that do not fit in a row before a write stops trying the rest: what is left of
 /// the packet is then a few bytes, and every further try would cost an encoding.
 const MISFITS_IN_A_ROW: u32 = 8;
@@ -267,12 +280,15 @@ const _: () = assert!(MAX_ANY_BODY_BYTES < 1 << 8);
 impl CacheSet {
     /// The way keyed `key`, among the `used` filled.
     fn find(&self, key: u8) -> Option<usize> {
-        let mut hits = 0u32;
-        for (i, &k) in self.keys.iter().enumerate() {
-            hits |= u32::from(k == key) << i;
-        }
-        let hits = hits & ((1 << self.used) - 1);
-        (hits != 0).then(|| hits.trailing_zeros() as usize)
+        const ONES: u64 = u64::from_le_bytes([1; CACHE_WAYS]);
+        const HIGHS: u64 = ONES << 7;
+        // Bytes equal to `key` become zero; the lowest zero byte of a word is the lowest
+        // byte with its high bit set in `(x - ONES) & !x & HIGHS` (higher ones may be
+        // false, from the borrow): eight ways compared in a few instructions.
+        let x = u64::from_le_bytes(self.keys) ^ (ONES * u64::from(key));
+        let used = ((1u128 << (8 * self.used)) - 1) as u64;
+        let zero = x.wrapping_sub(ONES) & !x & HIGHS & used;
+        (zero != 0).then(|| zero.trailing_zeros() as usize / 8)
     }
 }
 
@@ -734,13 +750,13 @@ impl Replicator {
         let near = &mut scratch.near[..];
         let (xs, ys) = (&entities.xs[..], &entities.ys[..]);
         let (vx, vy) = (viewer.position.x, viewer.position.y);
-        let seen_words = seen.iter().filter(|&&w| w != 0).count() as u64;
+        let scan_cost: u64 = seen.iter().map(|&w| scan_word_cost(w)).sum();
         let near_before: u64 = c.near.iter().map(|w| u64::from(w.count_ones())).sum();
         let grid_cost = GRID_CELL_COST * grid.query_cells(vx, vy, cfg.relevant_radius_m)
             + GRID_VISIT_COST * near_before;
-        if seen_words * SCAN_WORD_COST <= grid_cost {
+        if scan_cost <= grid_cost {
             near_by_scan(&frame, seen, xs, ys, radius2, near);
-            stats.scanned_words += seen_words;
+            stats.scanned_words += seen.iter().filter(|&&w| w != 0).count() as u64;
         } else {
             let radius = cfg.relevant_radius_m;
             stats.grid_candidates += near_by_grid(grid, &frame, seen, xs, ys, radius, near);
@@ -1105,7 +1121,8 @@ fn warm(entities: &Entities, c: &Conn, ahead: &[u64]) {
 }
 
 /// Sets in `near` the entities of `seen` within `radius2` (squared metres) of the viewer,
-/// looking at every entity of every word that holds a seen one, 64 at a time.
+/// looking at every seen entity: one at a time in a word that holds a few, else all 64 of
+/// the word at once.
 fn near_by_scan(
     frame: &ViewerFrame,
     seen: &[u64],
@@ -1115,8 +1132,13 @@ fn near_by_scan(
     near: &mut [u64],
 ) {
     for (w, (near, &seen)) in near.iter_mut().zip(seen).enumerate() {
-        *near = if seen == 0 {
-            0
+        *near = if seen.count_ones() <= SCAN_SPARSE {
+            let mut bits = 0;
+            for b in BitIter(seen) {
+                let e = w * 64 + b;
+                bits |= u64::from(frame.distance2(xs[e], ys[e]) <= radius2) << b;
+            }
+            bits
         } else {
             let at = w * 64..w * 64 + 64;
             let (x, y) = (&xs[at.clone()], &ys[at]);
@@ -1251,6 +1273,18 @@ mod tests {
             near_by_scan(&frame, &seen, &xs, &ys, radius * radius, &mut scanned);
             near_by_grid(&grid, &frame, &seen, &xs, &ys, radius, &mut queried);
             prop_assert_eq!(scanned, queried);
+        }
+
+        /// A set finds the first filled way holding a key, and nothing past those filled.
+        #[test]
+        fn a_cache_set_finds_the_first_filled_way_with_a_key(
+            keys in proptest::array::uniform8(0u8..6),
+            used in 0u8..=8,
+            key in 0u8..6,
+        ) {
+            let set = CacheSet { keys, used, ..CacheSet::default() };
+            let want = keys[..usize::from(used)].iter().position(|&k| k == key);
+            prop_assert_eq!(set.find(key), want);
         }
 
         /// The crowd's candidates come out in the order a full sort gives: the higher

@@ -38,23 +38,19 @@ const ACK_DELAY: u32 = 2;
 /// Entity `i` of `n` at `t`: running around a circle of `radius_m`, turning.
 fn state(i: usize, n: usize, t: u32, radius_m: f32) -> EntityState {
     let phase = i as f32 * 6.3 / n as f32 + t as f32 * 7.0 / 128.0 / radius_m;
-    let (s, c) = phase.sin_cos();
-    EntityState {
-        position: Vec3::new(radius_m * c, radius_m * s, 0.0),
-        velocity: Vec3::new(-7.0 * s, 7.0 * c, 0.0),
-        yaw: (phase * 65536.0 / std::f32::consts::TAU) as u32 as u16,
-        pitch: (t % 200) as i16 * 4,
-        flags: 5,
-        health: 100,
-        weapon: 30,
-    }
+    running(radius_m, phase, t)
 }
 
 /// Player `i` at `t` (30 Hz) on a disc of `radius_m`: each runs a circle of its own
 /// radius round the centre, the players spread evenly over the disc's area.
 fn disc_state(i: usize, t: u32, radius_m: f32) -> EntityState {
     let r = radius_m * ((i as f32 * 0.618_034).fract() * 0.98 + 0.02).sqrt();
-    let phase = i as f32 * 2.399_963 + t as f32 * 7.0 / 30.0 / r;
+    running(r, i as f32 * 2.399_963 + t as f32 * 7.0 / 30.0 / r, t)
+}
+
+/// Running at 7 m/s round a circle of `r` about the origin, at angle `phase`, facing
+/// along it.
+fn running(r: f32, phase: f32, t: u32) -> EntityState {
     let (s, c) = phase.sin_cos();
     EntityState {
         position: Vec3::new(r * c, r * s, 0.0),

@@ -3,8 +3,8 @@
 //! What it does:
 //! - [`Replicator`], server side, one per match: the game pushes entity states as they
 //!   change; every tick each connection gets a snapshot of the entities relevant to it
-//!   (a spatial grid with hysteresis, `tickforge_sim::spatial::Grid`, and the game's
-//!   fog-of-war row), highest priority
+//!   (a spatial grid with hysteresis, `tickforge_sim::spatial::Grid`, or in a crowd a
+//!   scan of what the client may see; and the game's fog-of-war row), highest priority
 //!   first (distance, view direction, loss), within a packet budget and a per-second
 //!   rate, each entity delta-encoded against the newest state that client acknowledged.
 //!   Encodings are shared between connections that acked the same tick.

@@ -1,8 +1,9 @@
 //! The server side: what each connection is sent of the match, every tick.
 //!
 //! The game pushes entity states as they change; each changed entity is quantized once.
-//! For every connection a write finds the relevant entities (a grid query, plus those
-//! still within the hysteresis), adds their priority, and fills the packet from the highest
+//! For every connection a write finds the relevant entities (a grid query, or in a crowd
+//! a scan of the entities it may see, 64 at a time, whichever costs less; plus those still
+//! within the hysteresis), adds their priority, and fills the packet from the highest
 //! priority down, each entity delta-encoded against the newest state that client acked.
 //! The bytes of a (entity, baseline) encoding are cached for the tick, so connections that
 //! acked the same tick share one encoding: the usual case at a steady tick rate.

@@ -352,6 +352,10 @@ impl Worker {
         );
         dropped.insert("misbehaved".into(), self.drops.misbehaved);
         dropped.insert("flooding".into(), self.drops.flooding);
+        // Clients disconnected because their link could not take a reliable message (a
+        // send queue full), or the game refused one of theirs.
+        dropped.insert("stalled".into(), self.drops.stalled);
+        dropped.insert("refused_message".into(), self.drops.refused_messages);
         dropped.insert("far_inputs".into(), retired.far_inputs);
         dropped.insert("oversize".into(), self.drops.oversize);
         dropped.insert("bad_message".into(), self.drops.bad_message);

@@ -753,7 +753,7 @@ impl Replicator {
         let (vx, vy) = (viewer.position.x, viewer.position.y);
         let scan_cost: u64 = seen.iter().map(|&w| scan_word_cost(w)).sum();
         let near_before: u64 = c.near.iter().map(|w| u64::from(w.count_ones())).sum();
-        let grid_cost = GRID_CELL_COST * grid.query_cells(vx, vy, cfg.relevant_radius_m)
+        let grid_cost = GRID_CELL_COST * grid.query_cells(vx, vy, padded(cfg.relevant_radius_m))
             + GRID_VISIT_COST * near_before;
         if scan_cost <= grid_cost {
             near_by_scan(&frame, seen, xs, ys, radius2, near);
@@ -1167,14 +1167,19 @@ fn near_by_grid(
     let radius2 = radius_m * radius_m;
     near.fill(0);
     let mut visited = 0u64;
-    let padded = radius_m * 1.001 + 0.01;
-    grid.query(frame.x, frame.y, padded, |e| {
+    grid.query(frame.x, frame.y, padded(radius_m), |e| {
         visited += 1;
         let in_range =
             seen[e / 64] >> (e % 64) & 1 != 0 && frame.distance2(xs[e], ys[e]) <= radius2;
         near[e / 64] |= u64::from(in_range) << (e % 64);
     });
     visited
+}
+
+/// The half-side of the grid query for a range of `radius_m`: a little more, so that f32
+/// rounding of the square's corners never leaves out an entity on the circle.
+fn padded(radius_m: f32) -> f32 {
+    radius_m * 1.001 + 0.01
 }
 
 /// Starts loading the lines of `c`'s per-entity tables that a write will touch: those of

@@ -140,13 +140,21 @@ impl Grid {
         self.count -= 1;
     }
 
-    /// Cells a [`Grid::query`] of half-side `radius_m` round (`x`, `y`) walks (saturating):
-    /// what a caller weighs against a scan of its own when choosing between them.
-    pub fn query_cells(&self, x: f32, y: f32, radius_m: f32) -> u64 {
+    /// The corner cells of the square of half-side `radius_m` round (`x`, `y`), and how
+    /// many cells it spans (saturating: a wild radius spans every i32 cell, 2^64 of them).
+    fn square(&self, x: f32, y: f32, radius_m: f32) -> ((i32, i32), (i32, i32), i64) {
         let (x0, y0) = self.cell_at(x - radius_m, y - radius_m);
         let (x1, y1) = self.cell_at(x + radius_m, y + radius_m);
         let cells =
             (i64::from(x1) - i64::from(x0) + 1).saturating_mul(i64::from(y1) - i64::from(y0) + 1);
+        ((x0, y0), (x1, y1), cells)
+    }
+
+    /// What a [`Grid::query`] of half-side `radius_m` round (`x`, `y`) walks: its square's
+    /// cells, or the entities when they are fewer. A caller weighs it against a scan of its
+    /// own when choosing between them.
+    pub fn query_cells(&self, x: f32, y: f32, radius_m: f32) -> u64 {
+        let (_, _, cells) = self.square(x, y, radius_m);
         cells.clamp(0, self.count as i64) as u64
     }
 
@@ -160,11 +168,7 @@ impl Grid {
     /// miss an entity pads `radius_m` by more than a few f32 steps of its coordinates.
     #[inline(always)]
     pub fn query(&self, x: f32, y: f32, radius_m: f32, mut f: impl FnMut(usize)) {
-        let (x0, y0) = self.cell_at(x - radius_m, y - radius_m);
-        let (x1, y1) = self.cell_at(x + radius_m, y + radius_m);
-        // Saturating: a wild radius spans every i32 cell, 2^64 of them.
-        let cells =
-            (i64::from(x1) - i64::from(x0) + 1).saturating_mul(i64::from(y1) - i64::from(y0) + 1);
+        let ((x0, y0), (x1, y1), cells) = self.square(x, y, radius_m);
         if cells > self.count as i64 {
             for (e, &(cx, cy)) in self.cell.iter().enumerate() {
                 if self.placed[e] && (x0..=x1).contains(&cx) && (y0..=y1).contains(&cy) {

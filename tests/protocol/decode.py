@@ -377,6 +377,26 @@ def event(m):
         return {"event": "epoch", "epoch": le(m, 1, 4)}
     if kind == 7:
         return {"event": "game", "bytes": list(m[1:])}
+    if kind == 8:
+        events, at = [], 1
+        while at < len(m):
+            n, shift, width = 0, 0, 0
+            while True:
+                if at >= len(m) or width == 3:
+                    raise Refused("games length")
+                b = m[at]
+                at, width = at + 1, width + 1
+                n |= (b & 0x7F) << shift
+                shift += 7
+                if not b & 0x80:
+                    break
+            if (width > 1 and b == 0) or n > 16384 or at + n > len(m):
+                raise Refused("games length")
+            events.append(list(m[at : at + n]))
+            at += n
+        if len(events) < 2:
+            raise Refused("games with fewer than two events")
+        return {"event": "games", "events": events}
     raise Refused(f"unknown event kind {kind}")
 
 

@@ -1,8 +1,9 @@
 //! Reliable events a game sends: to one seat or to every seated client.
 //!
-//! The game writes an event's bytes (its own format); the runtime wraps each in the
-//! reliable stream's game-event message and queues it on each target's link after the
-//! step, so it rides in that tick's packet ahead of the snapshot. A seat's events arrive in
+//! The game writes an event's bytes (its own format); after the step the runtime puts each
+//! client's events of the tick, in order, into one reliable message on its link, so they
+//! ride in that tick's packet ahead of the snapshot (a burst of events fills a link's queue
+//! by one message, not by one per event). A seat's events arrive in
 //! the order they were queued, once, whatever the loss. An event to a seat without a client
 //! is dropped; one whose link's send queue is full is dropped and counted.
 
@@ -74,6 +75,13 @@ impl Events {
             .map(|(&(to, end), start)| (to, &self.bytes[start..end]))
     }
 
+    /// The `i`th event queued, with its target.
+    pub fn get(&self, i: usize) -> Option<(Target, &[u8])> {
+        let &(to, end) = self.ends.get(i)?;
+        let start = i.checked_sub(1).map_or(0, |p| self.ends[p].1);
+        Some((to, &self.bytes[start..end]))
+    }
+
     /// Forgets every event, keeping the memory.
     pub fn clear(&mut self) {
         self.bytes.clear();
@@ -103,6 +111,11 @@ mod tests {
                 (Target::Seat(Seat(0)), vec![]),
             ]
         );
+        for (i, want) in got.iter().enumerate() {
+            let (to, bytes) = e.get(i).expect("queued");
+            assert_eq!((to, bytes), (want.0, &want.1[..]));
+        }
+        assert_eq!(e.get(got.len()), None);
         e.clear();
         assert!(e.is_empty() && e.iter().next().is_none());
     }

@@ -314,6 +314,9 @@ pub struct Session {
     early_next: usize,
     /// The reliable message being yielded.
     event: Vec<u8>,
+    /// Where the next game event of a `Games` message in `event` starts; 0 when none is
+    /// left to hand out.
+    batch_at: usize,
     /// The encoded input, the link's packet, and the sealed datagram waiting for
     /// [`Session::poll_transmit`].
     payload: Vec<u8>,
@@ -382,6 +385,7 @@ impl Session {
             early: Vec::new(),
             early_next: 0,
             event: Vec::with_capacity(MAX_PACKET_BYTES),
+            batch_at: 0,
             payload: Vec::with_capacity(MAX_PACKET_BYTES),
             packet: Vec::with_capacity(MAX_PACKET_BYTES),
             sealed: Vec::with_capacity(MAX_PACKET_BYTES),
@@ -609,6 +613,16 @@ impl Session {
                 self.reported = true;
                 return Some(SessionEvent::Disconnected(ended));
             }
+            // The rest of a tick's game events, one at a time.
+            if self.batch_at != 0 {
+                match msg::game_event_range(&self.event, self.batch_at) {
+                    Some(r) => {
+                        self.batch_at = r.end;
+                        return Some(SessionEvent::Game(&self.event[r]));
+                    }
+                    None => self.batch_at = 0,
+                }
+            }
             if self.link.poll_reliable(&mut self.event) {
                 self.stats.events += 1;
                 match Event::decode(&self.event) {
@@ -649,6 +663,10 @@ impl Session {
                     // Game events before the welcome cannot come (it is the link's first
                     // message); the caller is told of them all the same.
                     Ok(Event::Game(_)) => return Some(SessionEvent::Game(&self.event[1..])),
+                    Ok(Event::Games(_)) => {
+                        self.batch_at = 1;
+                        continue;
+                    }
                     Err(_) => {
                         self.stats.bad_events += 1;
                         continue;

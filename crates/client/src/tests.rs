@@ -625,6 +625,43 @@ fn a_message_reaches_the_game_and_its_emote_every_seated_client() {
 }
 
 #[test]
+fn a_tick_s_game_events_come_in_one_message_and_out_one_at_a_time() {
+    let mut w = World::new(
+        19,
+        LinkConditions::ideal(Duration::from_millis(15)),
+        3,
+        CtfConfig::default(),
+    );
+    run_until_welcomed(&mut w);
+    w.run(64);
+    let before: Vec<(u64, u64)> = (0..3)
+        .map(|n| (w.sessions[n].stats().events, w.seen[n].game_events))
+        .collect();
+    // The three emote in the same tick: the server relays the three to each in one tick.
+    for n in 0..3 {
+        w.sessions[n].send_message(&[1, 2 + n as u8]).unwrap();
+    }
+    w.run(64);
+    let mut want: Vec<(u16, u8)> = (w.seen.iter().zip(2u8..))
+        .map(|(seen, emote)| (seen.welcome.unwrap().seat, emote))
+        .collect();
+    want.sort_unstable();
+    for (n, ((seen, session), (events_before, game_before))) in
+        (w.seen.iter().zip(&w.sessions).zip(&before)).enumerate()
+    {
+        let mut got = seen.emotes.clone();
+        got.sort_unstable();
+        assert_eq!(got, want, "client {n}: each emote, once");
+        let messages = session.stats().events - events_before;
+        let events = seen.game_events - game_before;
+        assert!(
+            messages < events,
+            "client {n}: {events} game events came in {messages} messages"
+        );
+    }
+}
+
+#[test]
 fn a_message_the_game_refuses_is_a_receive_error_and_the_others_play_on() {
     let mut w = World::new(
         17,

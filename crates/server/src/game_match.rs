@@ -166,9 +166,13 @@ pub struct Match<G: Game> {
     game: G,
     /// The game's entity ids, and the states it wrote this tick.
     entities: Entities,
-    /// The game's reliable events of this tick (or of a join), before they are queued on
-    /// the links.
+    /// The game's reliable events since they were last queued on the links: the clients'
+    /// messages' and the step's, sent together after the step (or a join's, at once).
     events: Events,
+    /// Indices into `events` of those to every seat, in order.
+    to_all: Vec<u32>,
+    /// Seat and index into `events` of those to one seat.
+    to_one: Vec<(u16, u32)>,
     seats: Vec<SeatLink<G::Input>>,
     /// The game's tick: ticks stepped since the match (re)started.
     tick: Tick,
@@ -193,6 +197,26 @@ pub struct Match<G: Game> {
     past_replication: tickforge_replication::ReplicationStats,
     /// The game's counters of this match's earlier runs.
     past_game: GameCounters,
+}
+
+/// Queues the reliable `message` on `seat`'s link. A queue this full is a client that
+/// stopped acknowledging (or the message is over the link's largest): its reliable stream
+/// would have a hole, so it is handed to the worker to disconnect rather than left to play
+/// on wrong.
+fn queue_event<I>(
+    seat: &mut SeatLink<I>,
+    client: ClientIndex,
+    message: &[u8],
+    counters: &mut TrafficCounters,
+    kicked: &mut Vec<ClientIndex>,
+) {
+    if seat.link.send_reliable(message).is_err() {
+        counters.dropped_events += 1;
+        if !seat.kicked {
+            seat.kicked = true;
+            kicked.push(client);
+        }
+    }
 }
 
 /// Ticks per second of a tick `period_ns` long.
@@ -222,6 +246,8 @@ impl<G: Game> Match<G> {
             game,
             entities,
             events: Events::with_capacity(seats * 4 + 16, 16),
+            to_all: Vec::with_capacity(seats * 4 + 16),
+            to_one: Vec::with_capacity(seats * 4 + 16),
             seats: (0..seats).map(|_| SeatLink::new(start)).collect(),
             tick: Tick(0),
             replicator: Replicator::new(replication, G::schema()),
@@ -249,30 +275,79 @@ impl<G: Game> Match<G> {
         &self.seats[seat.index()].link
     }
 
-    /// Queues every event the game left in `self.events` on its targets' links.
+    /// Queues the events the game left in `self.events` on its targets' links: each
+    /// seated client's, in the order the game queued them, as one reliable message (more
+    /// only past the link's largest message), so a burst to every seat (a round's
+    /// revivals, a wave of kills in a crowd) costs each link one message of its queue, not
+    /// one per event.
     fn send_events(&mut self) {
-        for (to, bytes) in self.events.iter() {
-            self.message.clear();
-            Event::Game(bytes).encode(&mut self.message);
-            let targets = match to {
-                Target::All => 0..self.seats.len(),
-                Target::Seat(s) if s.index() < self.seats.len() => s.index()..s.index() + 1,
-                Target::Seat(_) => 0..0,
+        if self.events.is_empty() {
+            return;
+        }
+        let seats = self.seats.len();
+        self.to_all.clear();
+        self.to_one.clear();
+        for (i, (to, _)) in self.events.iter().enumerate() {
+            match to {
+                Target::All => self.to_all.push(i as u32),
+                Target::Seat(s) if s.index() < seats => self.to_one.push((s.0, i as u32)),
+                Target::Seat(_) => {}
+            }
+        }
+        // By seat, then in the order queued (each pair is unique).
+        self.to_one.sort_unstable();
+        let mut one = 0;
+        for (i, seat) in self.seats.iter_mut().enumerate() {
+            let (mut a, mut o) = (0, one);
+            while one < self.to_one.len() && usize::from(self.to_one[one].0) == i {
+                one += 1;
+            }
+            let Some(client) = seat.client else {
+                continue;
             };
-            for seat in &mut self.seats[targets] {
-                let Some(client) = seat.client else {
-                    continue;
-                };
-                if seat.link.send_reliable(&self.message).is_err() {
-                    // A queue this full is a client that stopped acknowledging (or an event
-                    // over the link's message size): its reliable stream would have a hole,
-                    // so it is disconnected rather than left to play on wrong.
-                    self.counters.dropped_events += 1;
-                    if !seat.kicked {
-                        seat.kicked = true;
-                        self.kicked.push(client);
+            self.message.clear();
+            loop {
+                // The next of this seat's events: to all or to it alone, whichever came first.
+                let next_all = self.to_all.get(a).copied();
+                let next_one = (o < one).then(|| self.to_one[o].1);
+                let e = match (next_all, next_one) {
+                    (Some(x), Some(y)) if y < x => {
+                        o += 1;
+                        y
                     }
+                    (Some(x), _) => {
+                        a += 1;
+                        x
+                    }
+                    (None, Some(y)) => {
+                        o += 1;
+                        y
+                    }
+                    (None, None) => break,
+                };
+                let (_, bytes) = self.events.get(e as usize).expect("indexed above");
+                if !self.message.is_empty()
+                    && msg::with_game_event(&self.message, bytes.len()) > msg::MAX_EVENT_BYTES
+                {
+                    queue_event(
+                        seat,
+                        client,
+                        &self.message,
+                        &mut self.counters,
+                        &mut self.kicked,
+                    );
+                    self.message.clear();
                 }
+                msg::push_game_event(&mut self.message, bytes);
+            }
+            if !self.message.is_empty() {
+                queue_event(
+                    seat,
+                    client,
+                    &self.message,
+                    &mut self.counters,
+                    &mut self.kicked,
+                );
             }
         }
         self.events.clear();
@@ -333,6 +408,8 @@ impl<G: Game> HostedMatch for Match<G> {
     }
 
     fn seat(&mut self, now: Instant, client: ClientIndex, preferred: Option<Seat>) -> Option<Seat> {
+        // Events the clients' messages raised go to those seated before this one.
+        self.send_events();
         let free = |i: usize| self.seats.get(i).is_some_and(|s| s.client.is_none());
         let i = match preferred.map(Seat::index) {
             Some(p) if free(p) => p,
@@ -361,7 +438,6 @@ impl<G: Game> HostedMatch for Match<G> {
         link.client = Some(client);
         link.allowance = FLOOD_ALLOWANCE;
         // What the game wants a joiner told, ahead of the first snapshot.
-        self.events.clear();
         self.game.join(seat, &mut self.events);
         self.send_events();
         self.connect_replication(seat);
@@ -401,8 +477,8 @@ impl<G: Game> HostedMatch for Match<G> {
             None => None,
         };
         // Reliable messages from the client go to the game, in order; one it refuses
-        // disconnects the client.
-        self.events.clear();
+        // disconnects the client. The events they raise wait for the tick's, to go with
+        // them in one message per client.
         let mut refused = None;
         while link.poll_reliable(&mut self.packet) {
             s.messages = s.messages.saturating_add(1);
@@ -426,7 +502,6 @@ impl<G: Game> HostedMatch for Match<G> {
         if let Some(tick) = acked {
             s.acked_tick = Some(s.acked_tick.map_or(tick, |t| t.max(tick)));
         }
-        self.send_events();
         if let Some(e) = refused {
             return Err(ReceiveError::Refused(e));
         }
@@ -445,6 +520,8 @@ impl<G: Game> HostedMatch for Match<G> {
         if !self.game.is_over() {
             return None;
         }
+        // The old run's last events, ahead of the epoch.
+        self.send_events();
         let end = self.game.finish();
         self.past_game = merged(self.past_game, self.game.counters());
         self.start = self.next_deadline();
@@ -461,7 +538,6 @@ impl<G: Game> HostedMatch for Match<G> {
         self.epoch = self.epoch.wrapping_add(1);
         self.message.clear();
         Event::Epoch { epoch: self.epoch }.encode(&mut self.message);
-        self.events.clear();
         for i in 0..self.seats.len() {
             let seat = &mut self.seats[i];
             seat.acked_tick = None;
@@ -737,7 +813,8 @@ pub struct TrafficCounters {
     pub bad_inputs: u64,
     /// Inputs dropped for a sequence too far ahead of the client's newest.
     pub far_inputs: u64,
-    /// Reliable events refused because a client's send queue was full.
+    /// Reliable messages (a tick's events for one client, an epoch) a client's link refused:
+    /// its send queue was full, or the message was over the link's largest.
     pub dropped_events: u64,
     /// Snapshots written.
     pub snapshots: u64,

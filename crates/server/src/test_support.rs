@@ -6,8 +6,8 @@
 //! crates' tests (a dev-dependency `tickforge-server = { features = ["test-support"] }`);
 //! never in a server build.
 //!
-//! - [`Received`] and [`received`]: a reliable event as a client keeps it, the game's own
-//!   events decoded out of [`Event::Game`];
+//! - [`Received`] and [`received`]: a reliable message's events as a client keeps them, the
+//!   game's own decoded out of [`Event::Game`] and [`Event::Games`];
 //! - [`only_payload`]: the one packet a match with one seated client sends;
 //! - [`FirstPacket`]: a new client reading its first packet of a two-seat match;
 //! - [`loopback`]: netcode clients on loopback UDP driving a real [`crate::Worker`]'s frames
@@ -46,9 +46,12 @@ pub enum Received<E> {
     Game(E),
 }
 
-/// Decodes one reliable event, the game's with `game`; anything else fails the test.
-pub fn received<E>(bytes: &[u8], game: impl FnOnce(&[u8]) -> E) -> Received<E> {
-    match Event::decode(bytes).expect("an event") {
+/// Decodes one reliable message's events, the game's with `game`; anything else fails the
+/// test.
+pub fn received<E>(bytes: &[u8], mut game: impl FnMut(&[u8]) -> E) -> Vec<Received<E>> {
+    let e = Event::decode(bytes).expect("an event");
+    let games = e.game_events().map(|b| Received::Game(game(b)));
+    match e {
         Event::Welcome {
             match_id,
             seat,
@@ -57,7 +60,7 @@ pub fn received<E>(bytes: &[u8], game: impl FnOnce(&[u8]) -> E) -> Received<E> {
             entities,
             schema,
             epoch,
-        } => Received::Welcome {
+        } => vec![Received::Welcome {
             match_id,
             seat,
             tick_hz,
@@ -65,9 +68,9 @@ pub fn received<E>(bytes: &[u8], game: impl FnOnce(&[u8]) -> E) -> Received<E> {
             entities,
             schema,
             epoch,
-        },
-        Event::Epoch { epoch } => Received::Epoch { epoch },
-        Event::Game(bytes) => Received::Game(game(bytes)),
+        }],
+        Event::Epoch { epoch } => vec![Received::Epoch { epoch }],
+        Event::Game(_) | Event::Games(_) => games.collect(),
     }
 }
 

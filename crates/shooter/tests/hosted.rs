@@ -30,7 +30,7 @@ type ShooterMatch = Match<Shooter>;
 type Received = test_support::Received<ShooterEvent>;
 
 /// Decodes one reliable event of a shooter match; anything else fails the test.
-fn received(bytes: &[u8]) -> Received {
+fn received(bytes: &[u8]) -> Vec<Received> {
     test_support::received(bytes, ShooterUnderLoss::event)
 }
 
@@ -126,8 +126,8 @@ fn a_tick_applies_inputs_and_snapshots_every_seat() {
     // The game's join events follow it: where the match stands.
     assert!(link.poll_reliable(&mut event));
     assert!(matches!(
-        received(&event),
-        Received::Game(ShooterEvent::Round { .. })
+        received(&event)[..],
+        [Received::Game(ShooterEvent::Round { .. })]
     ));
 }
 
@@ -158,8 +158,10 @@ fn each_shot_s_verdict_goes_to_its_shooter_reliably() {
         m.run_tick(t0, &scopes);
         link.read_packet(t0, &only_payload(&m)).unwrap();
         while link.poll_reliable(&mut event) {
-            if let Received::Game(e @ ShooterEvent::ShotResult { .. }) = received(&event) {
-                results.push(e);
+            for r in received(&event) {
+                if let Received::Game(e @ ShooterEvent::ShotResult { .. }) = r {
+                    results.push(e);
+                }
             }
         }
     }

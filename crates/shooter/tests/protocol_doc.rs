@@ -188,7 +188,7 @@ fn the_documented_table_hashes_to_the_shooters_fingerprint() {
 /// and what the Rust endpoints and replica made of it, in decode.py's `--packets` JSON.
 fn conversation() -> (Vec<u8>, Value) {
     use std::time::{Duration, Instant};
-    use tickforge_proto::msg::{link_config, ClientMsg, Event, ServerMsg};
+    use tickforge_proto::msg::{self, link_config, ClientMsg, Event, ServerMsg};
     use tickforge_proto::reliable::{Endpoint, PacketHeader};
     use tickforge_proto::wire::Reader;
 
@@ -219,6 +219,11 @@ fn conversation() -> (Vec<u8>, Value) {
     let mut server = Endpoint::new(link_config(), start);
     let mut client = Endpoint::new(link_config(), start);
     let mut events = Vec::new();
+    // A tick's game events for one client: one message, a length before each.
+    let mut games = Vec::new();
+    for e in [&[1u8, 2, 3][..], &[], &[9; 130]] {
+        msg::push_game_event(&mut games, e);
+    }
     for e in [
         Event::Welcome {
             match_id: 7,
@@ -230,6 +235,7 @@ fn conversation() -> (Vec<u8>, Value) {
             epoch: 0,
         },
         Event::Game(&(0..700u32).map(|i| (i * 7 % 251) as u8).collect::<Vec<_>>()),
+        Event::decode(&games).expect("a Games event"),
         Event::Epoch { epoch: 1 },
     ] {
         let mut m = Vec::new();
@@ -324,7 +330,8 @@ fn conversation() -> (Vec<u8>, Value) {
         }
         while server.poll_acked_tag().is_some() {}
     }
-    // The Welcome, three fragments of the Game event, the Epoch: some went more than once.
+    // The Welcome, three fragments of the Game event, the Games, the Epoch: some went more
+    // than once.
     assert!(
         sections > 5,
         "the events were sent again: {sections} sections"
@@ -351,6 +358,8 @@ fn conversation() -> (Vec<u8>, Value) {
                     "schema": schema, "epoch": epoch}),
                 Event::Epoch { epoch } => json!({"event": "epoch", "epoch": epoch}),
                 Event::Game(bytes) => json!({"event": "game", "bytes": bytes}),
+                e @ Event::Games(_) => json!({"event": "games",
+                    "events": e.game_events().collect::<Vec<_>>()}),
             }
         })
         .collect();

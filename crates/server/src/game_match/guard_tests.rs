@@ -45,9 +45,10 @@ impl Client {
                 .expect("the server's packet");
             while self.link.poll_reliable(&mut self.message) {
                 match Event::decode(&self.message).expect("an event") {
-                    Event::Game(bytes) => self
-                        .walk
-                        .push(WalkEvent::decode(bytes).expect("a walk event")),
+                    e @ (Event::Game(_) | Event::Games(_)) => self.walk.extend(
+                        e.game_events()
+                            .map(|b| WalkEvent::decode(b).expect("a walk event")),
+                    ),
                     Event::Welcome { .. } => self.events.push(Event::Welcome {
                         match_id: 0,
                         seat: 0,
@@ -328,4 +329,179 @@ fn a_destroyed_entity_leaves_every_client_and_its_index_comes_back_as_a_new_one(
     assert_eq!(given.len(), 2);
     assert_eq!(given[0].index, given[1].index);
     assert_eq!(given[1].generation, given[0].generation + 1);
+}
+
+/// A game that floods its clients: every event it queues is logged, so a test can say what
+/// each client should have read.
+mod burst {
+    use tickforge_api::{
+        Coding, ConfigError, ConfigTable, Entities, Events, Field, Game, InputInfo, MatchEnd,
+        MatchSetup, Quantum, Refused, Schema, Seat, StepContext, Target, View,
+    };
+
+    static SCHEMA: Schema = match Schema::new(&[Field::new("n", Coding::Scalar, Quantum::Whole)]) {
+        Ok(s) => s,
+        Err(_) => panic!("a valid table"),
+    };
+
+    /// The tick of the burst.
+    pub const AT: u32 = 5;
+    /// Events to all in the burst: more than a link's send queue holds messages, and more
+    /// bytes than its largest message.
+    pub const EVENTS: u32 = 600;
+    /// Bytes of each burst event.
+    pub const BYTES: usize = 40;
+
+    pub struct Burst {
+        tick: u32,
+        /// Every event queued, in order.
+        pub log: Vec<(Target, Vec<u8>)>,
+    }
+
+    impl Burst {
+        fn send(&mut self, events: &mut Events, to: Target, bytes: Vec<u8>) {
+            events.send(to, &bytes);
+            self.log.push((to, bytes));
+        }
+    }
+
+    impl Game for Burst {
+        type Config = ();
+        type Input = ();
+        const NAME: &'static str = "burst";
+        const ABOUT: &'static str = "bursts of events to every seat";
+
+        fn schema() -> &'static Schema {
+            &SCHEMA
+        }
+        fn configure(_: &ConfigTable) -> Result<(), ConfigError> {
+            Ok(())
+        }
+        fn max_entities(_: &(), _: u16) -> u16 {
+            1
+        }
+        fn new(_: &(), _: &MatchSetup, _: &mut Entities) -> Burst {
+            Burst {
+                tick: 0,
+                log: Vec::new(),
+            }
+        }
+        fn decode_input(_: &[u8]) -> Option<()> {
+            Some(())
+        }
+        fn apply_input(&mut self, _: Seat, _: &(), _: InputInfo) {}
+        /// A chat line: relayed to every seat.
+        fn message(
+            &mut self,
+            seat: Seat,
+            bytes: &[u8],
+            events: &mut Events,
+        ) -> Result<(), Refused> {
+            let mut line = vec![b'c', seat.0 as u8];
+            line.extend_from_slice(bytes);
+            self.send(events, Target::All, line);
+            Ok(())
+        }
+        fn step(&mut self, cx: &mut StepContext<'_>) {
+            let t = self.tick;
+            self.tick += 1;
+            // Each tick a word to seat 0 alone.
+            self.send(cx.events, Target::Seat(Seat(0)), vec![b'o', t as u8]);
+            if t == AT {
+                for k in 0..EVENTS {
+                    let mut e = vec![k as u8; BYTES];
+                    e[..4].copy_from_slice(&k.to_le_bytes());
+                    self.send(cx.events, Target::All, e);
+                    if k == EVENTS / 2 {
+                        // One to seat 1 amid the burst, and one to a seat that is not there.
+                        self.send(cx.events, Target::Seat(Seat(1)), vec![b'm']);
+                        self.send(cx.events, Target::Seat(Seat(40)), vec![b'x']);
+                    }
+                }
+            }
+        }
+        fn view(&self, _: Seat) -> View<'_> {
+            View::default()
+        }
+        fn is_over(&self) -> bool {
+            false
+        }
+        fn finish(&mut self) -> MatchEnd {
+            MatchEnd::default()
+        }
+    }
+}
+
+#[test]
+fn a_burst_of_events_to_every_seat_costs_each_link_a_message_a_tick_and_kicks_nobody() {
+    let t0 = Instant::now();
+    let scopes = Scopes::new(Instant::now);
+    let setup = MatchSetup {
+        seats: 3,
+        tick_hz: 128,
+        record: false,
+    };
+    let mut m = Match::<burst::Burst>::new(MatchId(1), Arc::new(()), setup, t0);
+    let seats: Vec<Seat> = (0..3)
+        .map(|i| m.seat(t0, ClientIndex(i), None).expect("a free seat"))
+        .collect();
+    let mut links: Vec<Endpoint> = (0..3)
+        .map(|_| Endpoint::new(msg::link_config(), t0))
+        .collect();
+    let mut read: Vec<Vec<Vec<u8>>> = vec![Vec::new(); 3];
+    let (mut packet, mut message) = (Vec::new(), Vec::new());
+    let mut queued_in_burst = Vec::new();
+    let mut now = t0;
+    for t in 0..120 {
+        if t == 2 {
+            // Every client chats as much as a tick takes: relayed to all at the tick.
+            for (i, link) in links.iter_mut().enumerate() {
+                for k in 0..MAX_MESSAGES_PER_TICK {
+                    link.send_reliable(&[k as u8]).unwrap();
+                }
+                link.write_packet(now, None, &mut packet);
+                m.receive(now, seats[i], &packet).expect("within the cap");
+            }
+        }
+        let before: Vec<u64> = (0..3)
+            .map(|i| m.link(seats[i]).stats().messages_queued)
+            .collect();
+        m.run_tick(now, &scopes);
+        let after: Vec<u64> = (0..3)
+            .map(|i| m.link(seats[i]).stats().messages_queued)
+            .collect();
+        if t == burst::AT {
+            queued_in_burst = before.iter().zip(&after).map(|(b, a)| a - b).collect();
+        } else {
+            for i in 0..3 {
+                assert!(after[i] - before[i] <= 1, "tick {t}: one message a tick");
+            }
+        }
+        let payloads: Vec<(ClientIndex, Vec<u8>)> =
+            m.outbox().iter().map(|(c, p)| (c, p.to_vec())).collect();
+        for (client, payload) in payloads {
+            let i = usize::from(client.0);
+            links[i].read_packet(now, &payload).unwrap();
+            while links[i].poll_reliable(&mut message) {
+                let e = Event::decode(&message).expect("an event");
+                read[i].extend(e.game_events().map(<[u8]>::to_vec));
+            }
+            links[i].write_packet(now, None, &mut packet);
+            m.receive(now, seats[i], &packet).expect("an honest client");
+        }
+        assert_eq!(m.take_kicked(), None, "tick {t}: nobody is kicked");
+        now += m.period();
+    }
+    // The burst's bytes (600 × 41 and the word to seat 0) need two of the link's largest
+    // messages; seat 2 has no word of its own but the same bytes.
+    assert_eq!(queued_in_burst, [2, 2, 2]);
+    assert_eq!(m.counters().dropped_events, 0);
+    for (i, got) in read.iter().enumerate() {
+        let want: Vec<Vec<u8>> = (m.game().log.iter())
+            .filter(|(to, _)| matches!(to, Target::All) || *to == Target::Seat(Seat(i as u16)))
+            .map(|(_, b)| b.clone())
+            .collect();
+        assert_eq!(got.len(), want.len(), "seat {i}: every event");
+        assert!(*got == want, "seat {i}: every event, in the order queued");
+    }
 }

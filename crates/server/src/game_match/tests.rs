@@ -18,7 +18,7 @@ type WalkMatch = Match<Walk>;
 type Received = test_support::Received<WalkEvent>;
 
 /// Decodes one reliable event of a Walk match; anything else fails the test.
-fn received(bytes: &[u8]) -> Received {
+fn received(bytes: &[u8]) -> Vec<Received> {
     test_support::received(bytes, |game| WalkEvent::decode(game).expect("a walk event"))
 }
 
@@ -115,15 +115,15 @@ fn a_tick_applies_inputs_and_snapshots_every_seat() {
     assert!(link.poll_reliable(&mut event));
     assert_eq!(
         received(&event),
-        Received::Game(WalkEvent::Joined {
+        [Received::Game(WalkEvent::Joined {
             seat: slot.0,
             ticks: 0
-        })
+        })]
     );
     assert!(link.poll_reliable(&mut event));
     assert_eq!(
         received(&event),
-        Received::Game(WalkEvent::Beat { tick: 0 })
+        [Received::Game(WalkEvent::Beat { tick: 0 })]
     );
     assert!(!link.poll_reliable(&mut event));
 }
@@ -224,8 +224,10 @@ fn each_verdict_goes_to_its_own_seat_reliably_under_its_input_s_sequence_number(
             let s = usize::from(client.0);
             links[s].read_packet(t0, payload).unwrap();
             while links[s].poll_reliable(&mut event) {
-                if let Received::Game(WalkEvent::Mark { seq, tick }) = received(&event) {
-                    marks[s].push((seq, tick));
+                for e in received(&event) {
+                    if let Received::Game(WalkEvent::Mark { seq, tick }) = e {
+                        marks[s].push((seq, tick));
+                    }
                 }
             }
         }
@@ -270,7 +272,7 @@ fn a_slot_seated_again_starts_its_client_on_a_new_link() {
     );
     assert_eq!(
         received(&event),
-        Received::Game(WalkEvent::Joined { seat: 0, ticks: 5 })
+        [Received::Game(WalkEvent::Joined { seat: 0, ticks: 5 })]
     );
     assert!(
         !link.poll_reliable(&mut event),
@@ -497,7 +499,7 @@ fn a_match_that_starts_over_announces_its_epoch_before_any_snapshot_of_it() {
             });
         let mut event = Vec::new();
         while link.poll_reliable(&mut event) {
-            events.push(received(&event));
+            events.extend(received(&event));
         }
         if reply {
             let mut ack = Vec::new();

@@ -280,7 +280,11 @@ pub fn run<G: Game, S: Script<G>>(players: u16, table: ConfigTable, script: &mut
                 while p.link.poll_reliable(&mut event) {
                     match Event::decode(&event).unwrap() {
                         Event::Welcome { seat, .. } => p.seat = Some(Seat(seat)),
-                        Event::Game(bytes) => script.event(i, p, bytes),
+                        e @ (Event::Game(_) | Event::Games(_)) => {
+                            for bytes in e.game_events() {
+                                script.event(i, p, bytes);
+                            }
+                        }
                         _ => {}
                     }
                 }

@@ -130,11 +130,12 @@ pub fn converge<G: Game, L: Lossy<G>>(
                 c.bad_snapshots += u32::from(c.replica.read(body).is_err());
             }
             while c.link.poll_reliable(&mut event) {
-                let e = received(&event, L::event);
-                if L::own(&e) {
-                    c.own_events.push(e);
-                } else {
-                    c.shared_events.push(e);
+                for e in received(&event, L::event) {
+                    if L::own(&e) {
+                        c.own_events.push(e);
+                    } else {
+                        c.shared_events.push(e);
+                    }
                 }
             }
         }

@@ -489,6 +489,9 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
     let mut wake_late = DurationHistogram::new();
     let mut late_ticks = 0u64;
     let mut window_ticks = 0u64;
+    // The warm-up's too: bots that fall behind there time out before the window opens.
+    let (mut warm_late_ticks, mut warm_ticks) = (0u64, 0u64);
+    let mut max_behind = Duration::ZERO;
     let mut cpu_start = None;
     let mut tick: u64 = 0;
     let mut group: u64 = 0;
@@ -517,6 +520,12 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         }
         // A send deadline: every bot of this phase group sends its input for this tick.
         let in_window = deadline >= window_start;
+        let behind = now - deadline;
+        max_behind = max_behind.max(behind);
+        if !in_window {
+            warm_ticks += 1;
+            warm_late_ticks += u64::from(behind > period);
+        }
         if in_window {
             if cpu_start.is_none() {
                 cpu_start = Some(cpu::process_cpu_time());
@@ -568,6 +577,10 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
     let cpu_end = cpu::process_cpu_time();
     let window_s = config.duration.as_secs_f64();
     let connected = bots.iter().filter(|b| b.session.is_connected()).count() as u64;
+    let mut ended = std::collections::BTreeMap::new();
+    for e in bots.iter().filter_map(|b| b.session.ended()) {
+        *ended.entry(e.name().to_string()).or_insert(0u64) += 1;
+    }
     // A match of another game refuses every bot alike: say so once.
     if let Some(ended) = bots.iter().find_map(|b| match b.session.ended() {
         Some(e @ Ended::WrongSchema { .. }) | Some(e @ Ended::BadWelcome(_)) => Some(e),
@@ -609,7 +622,9 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         .map(|b| b.metrics.snapshots as f64 / window_s)
         .collect();
     let cpu_util = cpu_start.map(|a| (cpu_end - a).as_secs_f64() / window_s);
-    let saturated = cpu_util.is_some_and(|u| u > 0.9) || late_ticks * 100 > window_ticks;
+    let saturated = cpu_util.is_some_and(|u| u > 0.9)
+        || late_ticks * 100 > window_ticks
+        || warm_late_ticks * 100 > warm_ticks;
     Ok(BotsReport {
         clients: Clients {
             response_rate_hz: Some(rates.iter().sum::<f64>() / n),
@@ -638,6 +653,7 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
             min_response_rate_hz: rates.iter().copied().reduce(f64::min),
             reliable_events: bots.iter().map(|b| b.metrics.events).sum(),
             link_errors: bots.iter().map(Bot::link_errors).sum(),
+            ended,
             down_packets_per_s: Some(
                 bots.iter().map(|b| b.metrics.packets_down).sum::<u64>() as f64 / n / window_s,
             ),
@@ -650,6 +666,7 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         cpu_util,
         rt_priority: realtime.map(u32::from),
         saturated,
+        max_behind_ms: Some(max_behind.as_secs_f64() * 1e3),
         wake_late_ms: wake_late.percentiles(),
         hitreg: Hitreg {
             shots: hitreg.shots,

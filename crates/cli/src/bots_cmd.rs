@@ -235,6 +235,21 @@ pub fn run(args: BotsArgs) -> Result<()> {
         print!("{}", summary::bots(&report));
     }
     let c = &report.clients;
+    if c.response_rate_hz.unwrap_or(0.0) == 0.0 && report.saturated {
+        bail!(
+            "no bot received a snapshot in the {} s measured ({} of {} bots connected): the bots \
+             fell behind their own schedule (up to {:.1} s) and their sessions ended ({}): one \
+             bots process cannot drive this many clients on this host",
+            args.duration_s,
+            c.connected,
+            c.bots,
+            report.max_behind_ms.unwrap_or(0.0) / 1e3,
+            (c.ended.iter())
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+    }
     if c.response_rate_hz.unwrap_or(0.0) == 0.0 {
         bail!(
             "no bot received a snapshot in the {} s measured ({} of {} bots connected): \

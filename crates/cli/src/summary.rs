@@ -120,9 +120,12 @@ pub fn bots(r: &BotsReport) -> String {
         "  bots          cpu {}{}",
         pct(r.cpu_util),
         if r.saturated {
-            ", SATURATED: the figures speak of the bots, not the server"
+            format!(
+                ", SATURATED (fell behind up to {}): the figures speak of the bots, not the server",
+                ms(r.max_behind_ms)
+            )
         } else {
-            ""
+            String::new()
         }
     );
     if let Some(p) = r.rt_priority {
@@ -307,6 +310,26 @@ pub fn bench(r: &Report) -> String {
         );
     }
     clients_line(&mut out, &r.clients);
+    let named = |m: &std::collections::BTreeMap<String, u64>| -> String {
+        let v: Vec<String> = (m.iter().filter(|(_, &n)| n > 0))
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    let kicked: u64 = r.server.kicked.values().sum();
+    if kicked > 0 || r.clients.link_errors > 0 || !r.clients.ended.is_empty() {
+        let _ = writeln!(
+            out,
+            "  disconnects   server kicked {kicked} ({}); bots' sessions ended early: {}; {} server packets refused by the bots' links",
+            named(&r.server.kicked),
+            named(&r.clients.ended),
+            r.clients.link_errors,
+        );
+    }
     if let Some(replay) = &r.bots.replay {
         replay_line(&mut out, replay);
     }
@@ -371,9 +394,12 @@ pub fn bench(r: &Report) -> String {
         pct(r.server_cpu_util),
         pct(r.bots_cpu_util),
         if r.bots_saturated == Some(true) {
-            " — bots SATURATED: the client figures speak of the bots, not the server"
+            format!(
+                " — bots SATURATED (fell behind up to {}): the client figures speak of the bots, not the server",
+                ms(r.bots.max_behind_ms)
+            )
         } else {
-            ""
+            String::new()
         }
     );
     let _ = writeln!(out, "  scheduling    {}", scheduling(&r.server, &r.bots));

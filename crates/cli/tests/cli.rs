@@ -87,12 +87,14 @@ fn check<'a>(json: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
 }
 
 /// What a plain run is checked for (bench/checks.rs).
-const RUN_CHECKS: [&str; 6] = [
+const RUN_CHECKS: [&str; 8] = [
     "skipped_ticks",
     "on_time_rate",
     "response_rate_hz",
     "min_response_rate_hz",
     "connected",
+    "kicked",
+    "link_errors",
     "bots_saturated",
 ];
 
@@ -265,7 +267,7 @@ fn bench_checks_a_saved_report_and_exits_3_when_a_check_fails() {
     let out = check_only(&held, &[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert!(stdout.contains("  checks        6 of 6 pass:"), "{stdout}");
+    assert!(stdout.contains("  checks        8 of 8 pass:"), "{stdout}");
 
     r.ticks.on_time = 380;
     r.ticks.skipped = 4;
@@ -280,7 +282,7 @@ fn bench_checks_a_saved_report_and_exits_3_when_a_check_fails() {
     assert!(stdout.contains("    FAIL skipped_ticks "), "{stdout}");
     assert!(stdout.contains("    FAIL on_time_rate "), "{stdout}");
     assert!(
-        stderr.contains("tickforge: 2 of 6 checks failed: skipped_ticks, on_time_rate"),
+        stderr.contains("tickforge: 2 of 8 checks failed: skipped_ticks, on_time_rate"),
         "{stderr}"
     );
     // Listed, not enforced.

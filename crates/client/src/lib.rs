@@ -182,6 +182,18 @@ pub enum Ended {
     BadWelcome(&'static str),
 }
 
+impl Ended {
+    /// Why, as a report key: the transport's reason (`timed_out`, `server_closed`, …),
+    /// `wrong_schema` or `bad_welcome`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Ended::Transport(r) => r.name(),
+            Ended::WrongSchema { .. } => "wrong_schema",
+            Ended::BadWelcome(_) => "bad_welcome",
+        }
+    }
+}
+
 /// What happened on the session, in the order it happened; from [`Session::poll_event`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SessionEvent<'a> {

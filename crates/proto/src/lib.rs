@@ -78,3 +78,22 @@ pub enum DisconnectReason {
     /// The peer broke the protocol above the transport (bounds, floods, garbage).
     Misbehaved,
 }
+
+impl DisconnectReason {
+    /// The reason as a report key: `timed_out`, `server_closed`, …
+    pub fn name(self) -> &'static str {
+        match self {
+            DisconnectReason::TimedOut => "timed_out",
+            DisconnectReason::ConnectTimedOut => "connect_timed_out",
+            DisconnectReason::ResponseTimedOut => "response_timed_out",
+            DisconnectReason::TokenExpired => "token_expired",
+            DisconnectReason::InvalidToken => "invalid_token",
+            DisconnectReason::ServerFull => "server_full",
+            DisconnectReason::Refused => "refused",
+            DisconnectReason::ServerClosed => "server_closed",
+            DisconnectReason::ClientClosed => "client_closed",
+            DisconnectReason::Replaced => "replaced",
+            DisconnectReason::Misbehaved => "misbehaved",
+        }
+    }
+}

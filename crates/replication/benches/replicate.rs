@@ -401,6 +401,47 @@ fn main() {
         );
         return;
     }
+    // `TICKFORGE_REPLICATE_FIGHT_READ=N`: the fight's N clients, as one bots process
+    // holds them: each connection's snapshot read by its own replica every tick, 96 warm
+    // ticks, then 64 timed (the read pass only): the median and the fastest tick.
+    if let Some(n) = std::env::var("TICKFORGE_REPLICATE_FIGHT_READ")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        let mut m = Match::fight(n);
+        let config = ReplicaConfig::matching(m.r.config());
+        let mut replicas: Vec<Replica> = (0..n).map(|_| Replica::new(config, &SCHEMA)).collect();
+        let read = |m: &Match, replicas: &mut [Replica]| {
+            let start = Instant::now();
+            let mut states = 0usize;
+            for (replica, out) in replicas.iter_mut().zip(&m.outs) {
+                states += usize::from(replica.read(out).expect("every snapshot reads").states);
+            }
+            (start.elapsed(), states)
+        };
+        for _ in 0..96 {
+            m.step();
+            read(&m, &mut replicas);
+        }
+        let mut states = 0;
+        let mut ticks: Vec<Duration> = (0..64)
+            .map(|_| {
+                m.step();
+                let (took, s) = read(&m, &mut replicas);
+                states += s;
+                took
+            })
+            .collect();
+        ticks.sort();
+        println!(
+            "64 ticks of the {n} fight read by {n} replicas: read median {:?} min {:?}; \
+             {:.1} states a snapshot",
+            ticks[32],
+            ticks[0],
+            states as f64 / (64 * n) as f64,
+        );
+        return;
+    }
     // `TICKFORGE_REPLICATE_FIGHT=N`: 96 warm ticks, then 64 of the shape of the fight
     // (`Match::fight`), each timed: the median and the fastest tick.
     if let Some(n) = std::env::var("TICKFORGE_REPLICATE_FIGHT")

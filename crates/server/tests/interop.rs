@@ -98,7 +98,11 @@ fn a_foreign_netcode_client_stays_connected_silent_and_a_bad_framer_is_disconnec
         quiet.disconnect().unwrap();
         framer.disconnect().ok();
         let report = handle.join().unwrap();
-        assert_eq!(report.datagrams.dropped["misbehaved"], 1, "{gone:?}");
+        assert_eq!(report.kicked["misbehaved"], 1, "{gone:?}");
+        assert!(
+            !report.datagrams.dropped.contains_key("misbehaved"),
+            "a kick is no drop"
+        );
         assert_eq!(report.datagrams.dropped["refused"], 0);
     });
 }

@@ -227,6 +227,11 @@ pub struct Clients {
     pub reliable_events: u64,
     /// Packets the clients' reliability layer refused as broken.
     pub link_errors: u64,
+    /// Clients whose session had ended before the run's end, by why (`timed_out`: the
+    /// server went silent for the token's timeout; `server_closed`: the server disconnected
+    /// it; `wrong_schema`, `bad_welcome`: it refused the match).
+    #[serde(default)]
+    pub ended: BTreeMap<String, u64>,
     /// Datagrams received per client per second in the window.
     #[serde(default)]
     pub down_packets_per_s: Option<f64>,
@@ -404,6 +409,14 @@ pub struct ServerReport {
     pub cpu_util: Option<f64>,
     /// Datagram counters over the whole run.
     pub datagrams: Datagrams,
+    /// Clients the server disconnected over the whole run, by reason (as /metrics'
+    /// `tickforge_connections_kicked_total`): `misbehaved` (a reliability packet that broke
+    /// the protocol), `flooding` (packets far faster than one a tick), `stalled` (its
+    /// reliable send queue full: it stopped acknowledging), `refused_message` (the game
+    /// refused one of its messages), `timed_out` (nothing heard from it for its token's
+    /// timeout). An honest client on a sound network is never kicked.
+    #[serde(default)]
+    pub kicked: BTreeMap<String, u64>,
     /// The match frame second by second over the measured window, fewest seconds first;
     /// seconds without a frame are left out. At most [`MAX_FRAME_SECONDS`] seconds.
     #[serde(default)]
@@ -627,8 +640,15 @@ pub struct BotsReport {
     pub clients: Clients,
     /// Share of one core the bot process used in the window.
     pub cpu_util: Option<f64>,
-    /// True when the bots could not keep their own tick (so the figures speak of the bots).
+    /// True when the bots could not keep their own tick (so the figures speak of the bots):
+    /// over 90% of their core in the window, or more than 1% of their send deadlines over
+    /// a tick late, in the window or in the warm-up.
     pub saturated: bool,
+    /// The furthest the bots' schedule fell behind, warm-up included: a bot reads its
+    /// datagrams that much after they arrived, and past the token's timeout (5 s) its
+    /// session ends as if the server had gone silent.
+    #[serde(default)]
+    pub max_behind_ms: Option<f64>,
     /// The SCHED_FIFO priority the bot thread ran at; `None`: normal scheduling.
     #[serde(default)]
     pub rt_priority: Option<u32>,

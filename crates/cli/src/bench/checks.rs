@@ -5,8 +5,8 @@
 //! A plain run (and the step a `--sweep` over matches reports) is checked as a whole: no
 //! tick skipped, 99.5% of ticks on time (the sweep's own test of a step that holds), the
 //! clients' response rate within 5% of the tick rate and no client under 90% of it, every
-//! bot connected, the bots not saturated, and under `--flood` every hostile datagram
-//! dropped. `saturation` goes past the server's limit on purpose: only its steps of up to
+//! bot connected, none kicked, no server packet refused by a bot's link, the bots not
+//! saturated (in the warm-up either), and under `--flood` every hostile datagram dropped. `saturation` goes past the server's limit on purpose: only its steps of up to
 //! [`REFERENCE_PLAYERS`] players (the match the budget is set for) are checked, each for its
 //! response rate, skipped and on-time ticks and the bots' headroom.
 //!
@@ -37,8 +37,9 @@ Exit status:
 Checks (listed in the summary and as `checks` in the --json report):
   skipped_ticks == 0; on_time_rate >= 99.5% of ticks started within 1 ms of their
   deadline; response_rate_hz within 5% of the tick rate; min_response_rate_hz >= 90% of
-  it; connected == bots; bots_saturated == false; with --flood, every flood datagram
-  dropped. A --sweep over matches checks the step it reports; saturation checks its steps
+  it; connected == bots; kicked == 0 (no bot disconnected by the server); link_errors ==
+  0 (no server packet a bot refused); bots_saturated == false (warm-up included); with
+  --flood, every flood datagram dropped. A --sweep over matches checks the step it reports; saturation checks its steps
   of up to 10 players (response rate, skipped and on-time ticks, the bots' headroom).";
 
 /// The share of the tick rate the mean response rate may differ by.
@@ -284,6 +285,18 @@ fn run_checks(r: &Report) -> Vec<Check> {
             "every bot connected at the end",
         ),
         equals(
+            "kicked",
+            r.server.kicked.values().sum::<u64>() as f64,
+            0.0,
+            "the server disconnected no bot",
+        ),
+        equals(
+            "link_errors",
+            c.link_errors as f64,
+            0.0,
+            "no bot's link refused a packet of the server",
+        ),
+        equals(
             "bots_saturated",
             f64::from(u8::from(r.bots_saturated.unwrap_or(true))),
             0.0,
@@ -451,12 +464,14 @@ mod tests {
                 "response_rate_hz",
                 "min_response_rate_hz",
                 "connected",
+                "kicked",
+                "link_errors",
                 "bots_saturated"
             ]
         );
         assert!(failed(&checks).is_empty(), "{checks:?}");
         assert!(verdict(&checks, Mode::Enforce).is_ok());
-        assert!(summary(&checks).starts_with("  checks        6 of 6 pass:\n"));
+        assert!(summary(&checks).starts_with("  checks        8 of 8 pass:\n"));
     }
 
     #[test]
@@ -633,18 +648,33 @@ mod tests {
     }
 
     #[test]
+    fn a_kicked_bot_or_a_refused_server_packet_fails_its_check() {
+        let mut r = held();
+        r.server.kicked.insert("stalled".into(), 0);
+        assert!(
+            failed(&evaluate(&r)).is_empty(),
+            "a reason counted 0 is no kick"
+        );
+        r.server.kicked.insert("timed_out".into(), 2);
+        assert_eq!(failed(&evaluate(&r)), ["kicked"]);
+        let mut r = held();
+        r.clients.link_errors = 1;
+        assert_eq!(failed(&evaluate(&r)), ["link_errors"]);
+    }
+
+    #[test]
     fn only_enforce_turns_a_failure_into_the_exit_status() {
         let mut r = held();
         r.ticks.skipped = 3;
         let checks = evaluate(&r);
         let err = verdict(&checks, Mode::Enforce).unwrap_err();
         let failed = err.downcast_ref::<ChecksFailed>().expect("ChecksFailed");
-        assert_eq!((failed.failed, failed.total), (1, 6));
-        assert_eq!(err.to_string(), "1 of 6 checks failed: skipped_ticks");
+        assert_eq!((failed.failed, failed.total), (1, 8));
+        assert_eq!(err.to_string(), "1 of 8 checks failed: skipped_ticks");
         assert!(verdict(&checks, Mode::Report).is_ok());
         let text = summary(&checks);
         assert!(
-            text.starts_with("  checks        5 of 6 pass, FAILED:\n"),
+            text.starts_with("  checks        7 of 8 pass, FAILED:\n"),
             "{text}"
         );
         assert!(text.contains("    FAIL skipped_ticks"), "{text}");

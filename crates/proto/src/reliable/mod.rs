@@ -32,6 +32,8 @@ mod endpoint;
 #[cfg(test)]
 mod fuzz_tests;
 mod header;
+#[cfg(test)]
+mod honest_tests;
 mod recv;
 mod section;
 mod send;

@@ -316,6 +316,7 @@ impl Worker {
         m.kicked.set("flooding", d.flooding);
         m.kicked.set("refused_message", d.refused_messages);
         m.kicked.set("stalled", d.stalled);
+        m.kicked.set("timed_out", d.timed_out);
         if let Some(p) = &self.persister {
             m.results_written = p.written();
             m.results_failed = p.failed();

@@ -55,6 +55,8 @@ pub(super) struct Drops {
     pub(super) refused_messages: u64,
     /// Clients disconnected because their link could not take a reliable message.
     pub(super) stalled: u64,
+    /// Clients the transport ended after hearing nothing from them for their timeout.
+    pub(super) timed_out: u64,
     /// Connections refused: the token names a match this worker does not host.
     pub(super) no_such_match: u64,
     /// Connections refused: no free slot in the match.
@@ -249,6 +251,7 @@ pub struct WorkerFigures {
     measure: Measure,
     io: IoStats,
     dropped: BTreeMap<String, u64>,
+    kicked: BTreeMap<String, u64>,
     retired: Retired,
     /// The budgets of a match of `players_per_match` (the report's `budgets_ms`).
     budgets: Budgets,
@@ -350,12 +353,13 @@ impl Worker {
             "refused".into(),
             self.drops.no_such_match + self.drops.match_full,
         );
-        dropped.insert("misbehaved".into(), self.drops.misbehaved);
-        dropped.insert("flooding".into(), self.drops.flooding);
-        // Clients disconnected because their link could not take a reliable message (a
-        // send queue full), or the game refused one of theirs.
-        dropped.insert("stalled".into(), self.drops.stalled);
-        dropped.insert("refused_message".into(), self.drops.refused_messages);
+        let kicked = BTreeMap::from([
+            ("misbehaved".to_string(), self.drops.misbehaved),
+            ("flooding".to_string(), self.drops.flooding),
+            ("stalled".to_string(), self.drops.stalled),
+            ("refused_message".to_string(), self.drops.refused_messages),
+            ("timed_out".to_string(), self.drops.timed_out),
+        ]);
         dropped.insert("far_inputs".into(), retired.far_inputs);
         dropped.insert("oversize".into(), self.drops.oversize);
         dropped.insert("bad_message".into(), self.drops.bad_message);
@@ -384,6 +388,7 @@ impl Worker {
             measure,
             io: self.io,
             dropped,
+            kicked,
             retired,
             budgets: super::match_budgets(
                 &self.config.budgets,
@@ -435,6 +440,9 @@ impl WorkerFigures {
         i.send_calls += j.send_calls;
         for (name, n) in &other.dropped {
             *self.dropped.entry(name.clone()).or_default() += n;
+        }
+        for (name, n) in &other.kicked {
+            *self.kicked.entry(name.clone()).or_default() += n;
         }
         let (r, s) = (&mut self.retired, &other.retired);
         r.replication = r.replication.merged(&s.replication);
@@ -517,6 +525,7 @@ impl WorkerFigures {
                 per_send_call: (io.send_calls > 0).then(|| io.datagrams_per_send_call()),
                 dropped: self.dropped.clone(),
             },
+            kicked: self.kicked.clone(),
             frame_seconds: m.seconds.closed.clone(),
             budgets_ms: (0..BUDGET_SLOTS)
                 .filter_map(|s| Some((slot_name(s).to_string(), self.budgets.ns[s]? as f64 / 1e6)))

@@ -5,7 +5,7 @@ use std::time::Instant;
 use tickforge_api::Seat;
 use tickforge_proto::netcode::ServerEvent;
 use tickforge_proto::user_data::{UserData, ANY_SEAT};
-use tickforge_proto::ClientIndex;
+use tickforge_proto::{ClientIndex, DisconnectReason};
 
 use super::Worker;
 use crate::game_match::{HostedMatch, ReceiveError};
@@ -79,7 +79,8 @@ impl Worker {
             }
         }
         transport.handle_timeout(now);
-        while let Some((client, _reason)) = transport.poll_disconnect() {
+        while let Some((client, reason)) = transport.poll_disconnect() {
+            drops.timed_out += u64::from(reason == DisconnectReason::TimedOut);
             unroute(routes, matches, client);
         }
         while let Some(to) = transport.poll_transmit(&mut self.frame_buf) {

@@ -10,7 +10,7 @@
 //! A snapshot is decoded whole into scratch storage before anything is committed: one that
 //! fails changes nothing.
 
-use crate::bits::BitIter;
+use crate::bits::{prefetch, BitIter};
 use crate::delta::{
     decode_fields, split_head, Base, Cursor, FieldError, KIND_DELTA_BACK, KIND_DELTA_DEFAULT,
     KIND_FULL, KIND_GONE,
@@ -124,6 +124,19 @@ const NO_PREV: u16 = u16::MAX;
 
 /// Records reserved per slot at the start; a slot grows to the largest snapshot it holds.
 const RESERVED_RECORDS: usize = 64;
+
+/// Records ahead of the one being applied whose per-entity lines are prefetched: a
+/// snapshot's entities are scattered over the per-entity tables, and a process holding
+/// many replicas (a bots process) finds them cold, so their misses are overlapped.
+const PREFETCH_AHEAD: usize = 8;
+
+/// Both ends of `item`, which may straddle two cache lines.
+#[inline(always)]
+fn prefetch_item<T>(item: &T) {
+    let p: *const T = item;
+    prefetch(p);
+    prefetch(p.cast::<u8>().wrapping_add(std::mem::size_of::<T>() - 1));
+}
 
 /// Where one stored record sits: its snapshot's tick and its index among that snapshot's
 /// records. Valid while the snapshot's slot still holds that tick.
@@ -296,12 +309,32 @@ impl Replica {
     }
 
     /// Entity `id`'s stored state at exactly `tick`, as a baseline: not a gone record.
-    fn baseline(&self, id: usize, tick: u32) -> Option<&Lanes> {
+    ///
+    /// `from` is where in the tick's slot to start looking: a snapshot's records come
+    /// lowest id first, and so do a slot's, so a reader that keeps `from` for one baseline
+    /// tick walks that slot once per snapshot rather than searching it per record. It is
+    /// moved past `id`'s place, and the records just ahead are prefetched.
+    fn baseline(&self, id: usize, tick: u32, from: &mut usize) -> Option<&Lanes> {
         let slot = &self.slots[self.slot_of(tick)];
         if slot.tick != Some(tick) {
             return None;
         }
-        let i = slot.ids.binary_search(&(id as u16)).ok()?;
+        let id = id as u16;
+        let rest = slot.ids.get(*from..).unwrap_or_default();
+        // Mostly the next one or two: a short scan, then a search past a long gap.
+        let found = match rest.iter().take(4).position(|&x| x >= id) {
+            Some(k) => k,
+            None => 4.min(rest.len()) + rest.get(4..).map_or(0, |r| r.partition_point(|&x| x < id)),
+        };
+        let i = *from + found;
+        *from = i;
+        if let Some(ahead) = slot.records.get(i + PREFETCH_AHEAD) {
+            prefetch_item(ahead);
+        }
+        if slot.ids.get(i) != Some(&id) {
+            return None;
+        }
+        *from = i + 1;
         let r = &slot.records[i];
         r.present.then_some(&r.q)
     }
@@ -331,6 +364,8 @@ impl Replica {
         }
 
         self.scratch.clear();
+        // Where the default baseline's slot was last looked in; other baselines start at 0.
+        let mut default_from = 0usize;
         let mut next_id = 0usize;
         let mut info = ReadInfo {
             tick,
@@ -371,8 +406,14 @@ impl Replica {
                         .checked_sub(back)
                         .filter(|_| back != 0)
                         .ok_or(ReadError::BadBack)?;
+                    let (mut other, from) = (0, &mut default_from);
+                    let from = if back == default_back {
+                        from
+                    } else {
+                        &mut other
+                    };
                     let state = self
-                        .baseline(id, base_tick)
+                        .baseline(id, base_tick, from)
                         .ok_or(ReadError::MissingBaseline)?;
                     let base = Base::Delta {
                         state,
@@ -412,7 +453,13 @@ impl Replica {
             self.evict(at);
             self.slots[at].tick = Some(tick);
         }
+        for d in self.scratch.iter().take(PREFETCH_AHEAD) {
+            prefetch_item(&self.view[usize::from(d.id)]);
+        }
         for i in 0..self.scratch.len() {
+            if let Some(ahead) = self.scratch.get(i + PREFETCH_AHEAD) {
+                prefetch_item(&self.view[usize::from(ahead.id)]);
+            }
             let d = self.scratch[i];
             let id = usize::from(d.id);
             let v = self.view[id];
@@ -521,7 +568,13 @@ impl Replica {
     fn evict(&mut self, at: usize) {
         let slot = &mut self.slots[at];
         if let Some(tick) = slot.tick.take() {
-            for (&id, r) in slot.ids.iter().zip(&slot.records) {
+            for &id in slot.ids.iter().take(PREFETCH_AHEAD) {
+                prefetch_item(&self.floor[usize::from(id)]);
+            }
+            for (i, (&id, r)) in slot.ids.iter().zip(&slot.records).enumerate() {
+                if let Some(&ahead) = slot.ids.get(i + PREFETCH_AHEAD) {
+                    prefetch_item(&self.floor[usize::from(ahead)]);
+                }
                 let f = &mut self.floor[usize::from(id)];
                 if !f.known || f.tick < tick {
                     *f = Floor {

@@ -518,8 +518,11 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         for bot in &mut bots {
             bot.flush_out(now);
         }
-        // A send deadline: every bot of this phase group sends its input for this tick.
-        let in_window = deadline >= window_start;
+        // A send deadline: every bot of this phase group sends its input for this tick. The
+        // window is the clock's, not the schedule's: bots far behind their schedule would
+        // otherwise never reach the window, and report nothing of it (not even that they
+        // were behind).
+        let in_window = now >= window_start;
         let behind = now - deadline;
         max_behind = max_behind.max(behind);
         if !in_window {

@@ -2,7 +2,8 @@
 //! independent implementation (the `netcode-rs` crate) against a real worker on 127.0.0.1:
 //! it connects with a token from another backend, receives keep-alives and payloads, and
 //! stays connected while it sends none; a client whose payloads are not tickforge's framing
-//! is disconnected as misbehaving, and the other never notices.
+//! is disconnected as misbehaving, one that vanishes (not even keep-alives) is timed out,
+//! and the other never notices; the report counts each under its reason.
 
 use std::time::{Duration, Instant};
 
@@ -39,7 +40,7 @@ fn a_foreign_netcode_client_stays_connected_silent_and_a_bad_framer_is_disconnec
     tickforge_server::games::register::<tickforge_testkit::game::Walk>();
     let config = ServerConfig {
         bind: "127.0.0.1:0".parse().unwrap(),
-        players_per_match: 2,
+        players_per_match: 3,
         duration: Some(QUIET + Duration::from_millis(1500)),
         results_file: None,
         ..ServerConfig::default()
@@ -56,8 +57,12 @@ fn a_foreign_netcode_client_stays_connected_silent_and_a_bad_framer_is_disconnec
         });
         let mut quiet = netcode::Client::new(&foreign_token(&config, server, 1)).unwrap();
         let mut framer = netcode::Client::new(&foreign_token(&config, server, 2)).unwrap();
+        // Connects, then sends nothing at all: the server times it out after TIMEOUT_S.
+        let mut vanisher = netcode::Client::new(&foreign_token(&config, server, 3)).unwrap();
         quiet.connect();
         framer.connect();
+        vanisher.connect();
+        let mut vanished = false;
         let t0 = Instant::now();
         let (mut received, mut framer_connected, mut garbage_sent) = (0u64, false, false);
         let mut framer_gone_at = None;
@@ -65,6 +70,11 @@ fn a_foreign_netcode_client_stays_connected_silent_and_a_bad_framer_is_disconnec
             let now = t0.elapsed().as_secs_f64();
             quiet.update(now);
             framer.update(now);
+            if !vanished {
+                vanisher.update(now);
+                while vanisher.recv().is_some() {}
+                vanished = vanisher.is_connected();
+            }
             while quiet.recv().is_some() {
                 received += 1;
             }
@@ -104,5 +114,10 @@ fn a_foreign_netcode_client_stays_connected_silent_and_a_bad_framer_is_disconnec
             "a kick is no drop"
         );
         assert_eq!(report.datagrams.dropped["refused"], 0);
+        assert!(vanished, "the vanishing client connected first");
+        assert_eq!(
+            report.kicked["timed_out"], 1,
+            "the vanished client, timed out"
+        );
     });
 }

@@ -423,22 +423,42 @@ fn main() {
             m.step();
             read(&m, &mut replicas);
         }
+        // What interpolation asks each tick: every listed entity as of the two snapshots
+        // around a render tick 2.5 ticks behind (a client's, a bot's aim), timed apart.
+        let as_of = |replicas: &[Replica]| {
+            let start = Instant::now();
+            let mut found = 0usize;
+            for replica in replicas {
+                let newest = replica.newest_tick().unwrap_or(0);
+                for id in replica.listed() {
+                    for t in [newest.saturating_sub(3), newest.saturating_sub(2)] {
+                        found += usize::from(replica.entity_as_of(id, t).is_some());
+                    }
+                }
+            }
+            black_box(found);
+            start.elapsed()
+        };
         let mut states = 0;
+        let mut asked = Vec::new();
         let mut ticks: Vec<Duration> = (0..64)
             .map(|_| {
                 m.step();
                 let (took, s) = read(&m, &mut replicas);
                 states += s;
+                asked.push(as_of(&replicas));
                 took
             })
             .collect();
         ticks.sort();
+        asked.sort();
         println!(
             "64 ticks of the {n} fight read by {n} replicas: read median {:?} min {:?}; \
-             {:.1} states a snapshot",
+             {:.1} states a snapshot; every listed entity as of two past ticks: median {:?}",
             ticks[32],
             ticks[0],
             states as f64 / (64 * n) as f64,
+            asked[32],
         );
         return;
     }

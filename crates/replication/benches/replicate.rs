@@ -424,14 +424,23 @@ fn main() {
             read(&m, &mut replicas);
         }
         // What interpolation asks each tick: every listed entity as of the two snapshots
-        // around a render tick 2.5 ticks behind (a client's, a bot's aim), timed apart.
+        // around a render tick `TICKFORGE_REPLICATE_BEHIND` + 0.5 ticks behind (default 5:
+        // a bot's aim, which shows the players past the server's next posing tick; a
+        // client's interpolation is 2–3 behind), timed apart.
+        let behind: u32 = std::env::var("TICKFORGE_REPLICATE_BEHIND")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(5);
         let as_of = |replicas: &[Replica]| {
             let start = Instant::now();
             let mut found = 0usize;
             for replica in replicas {
                 let newest = replica.newest_tick().unwrap_or(0);
                 for id in replica.listed() {
-                    for t in [newest.saturating_sub(3), newest.saturating_sub(2)] {
+                    for t in [
+                        newest.saturating_sub(behind + 1),
+                        newest.saturating_sub(behind),
+                    ] {
                         found += usize::from(replica.entity_as_of(id, t).is_some());
                     }
                 }
@@ -454,10 +463,12 @@ fn main() {
         asked.sort();
         println!(
             "64 ticks of the {n} fight read by {n} replicas: read median {:?} min {:?}; \
-             {:.1} states a snapshot; every listed entity as of two past ticks: median {:?}",
+             {:.1} states a snapshot; every listed entity as of two past ticks ({behind} and \
+             {} behind): median {:?}",
             ticks[32],
             ticks[0],
             states as f64 / (64 * n) as f64,
+            behind + 1,
             asked[32],
         );
         return;

@@ -146,18 +146,31 @@ struct Link {
     index: u16,
 }
 
-/// An entity's newest record: what the view shows.
+/// An entity's newest record, what the view shows, and the links to its newest stored
+/// records: two cache lines, the first all that [`Replica::entity_as_of`] reads of it
+/// for a past tick.
 #[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(64))]
 struct Shown {
     present: bool,
     updated: bool,
-    tick: u32,
-    state: Lanes,
-    /// The same record in its snapshot's slot; `None` when it was not stored there.
-    stored: Option<Link>,
     /// Gone, and still listed ([`Replica::listed`]) until its gone record is
     /// `history_ticks` old.
     departed: bool,
+    /// The same record is stored in its snapshot's slot: `recent`'s first link.
+    stored: bool,
+    tick: u32,
+    recent: Recent,
+    state: Lanes,
+}
+
+const _: () = assert!(std::mem::size_of::<Shown>() == 128);
+
+impl Shown {
+    /// The newest record in its snapshot's slot; `None` when it was not stored there.
+    fn stored(&self) -> Option<Link> {
+        self.stored.then(|| self.recent.get(0))
+    }
 }
 
 /// An entity's newest record evicted from the slots: its state as of that tick holds
@@ -187,6 +200,60 @@ impl Record {
             tick: self.prev_tick,
             index: self.prev_index,
         })
+    }
+}
+
+/// Records of an entity whose links its [`Recent`] keeps: as many as fit beside the
+/// view's header in its first line.
+const RECENT: usize = 9;
+
+/// Links to an entity's newest stored records, newest first: [`Replica::entity_as_of`]
+/// finds the record at or before a recent tick here, in one line, instead of walking the
+/// records' own links back one miss at a time. They are the newest `len` the entity's
+/// chain holds, with none skipped, so where they end the chain goes on from the last.
+/// A link is valid while its slot holds its tick.
+#[derive(Clone, Copy, Debug)]
+struct Recent {
+    ticks: [u32; RECENT],
+    index: [u16; RECENT],
+    len: u8,
+}
+
+impl Default for Recent {
+    fn default() -> Self {
+        Recent {
+            ticks: [0; RECENT],
+            index: [0; RECENT],
+            len: 0,
+        }
+    }
+}
+
+impl Recent {
+    fn get(&self, k: usize) -> Link {
+        Link {
+            tick: self.ticks[k],
+            index: self.index[k],
+        }
+    }
+
+    /// Puts `link` in its place by tick (newer than the last, or room left), dropping the
+    /// oldest when full.
+    fn insert(&mut self, link: Link) {
+        let len = usize::from(self.len);
+        let at = self.ticks[..len]
+            .iter()
+            .position(|&t| t < link.tick)
+            .unwrap_or(len);
+        if at == RECENT {
+            return;
+        }
+        let end = len.min(RECENT - 1);
+        self.ticks.copy_within(at..end, at + 1);
+        self.index.copy_within(at..end, at + 1);
+        self.ticks[at] = link.tick;
+        self.index[at] = link.index;
+        self.len = (end + 1) as u8;
     }
 }
 
@@ -229,7 +296,7 @@ pub struct Replica {
 
 impl Replica {
     /// An empty replica decoding the fields of `schema`, the server's. Memory: about
-    /// `max_entities × 160` bytes, plus 74 bytes per record the last `history_ticks`
+    /// `max_entities × 200` bytes, plus 74 bytes per record the last `history_ticks`
     /// snapshots carried (up to twice that: a slot's room grows by doubling, to the largest
     /// snapshot it held, and is kept). A slot reserves `min(max_entities, 64)` records, so
     /// once snapshots stop growing nothing allocates.
@@ -467,10 +534,10 @@ impl Replica {
             let mut stored = None;
             if store {
                 let (prev, next) = if newest {
-                    (v.stored.filter(|_| v.updated), None)
+                    (v.stored().filter(|_| v.updated), None)
                 } else {
                     // Late: linked in between; across a broken chain, to nothing.
-                    self.walk_back(id, v.stored, tick).unwrap_or((None, None))
+                    self.walk_back(id, v.stored(), tick).unwrap_or((None, None))
                 };
                 let slot = &mut self.slots[at];
                 let index = slot.records.len() as u16;
@@ -495,14 +562,21 @@ impl Replica {
                 self.listed[id / 64] |= 1 << (id % 64);
             }
             if newest {
+                let mut recent = v.recent;
+                if let Some(link) = stored {
+                    recent.insert(link);
+                }
                 self.view[id] = Shown {
                     present: !d.gone,
                     updated: true,
-                    tick,
-                    state: d.q,
-                    stored,
                     departed: v.departed && d.gone,
+                    stored: stored.is_some(),
+                    tick,
+                    recent,
+                    state: d.q,
                 };
+            } else if let Some(link) = stored {
+                self.view[id].recent.insert(link);
             }
             // Listed, yet gone in the view: departed (a late present record counts too).
             let v = &mut self.view[id];
@@ -594,8 +668,8 @@ impl Replica {
     /// `tick` (an entity a snapshot did not carry keeps its state, as the server meant).
     /// `None` when that record is a gone record, or when there is none: the entity was
     /// never carried by then, or its record then is no longer held (its newest record
-    /// evicted before `tick` is always held). Takes one step per record of the entity
-    /// after `tick`.
+    /// evicted before `tick` is always held). Reads the entity's few newest links in one
+    /// line; past them, takes one step per older record of the entity after `tick`.
     pub fn entity_as_of(&self, id: NetId, tick: u32) -> Option<Lanes> {
         let i = id.index();
         let v = self.view.get(i)?;
@@ -605,7 +679,18 @@ impl Replica {
         if v.tick <= tick {
             return v.present.then_some(v.state);
         }
-        let held = self.walk_back(i, v.stored, tick).and_then(|(at, _)| at);
+        let recent = &v.recent;
+        let len = usize::from(recent.len);
+        let held = match recent.ticks[..len].iter().position(|&t| t <= tick) {
+            Some(k) => Some(recent.get(k)),
+            // Older than every recent link: the chain goes on from the oldest.
+            None if len == RECENT => self
+                .record(i, recent.get(len - 1))
+                .and_then(|r| self.walk_back(i, r.prev(), tick))
+                .and_then(|(at, _)| at),
+            // The recent links are every record stored: none is that old.
+            None => None,
+        };
         if let Some(r) = held.and_then(|link| self.record(i, link)) {
             return r.present.then_some(r.q);
         }

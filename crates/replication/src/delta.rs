@@ -71,6 +71,47 @@ const HEAD_ID_FOLLOWS: u64 = 1 << 3;
 const HEAD_COMMON_MASK_SHIFT: u32 = 1;
 pub(crate) const HEAD_EXTENDED_MASK_SHIFT: u32 = 4;
 
+/// The tick rate, as the position prediction divides by it: `d` = 4 × `tick_hz`, and
+/// what dividing by `d` takes without a division instruction (one costs tens of cycles,
+/// and a reader decodes millions of positions a second).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Rate {
+    d: u64,
+    /// `d` is a power of two: divide by shifting this far.
+    shift: Option<u32>,
+    /// Otherwise ⌊2⁶⁴ / d⌋ + 1, which is above 2⁶⁴ / d by less than one.
+    magic: u64,
+}
+
+impl Rate {
+    pub(crate) fn new(tick_hz: u32) -> Rate {
+        let d = 4 * u64::from(tick_hz.max(1));
+        Rate {
+            d,
+            shift: d.is_power_of_two().then(|| d.trailing_zeros()),
+            magic: u64::MAX / d + 1,
+        }
+    }
+
+    /// ⌊`n` / d⌋ (rounded down, as `div_euclid` rounds for a positive divisor), for
+    /// |`n`| < 2⁶³. For `a` = |`n`|, `a` × magic / 2⁶⁴ is at least a / d and above it by
+    /// less than a / 2⁶⁴ < 1: its floor is ⌊a / d⌋ or one more, and one multiply tells.
+    #[inline(always)]
+    fn floor_div(self, n: i64) -> i64 {
+        if let Some(shift) = self.shift {
+            return n >> shift;
+        }
+        let a = n.unsigned_abs();
+        let q = ((u128::from(a) * u128::from(self.magic)) >> 64) as u64;
+        let q = q - u64::from(q * self.d > a);
+        if n >= 0 {
+            q as i64
+        } else {
+            -(q as i64) - i64::from(q * self.d != a)
+        }
+    }
+}
+
 /// What a record's fields are encoded against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Base<'a> {
@@ -80,7 +121,7 @@ pub(crate) enum Base<'a> {
     Delta {
         state: &'a Lanes,
         back: u32,
-        tick_hz: u32,
+        rate: Rate,
     },
 }
 
@@ -157,12 +198,7 @@ fn gather(v: u64) -> u32 {
 /// `cur` already decoded (rate fields come before the fields they predict).
 #[inline(always)]
 fn expected(base: Base<'_>, row: &Row, l: usize, cur: &Lanes) -> i32 {
-    let Base::Delta {
-        state,
-        back,
-        tick_hz,
-    } = base
-    else {
+    let Base::Delta { state, back, rate } = base else {
         return 0;
     };
     let b = state.0[l];
@@ -170,17 +206,11 @@ fn expected(base: Base<'_>, row: &Row, l: usize, cur: &Lanes) -> i32 {
         return b;
     }
     let v = usize::from(row.rate) + (l - usize::from(row.lane));
-    // round((base_v + v) × back / (2 × tick_hz)) in i64: no input overflows it.
+    // round((base_v + v) × back / (2 × tick_hz)) = ⌊(4 × num + d / 2) / d⌋, d = 4 × tick_hz,
+    // in i64: |n| < 2⁴⁵, so nothing overflows.
     let num = (i64::from(state.0[v]) + i64::from(cur.0[v])) * i64::from(back);
-    let den = 2 * i64::from(tick_hz.max(1));
-    let (n, d) = (2 * num + den, 2 * den);
-    // A power-of-two rate (128 Hz) divides by shifting: the same floor, without a division.
-    let step = if d & (d - 1) == 0 {
-        n >> d.trailing_zeros()
-    } else {
-        n.div_euclid(d)
-    };
-    b.wrapping_add(step as i32)
+    let n = 2 * num + (rate.d / 2) as i64;
+    b.wrapping_add(rate.floor_div(n) as i32)
 }
 
 /// The difference a lane encodes against `expected`: an angle lane (`wrap_bits` > 0)
@@ -514,7 +544,7 @@ mod tests {
             let b = Base::Delta {
                 state: &base,
                 back: 1,
-                tick_hz: 128,
+                rate: Rate::new(128),
             };
             let mut buf = Vec::new();
             let mask = encode_fields(schema, b, &cur, &mut buf);
@@ -541,7 +571,7 @@ mod tests {
             Base::Delta {
                 state: &base,
                 back: 4,
-                tick_hz: 128,
+                rate: Rate::new(128),
             },
             &cur,
             &mut buf,
@@ -555,7 +585,7 @@ mod tests {
             (schema, base, cur) in schemas().prop_flat_map(|s| (Just(s), lanes(s), lanes(s))),
             back in 0u32..256, tick_hz in 1u32..1000,
         ) {
-            let b = if back == 0 { Base::Zero } else { Base::Delta { state: &base, back, tick_hz } };
+            let b = if back == 0 { Base::Zero } else { Base::Delta { state: &base, back, rate: Rate::new(tick_hz) } };
             let mut buf = Vec::new();
             let mask = encode_fields(schema, b, &cur, &mut buf);
             let mut m = Measure::default();
@@ -577,12 +607,25 @@ mod tests {
             }
         }
 
+        /// The division by the rate without a division agrees with `div_euclid`, for every
+        /// numerator the prediction makes (|n| < 2⁴⁵) and any rate.
+        #[test]
+        fn the_rate_divides_as_div_euclid(tick_hz in 1u32..=u32::MAX, n in -(1i64 << 45)..(1i64 << 45), near in -3i64..=3) {
+            let rate = Rate::new(tick_hz);
+            let d = 4 * i64::from(tick_hz);
+            // Around multiples of d too, where an estimate one off would show.
+            let m = (n / d) * d + near;
+            for n in [n, m] {
+                prop_assert_eq!(rate.floor_div(n), n.div_euclid(d), "{} / {}", n, d);
+            }
+        }
+
         #[test]
         fn decoding_any_bytes_never_panics(
             schema in schemas(), base in lanes(&MIXED), mask: u16,
             data in prop::collection::vec(any::<u8>(), 0..128),
         ) {
-            let b = Base::Delta { state: &base, back: 255, tick_hz: 1 };
+            let b = Base::Delta { state: &base, back: 255, rate: Rate::new(1) };
             let _ = decode_fields(schema, b, mask, &mut Cursor::new(&data));
             let _ = decode_fields(schema, Base::Zero, mask, &mut Cursor::new(&data));
         }

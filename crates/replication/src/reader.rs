@@ -12,7 +12,7 @@
 
 use crate::bits::{prefetch, BitIter};
 use crate::delta::{
-    decode_fields, split_head, Base, Cursor, FieldError, KIND_DELTA_BACK, KIND_DELTA_DEFAULT,
+    decode_fields, split_head, Base, Cursor, FieldError, Rate, KIND_DELTA_BACK, KIND_DELTA_DEFAULT,
     KIND_FULL, KIND_GONE,
 };
 use crate::schema::{Lanes, Schema};
@@ -282,6 +282,8 @@ struct Decoded {
 pub struct Replica {
     config: ReplicaConfig,
     schema: &'static Schema,
+    /// The server's tick rate, as the position prediction divides by it.
+    rate: Rate,
     slots: Vec<Slot>,
     view: Vec<Shown>,
     floor: Vec<Floor>,
@@ -314,6 +316,7 @@ impl Replica {
         Replica {
             config,
             schema,
+            rate: Rate::new(config.tick_hz),
             slots: (0..config.history_ticks)
                 .map(|_| Slot {
                     tick: None,
@@ -485,7 +488,7 @@ impl Replica {
                     let base = Base::Delta {
                         state,
                         back,
-                        tick_hz: self.config.tick_hz,
+                        rate: self.rate,
                     };
                     decode_fields(schema, base, mask, &mut r)?
                 }

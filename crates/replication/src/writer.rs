@@ -11,7 +11,7 @@
 use crate::bits::{prefetch, BitIter};
 use crate::conn::{Conn, NO_BASELINE};
 use crate::delta::{
-    encode_fields, head, put_varint, varint_len, Base, Measure, Sink, KIND_DELTA_BACK,
+    encode_fields, head, put_varint, varint_len, Base, Measure, Rate, Sink, KIND_DELTA_BACK,
     KIND_DELTA_DEFAULT, KIND_FULL, KIND_GONE, MAX_HEADER_BYTES,
 };
 use crate::priority::{PriorityConfig, Viewer, ViewerFrame};
@@ -353,7 +353,7 @@ struct Entities {
     schema: &'static Schema,
     n: usize,
     ring_ticks: u32,
-    tick_hz: u32,
+    rate: Rate,
     /// Bit `e % 64` of word `e / 64`: entity `e` is in the match.
     exists: Vec<u64>,
     /// Where each entity stands on the ground plane, apart by axis and padded to whole
@@ -455,7 +455,7 @@ impl Entities {
             Base::Delta {
                 state: &base_q,
                 back: u32::from(back),
-                tick_hz: self.tick_hz,
+                rate: self.rate,
             }
         };
         let set = &mut self.cache[e];
@@ -570,7 +570,7 @@ impl Replicator {
                 schema,
                 n,
                 ring_ticks: config.ring_ticks,
-                tick_hz: config.tick_hz,
+                rate: Rate::new(config.tick_hz),
                 exists: vec![0; words],
                 xs: vec![0.0; words * 64],
                 ys: vec![0.0; words * 64],

@@ -341,8 +341,19 @@ pub(crate) fn decode_fields(
     mask: u16,
     r: &mut Cursor<'_>,
 ) -> Result<Lanes, FieldError> {
-    let mut cur = Lanes::ZERO;
-    for (bit, row) in schema.rows().iter().enumerate() {
+    // A field neither changed nor predicted is what it was expected to be: the baseline's
+    // (a stored state, whose angles are already within their turn), or 0. Only the others
+    // are visited, lowest first, so a rate is decoded before the fields it predicts.
+    let (mut cur, mut todo) = match base {
+        Base::Delta { state, .. } => (*state, mask | schema.predicted_mask()),
+        Base::Zero => (Lanes::ZERO, mask),
+    };
+    while todo != 0 {
+        let bit = todo.trailing_zeros() as usize;
+        todo &= todo - 1;
+        let Some(row) = schema.rows().get(bit) else {
+            break;
+        };
         let l = usize::from(row.lane);
         let changed = mask & (1 << bit) != 0;
         let e0 = expected(base, row, l, &cur);

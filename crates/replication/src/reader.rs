@@ -370,31 +370,36 @@ impl Replica {
         (tick % self.config.history_ticks) as usize
     }
 
-    /// The record `link` points at, if its slot still holds it and it is entity `id`'s.
+    /// The record `link` (a link of entity `id`'s) points at, if its slot still holds it.
+    ///
+    /// A slot's records are written once, when its tick is stored, and cleared only when a
+    /// newer tick takes the slot, which never holds that tick again: so a slot holding the
+    /// link's tick holds the very record linked, and its id need not be read (a miss).
     fn record(&self, id: usize, link: Link) -> Option<&Record> {
         let slot = &self.slots[self.slot_of(link.tick)];
         let i = usize::from(link.index);
-        (slot.tick == Some(link.tick) && slot.ids.get(i).map(|&x| usize::from(x)) == Some(id))
-            .then(|| &slot.records[i])
+        debug_assert!(slot.tick != Some(link.tick) || slot.ids.get(i) == Some(&(id as u16)));
+        slot.records.get(i).filter(|_| slot.tick == Some(link.tick))
     }
 
     /// Entity `id`'s stored state at exactly `tick`, as a baseline: not a gone record.
     ///
     /// `from` is where in the tick's slot to start looking: a snapshot's records come
     /// lowest id first, and so do a slot's, so a reader that keeps `from` for one baseline
-    /// tick walks that slot once per snapshot rather than searching it per record. It is
-    /// moved past `id`'s place, and the records just ahead are prefetched.
-    fn baseline(&self, id: usize, tick: u32, from: &mut usize) -> Option<&Lanes> {
+    /// tick (`walk`) walks that slot once per snapshot, a merge of the two id lists, rather
+    /// than searching it per record. Otherwise the slot is searched. `from` is moved past
+    /// `id`'s place, and the records just ahead are prefetched.
+    fn baseline(&self, id: usize, tick: u32, from: &mut usize, walk: bool) -> Option<&Lanes> {
         let slot = &self.slots[self.slot_of(tick)];
         if slot.tick != Some(tick) {
             return None;
         }
         let id = id as u16;
         let rest = slot.ids.get(*from..).unwrap_or_default();
-        // Mostly the next one or two: a short scan, then a search past a long gap.
-        let found = match rest.iter().take(4).position(|&x| x >= id) {
-            Some(k) => k,
-            None => 4.min(rest.len()) + rest.get(4..).map_or(0, |r| r.partition_point(|&x| x < id)),
+        let found = if walk {
+            rest.iter().position(|&x| x >= id).unwrap_or(rest.len())
+        } else {
+            rest.partition_point(|&x| x < id)
         };
         let i = *from + found;
         *from = i;
@@ -477,13 +482,10 @@ impl Replica {
                         .filter(|_| back != 0)
                         .ok_or(ReadError::BadBack)?;
                     let (mut other, from) = (0, &mut default_from);
-                    let from = if back == default_back {
-                        from
-                    } else {
-                        &mut other
-                    };
+                    let walk = back == default_back;
+                    let from = if walk { from } else { &mut other };
                     let state = self
-                        .baseline(id, base_tick, from)
+                        .baseline(id, base_tick, from, walk)
                         .ok_or(ReadError::MissingBaseline)?;
                     let base = Base::Delta {
                         state,

@@ -222,6 +222,8 @@ pub struct Schema {
     len: u8,
     lanes: u8,
     max_body: u8,
+    /// Bit `i`: field `i` is predicted from a rate field.
+    predicted: u16,
 }
 
 const fn str_eq(a: &str, b: &str) -> bool {
@@ -272,6 +274,7 @@ impl Schema {
             len: fields.len() as u8,
             lanes: 0,
             max_body: 0,
+            predicted: 0,
         };
         let mut lane = 0usize;
         let mut body = 0usize;
@@ -310,6 +313,7 @@ impl Schema {
                 if rate == NO_RATE {
                     return Err(SchemaError::Predictor(f.name));
                 }
+                s.predicted |= 1 << i;
             }
             s.fields[i] = f;
             s.rows[i] = Row {
@@ -329,6 +333,12 @@ impl Schema {
         s.lanes = lane as u8;
         s.max_body = body as u8;
         Ok(s)
+    }
+
+    /// Bit `i`: field `i` is predicted from a rate field (a delta record computes it
+    /// even when unchanged).
+    pub(crate) fn predicted_mask(&self) -> u16 {
+        self.predicted
     }
 
     /// The fields, in mask-bit order.

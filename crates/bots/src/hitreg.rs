@@ -184,6 +184,14 @@ pub struct AimView {
     /// Of those, the enemies shown alive.
     enemies: Vec<u16>,
     me: u16,
+    /// The enemy [`AimView::sight`] last picked, followed between the frames that show
+    /// every enemy.
+    target: Option<u16>,
+    /// Every this many frames all enemies are shown (and a target picked among them);
+    /// in between, only the target. 1: every frame.
+    refresh_every: u32,
+    /// Frames shown since the last that showed every enemy.
+    since_refresh: u32,
     /// The moment shown; `None` before the first (or after a start over).
     view: Option<ViewTime>,
     /// By `seq % VERDICT_RING`.
@@ -206,9 +214,23 @@ impl AimView {
             listed: Vec::with_capacity(usize::from(players)),
             enemies: Vec::with_capacity(usize::from(players)),
             me: 0,
+            target: None,
+            refresh_every: 1,
+            since_refresh: 0,
             view: None,
             verdicts: vec![Judged::default(); VERDICT_RING].into_boxed_slice(),
         }
+    }
+
+    /// Shows every enemy (and picks a target among them) only every `frames` frames,
+    /// and in between only the target it picked, as a player keeps a target for a
+    /// reaction time rather than looking anew every frame: a frame then costs one player
+    /// read rather than every enemy's. A target that dies or leaves the view is replaced
+    /// at the next frame. Judging shots reads every player in view whatever this says.
+    /// 1 (the default): every enemy every frame.
+    pub fn refreshing_every(mut self, frames: u32) -> Self {
+        self.refresh_every = frames.max(1);
+        self
     }
 
     /// Player slots.
@@ -232,6 +254,7 @@ impl AimView {
         self.generation = self.generation.wrapping_add(1);
         self.listed.clear();
         self.enemies.clear();
+        self.target = None;
         self.view = None;
     }
 
@@ -243,8 +266,9 @@ impl AimView {
     /// Shows the match at `view` to `me`: reads `me`'s enemies (teams by slot parity)
     /// among `listed` as they are then. `listed` holds, lowest first, every slot that may
     /// be in view then (the replica's [`tickforge_replication::Replica::listed`]): the
-    /// others are not read, so a frame costs what is in view, not the match's size. Call
-    /// once a frame.
+    /// others are not read, so a frame costs what is in view, not the match's size. Between
+    /// the frames that show every enemy ([`AimView::refreshing_every`]) only the target is
+    /// read. Call once a frame.
     pub fn show(
         &mut self,
         view: ViewTime,
@@ -253,6 +277,14 @@ impl AimView {
         mut at: impl FnMut(u16, f64) -> Option<EntityState>,
     ) {
         let r = render_tick(view);
+        let target = self.target.filter(|_| {
+            self.since_refresh + 1 < self.refresh_every && self.view.is_some() && me == self.me
+        });
+        self.since_refresh = if target.is_some() {
+            self.since_refresh + 1
+        } else {
+            0
+        };
         self.generation = self.generation.wrapping_add(1);
         self.listed.clear();
         self.enemies.clear();
@@ -261,7 +293,8 @@ impl AimView {
                 continue;
             };
             self.listed.push(slot);
-            if slot % 2 != me % 2 {
+            let shows = target.map_or(slot % 2 != me % 2, |t| t == slot);
+            if shows {
                 *p = Shown::of(at(slot, r), self.generation);
                 if p.present && p.alive {
                     self.enemies.push(slot);
@@ -381,7 +414,9 @@ impl AimView {
             if slot16 == shooter {
                 continue;
             }
-            let p = if slot16 % 2 == self.me % 2 {
+            // Read afresh, enemies too: between the frames that show every enemy, only the
+            // target was read.
+            let p = if self.refresh_every > 1 || slot16 % 2 == self.me % 2 {
                 Shown::of(at(slot16, r), self.generation)
             } else {
                 self.players[slot]
@@ -466,13 +501,15 @@ impl AimView {
     /// The nearest enemy shown alive that the player shown to, in `own` state, can see:
     /// the point to aim at, and whether it stands still. `None` when it is dead
     /// (`own_alive` false) or sees nobody.
-    pub fn sight(&self, own: &PlayerState, own_alive: bool) -> Option<Sight> {
+    /// The enemy picked becomes the target that the frames in between follow.
+    pub fn sight(&mut self, own: &PlayerState, own_alive: bool) -> Option<Sight> {
+        self.target = None;
         self.view?;
         if !own_alive {
             return None;
         }
         let eye = self.eye_of(own);
-        let mut best: Option<(f32, Vec3)> = None;
+        let mut best: Option<(f32, Vec3, u16)> = None;
         // Only the enemies shown alive are read.
         for &slot in &self.enemies {
             let p = &self.players[usize::from(slot)];
@@ -480,15 +517,16 @@ impl AimView {
             let d = aim - eye;
             let dist = d.length();
             let too_near = dist.is_nan() || dist <= 0.5;
-            if too_near || best.is_some_and(|(b, _)| b <= dist) {
+            if too_near || best.is_some_and(|(b, _, _)| b <= dist) {
                 continue;
             }
             if self.map.trace_ray(eye, d * (1.0 / dist), dist).is_some() {
                 continue;
             }
-            best = Some((dist, aim));
+            best = Some((dist, aim, slot));
         }
-        best.map(|(_, aim)| Sight {
+        self.target = best.map(|(_, _, slot)| slot);
+        best.map(|(_, aim, _)| Sight {
             eye,
             aim,
             still: own.on_ground && own.velocity.horizontal_length() < 0.05,
@@ -850,6 +888,76 @@ mod tests {
         view.show(view_time(105.0), 0, [0, 1], blocked);
         assert!(view.shown(1).is_some());
         assert_eq!(view.judge(0, eye, &at_enemy, blocked).map(|h| h.0), Some(1));
+    }
+
+    #[test]
+    fn between_refreshes_only_the_target_is_read_and_shots_still_see_everyone() {
+        let map = Arc::new(BuiltinMap::Arena.load());
+        let mut view = AimView::new(map, 6, FOUR).refreshing_every(3);
+        // The shooter (slot 0) on the north lane; enemies 1 (10 m ahead) and 3 (20 m
+        // ahead, on the same line, so 1 stands in front of it) and 5 (off the line, 13 m away).
+        let shooter = standing(-10.0, 17.0);
+        let eye = view.eye_of(&shooter);
+        let near = standing(0.0, 17.0);
+        let far = standing(10.0, 17.0);
+        let aside = standing(2.0, 12.0);
+        let reads = std::cell::RefCell::new(Vec::new());
+        let world = |one: Option<PlayerState>| {
+            let reads = &reads;
+            move |slot: u16, _: f64| {
+                reads.borrow_mut().push(slot);
+                match slot {
+                    0 => Some(sent(&shooter)),
+                    1 => one.map(|p| sent(&p)),
+                    3 => Some(sent(&far)),
+                    5 => Some(sent(&aside)),
+                    _ => None,
+                }
+            }
+        };
+        let all = 0..view.players() as u16;
+        let show = |view: &mut AimView, t: f64, one: Option<PlayerState>| {
+            reads.borrow_mut().clear();
+            view.show(view_time(t), 0, all.clone(), world(one));
+            std::mem::take(&mut *reads.borrow_mut())
+        };
+        // The first frame reads every enemy; the nearest visible one becomes the target.
+        assert_eq!(show(&mut view, 100.0, Some(near)), [1, 3, 5]);
+        let chest = |p: &PlayerState| p.origin + Vec3::new(0.0, 0.0, CHEST_M);
+        assert_eq!(
+            view.sight(&shooter, true).map(|s| s.aim),
+            Some(chest(&near))
+        );
+        // The next two read only the target, and follow it as it moves.
+        let moved = standing(1.0, 17.0);
+        assert_eq!(show(&mut view, 101.0, Some(moved)), [1]);
+        assert_eq!(
+            view.sight(&shooter, true).map(|s| s.aim),
+            Some(chest(&moved))
+        );
+        assert_eq!(view.shown(3), None, "not read this frame");
+        // A shot at the far enemy is judged against everyone as shown now: the target in
+        // front takes it, read afresh.
+        let at_far = aim_at(eye, chest(&far));
+        reads.borrow_mut().clear();
+        let verdict = view.judge(0, eye, &at_far, world(Some(moved)));
+        assert_eq!(verdict.map(|h| h.0), Some(1));
+        assert!(reads.borrow().contains(&3) && reads.borrow().contains(&5));
+        // The target gone from view: no sight, and the next frame reads every enemy and
+        // picks the nearest left (5, nearer than 3).
+        assert_eq!(show(&mut view, 102.0, None), [1]);
+        assert_eq!(view.sight(&shooter, true), None);
+        assert_eq!(show(&mut view, 103.0, None), [1, 3, 5]);
+        assert_eq!(
+            view.sight(&shooter, true).map(|s| s.aim),
+            Some(chest(&aside))
+        );
+        // Every third frame reads every enemy again, target or not.
+        assert_eq!(show(&mut view, 104.0, None), [5]);
+        view.sight(&shooter, true);
+        assert_eq!(show(&mut view, 105.0, None), [5]);
+        view.sight(&shooter, true);
+        assert_eq!(show(&mut view, 106.0, None), [1, 3, 5]);
     }
 
     #[test]

@@ -714,6 +714,16 @@ fn correction_report(hist: &DurationHistogram, counts: &PredictCounts) -> Correc
 }
 
 /// Player `slot` interpolated at render tick `r` by `session`, `None` when not in view.
+/// How long an aiming bot keeps its target before it looks at every enemy again: a
+/// player's reaction time. In between it reads only its target each frame, so that a
+/// thousand bots in one fight do not each interpolate a hundred enemies a frame.
+const RETARGET: Duration = Duration::from_millis(200);
+
+/// [`RETARGET`] in frames (ticks) at `tick_hz`, at least 1.
+fn retarget_frames(tick_hz: u32) -> u32 {
+    ((RETARGET.as_secs_f64() * f64::from(tick_hz)).round() as u32).max(1)
+}
+
 fn player_at(session: &Session, slot: u16, r: f64) -> Option<EntityState> {
     session
         .entity_at(NetId(slot), r)
@@ -824,7 +834,10 @@ impl Bot {
                 (BotGame::Shooter, Role::Run, None) => Behaviour::Run(Runner::new(seed)),
             },
             slot: None,
-            aim: aims.then(|| AimView::new(map.clone(), players, config.pose_every)),
+            aim: aims.then(|| {
+                AimView::new(map.clone(), players, config.pose_every)
+                    .refreshing_every(retarget_frames(config.tick_hz))
+            }),
             last_move_seq: 0,
             predict: (config.game == BotGame::Shooter)
                 .then(|| Predictor::new(config.map, config.tick_hz)),
@@ -1071,7 +1084,7 @@ impl Bot {
 
     /// The command for this tick; an aimer's shot is judged against the players it shows.
     fn next_cmd(&mut self, tick_hz: u32) -> UserCmd {
-        let (Some(view), Behaviour::Aim(_) | Behaviour::Run(_)) = (&self.aim, &self.behaviour)
+        let (true, Behaviour::Aim(_) | Behaviour::Run(_)) = (self.aim.is_some(), &self.behaviour)
         else {
             return match &mut self.behaviour {
                 Behaviour::Wander(w) => w.next_cmd(tick_hz),
@@ -1083,6 +1096,7 @@ impl Bot {
             };
         };
         let own = self.own();
+        let view = self.aim.as_mut().expect("checked above");
         let sight = match own {
             Some((state, alive)) => view.sight(&state, alive).map(|mut s| {
                 // Still on the snapshot and no move since the input it reflects: the

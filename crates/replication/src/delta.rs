@@ -335,18 +335,39 @@ impl<'a> Cursor<'a> {
 }
 
 /// Decodes the fields named by `mask` into the state they encode against `base`.
+#[cfg(test)]
 pub(crate) fn decode_fields(
     schema: &Schema,
     base: Base<'_>,
     mask: u16,
     r: &mut Cursor<'_>,
 ) -> Result<Lanes, FieldError> {
+    let mut cur = Lanes::ZERO;
+    decode_fields_into(schema, base, mask, r, &mut cur)?;
+    Ok(cur)
+}
+
+/// [`decode_fields`] into `cur`, where the reader keeps it: lanes written one at a time
+/// and then read back whole at once would stall on the stores still in flight.
+pub(crate) fn decode_fields_into(
+    schema: &Schema,
+    base: Base<'_>,
+    mask: u16,
+    r: &mut Cursor<'_>,
+    cur: &mut Lanes,
+) -> Result<(), FieldError> {
     // A field neither changed nor predicted is what it was expected to be: the baseline's
     // (a stored state, whose angles are already within their turn), or 0. Only the others
     // are visited, lowest first, so a rate is decoded before the fields it predicts.
-    let (mut cur, mut todo) = match base {
-        Base::Delta { state, .. } => (*state, mask | schema.predicted_mask()),
-        Base::Zero => (Lanes::ZERO, mask),
+    let mut todo = match base {
+        Base::Delta { state, .. } => {
+            *cur = *state;
+            mask | schema.predicted_mask()
+        }
+        Base::Zero => {
+            *cur = Lanes::ZERO;
+            mask
+        }
     };
     while todo != 0 {
         let bit = todo.trailing_zeros() as usize;
@@ -356,10 +377,10 @@ pub(crate) fn decode_fields(
         };
         let l = usize::from(row.lane);
         let changed = mask & (1 << bit) != 0;
-        let e0 = expected(base, row, l, &cur);
+        let e0 = expected(base, row, l, cur);
         match row.kind {
             Kind::Pair => {
-                let e1 = expected(base, row, l + 1, &cur);
+                let e1 = expected(base, row, l + 1, cur);
                 let (dx, dy) = if changed {
                     deinterleave(r.varint(64)?)
                 } else {
@@ -381,7 +402,7 @@ pub(crate) fn decode_fields(
             }
         }
     }
-    Ok(cur)
+    Ok(())
 }
 
 /// A record head: the common form for a delta against the default baseline of the next id.

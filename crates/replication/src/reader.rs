@@ -12,7 +12,7 @@
 
 use crate::bits::{prefetch, BitIter};
 use crate::delta::{
-    decode_fields, split_head, Base, Cursor, FieldError, Rate, KIND_DELTA_BACK, KIND_DELTA_DEFAULT,
+    decode_fields_into, split_head, Base, Cursor, FieldError, Rate, KIND_DELTA_BACK, KIND_DELTA_DEFAULT,
     KIND_FULL, KIND_GONE,
 };
 use crate::schema::{Lanes, Schema};
@@ -265,6 +265,41 @@ struct Slot {
     records: Vec<Record>,
 }
 
+impl Slot {
+    /// Entity `id`'s stored state at exactly `tick` (this slot's, if it holds it), as a
+    /// baseline: not a gone record.
+    ///
+    /// `from` is where in the tick's slot to start looking: a snapshot's records come
+    /// lowest id first, and so do a slot's, so a reader that keeps `from` for one baseline
+    /// tick (`walk`) walks that slot once per snapshot, a merge of the two id lists, rather
+    /// than searching it per record. Otherwise the slot is searched. `from` is moved past
+    /// `id`'s place, and the records just ahead are prefetched.
+    fn baseline(&self, id: usize, tick: u32, from: &mut usize, walk: bool) -> Option<&Lanes> {
+        let slot = self;
+        if slot.tick != Some(tick) {
+            return None;
+        }
+        let id = id as u16;
+        let rest = slot.ids.get(*from..).unwrap_or_default();
+        let found = if walk {
+            rest.iter().position(|&x| x >= id).unwrap_or(rest.len())
+        } else {
+            rest.partition_point(|&x| x < id)
+        };
+        let i = *from + found;
+        *from = i;
+        if let Some(ahead) = slot.records.get(i + PREFETCH_AHEAD) {
+            prefetch_item(ahead);
+        }
+        if slot.ids.get(i) != Some(&id) {
+            return None;
+        }
+        *from = i + 1;
+        let r = &slot.records[i];
+        r.present.then_some(&r.q)
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Decoded {
     id: u16,
@@ -382,38 +417,6 @@ impl Replica {
         slot.records.get(i).filter(|_| slot.tick == Some(link.tick))
     }
 
-    /// Entity `id`'s stored state at exactly `tick`, as a baseline: not a gone record.
-    ///
-    /// `from` is where in the tick's slot to start looking: a snapshot's records come
-    /// lowest id first, and so do a slot's, so a reader that keeps `from` for one baseline
-    /// tick (`walk`) walks that slot once per snapshot, a merge of the two id lists, rather
-    /// than searching it per record. Otherwise the slot is searched. `from` is moved past
-    /// `id`'s place, and the records just ahead are prefetched.
-    fn baseline(&self, id: usize, tick: u32, from: &mut usize, walk: bool) -> Option<&Lanes> {
-        let slot = &self.slots[self.slot_of(tick)];
-        if slot.tick != Some(tick) {
-            return None;
-        }
-        let id = id as u16;
-        let rest = slot.ids.get(*from..).unwrap_or_default();
-        let found = if walk {
-            rest.iter().position(|&x| x >= id).unwrap_or(rest.len())
-        } else {
-            rest.partition_point(|&x| x < id)
-        };
-        let i = *from + found;
-        *from = i;
-        if let Some(ahead) = slot.records.get(i + PREFETCH_AHEAD) {
-            prefetch_item(ahead);
-        }
-        if slot.ids.get(i) != Some(&id) {
-            return None;
-        }
-        *from = i + 1;
-        let r = &slot.records[i];
-        r.present.then_some(&r.q)
-    }
-
     fn decode(&mut self, body: &[u8]) -> Result<ReadInfo, ReadError> {
         let schema = self.schema;
         let (fields, head_bits) = (schema.len(), schema.head_bits());
@@ -459,18 +462,27 @@ impl Replica {
                 return Err(ReadError::IdOutOfRange);
             }
             next_id = id + 1;
-            let q = match kind {
-                KIND_GONE if mask != 0 => return Err(ReadError::BadHead),
-                KIND_GONE => {
-                    info.gone += 1;
-                    self.scratch.push(Decoded {
-                        id: id as u16,
-                        gone: true,
-                        q: Lanes::ZERO,
-                    });
-                    continue;
+            if kind == KIND_GONE {
+                if mask != 0 {
+                    return Err(ReadError::BadHead);
                 }
-                KIND_FULL => decode_fields(schema, Base::Zero, mask, &mut r)?,
+                info.gone += 1;
+                self.scratch.push(Decoded {
+                    id: id as u16,
+                    gone: true,
+                    q: Lanes::ZERO,
+                });
+                continue;
+            }
+            // Decoded where it is kept (the count bounds the scratch's length).
+            self.scratch.push(Decoded {
+                id: id as u16,
+                gone: false,
+                q: Lanes::ZERO,
+            });
+            let q = &mut self.scratch.last_mut().expect("just pushed").q;
+            match kind {
+                KIND_FULL => decode_fields_into(schema, Base::Zero, mask, &mut r, q)?,
                 KIND_DELTA_DEFAULT | KIND_DELTA_BACK => {
                     let back = if kind == KIND_DELTA_BACK {
                         u32::from(r.u8()?)
@@ -484,7 +496,8 @@ impl Replica {
                     let (mut other, from) = (0, &mut default_from);
                     let walk = back == default_back;
                     let from = if walk { from } else { &mut other };
-                    let state = self
+                    let slot = &self.slots[(base_tick % self.config.history_ticks) as usize];
+                    let state = slot
                         .baseline(id, base_tick, from, walk)
                         .ok_or(ReadError::MissingBaseline)?;
                     let base = Base::Delta {
@@ -492,16 +505,11 @@ impl Replica {
                         back,
                         rate: self.rate,
                     };
-                    decode_fields(schema, base, mask, &mut r)?
+                    decode_fields_into(schema, base, mask, &mut r, q)?
                 }
                 _ => unreachable!("a two-bit kind"),
             };
             info.states += 1;
-            self.scratch.push(Decoded {
-                id: id as u16,
-                gone: false,
-                q,
-            });
         }
         if r.remaining() != 0 {
             return Err(ReadError::TrailingBytes);

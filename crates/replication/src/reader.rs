@@ -12,8 +12,8 @@
 
 use crate::bits::{prefetch, BitIter};
 use crate::delta::{
-    decode_fields_into, split_head, Base, Cursor, FieldError, Rate, KIND_DELTA_BACK, KIND_DELTA_DEFAULT,
-    KIND_FULL, KIND_GONE,
+    decode_fields_into, split_head, Base, Cursor, FieldError, Rate, KIND_DELTA_BACK,
+    KIND_DELTA_DEFAULT, KIND_FULL, KIND_GONE,
 };
 use crate::schema::{Lanes, Schema};
 use crate::state::{NetId, MAX_ENTITIES};

@@ -122,6 +122,9 @@ pub struct ReplicaStats {
 /// Marks a record with no earlier record of its entity held.
 const NO_PREV: u16 = u16::MAX;
 
+/// Baseline ticks besides the default whose place a snapshot's read keeps.
+const OTHER_BASELINES: usize = 8;
+
 /// Records reserved per slot at the start; a slot grows to the largest snapshot it holds.
 const RESERVED_RECORDS: usize = 64;
 
@@ -442,8 +445,12 @@ impl Replica {
         }
 
         self.scratch.clear();
-        // Where the default baseline's slot was last looked in; other baselines start at 0.
+        // Where the default baseline's slot was last looked in, and a few others' (by
+        // tick): the records come lowest id first, so each place only moves on. A baseline
+        // tick met first is searched for; then its slot is walked from there.
         let mut default_from = 0usize;
+        let mut others = [(0u32, 0usize); OTHER_BASELINES];
+        let mut other_count = 0usize;
         let mut next_id = 0usize;
         let mut info = ReadInfo {
             tick,
@@ -493,13 +500,24 @@ impl Replica {
                         .checked_sub(back)
                         .filter(|_| back != 0)
                         .ok_or(ReadError::BadBack)?;
-                    let (mut other, from) = (0, &mut default_from);
-                    let walk = back == default_back;
-                    let from = if walk { from } else { &mut other };
                     let slot = &self.slots[(base_tick % self.config.history_ticks) as usize];
-                    let state = slot
-                        .baseline(id, base_tick, from, walk)
-                        .ok_or(ReadError::MissingBaseline)?;
+                    let known = others[..other_count]
+                        .iter()
+                        .position(|&(t, _)| t == base_tick);
+                    let state = if back == default_back {
+                        slot.baseline(id, base_tick, &mut default_from, true)
+                    } else if let Some(k) = known {
+                        slot.baseline(id, base_tick, &mut others[k].1, true)
+                    } else {
+                        let mut from = 0;
+                        let state = slot.baseline(id, base_tick, &mut from, false);
+                        if other_count < OTHER_BASELINES {
+                            others[other_count] = (base_tick, from);
+                            other_count += 1;
+                        }
+                        state
+                    }
+                    .ok_or(ReadError::MissingBaseline)?;
                     let base = Base::Delta {
                         state,
                         back,
@@ -542,15 +560,17 @@ impl Replica {
             }
             let d = self.scratch[i];
             let id = usize::from(d.id);
-            let v = self.view[id];
-            let newest = !v.updated || tick > v.tick;
+            // The view's entry is updated in place, not copied out and back whole.
+            let v = &self.view[id];
+            let (updated, head) = (v.updated, v.stored());
+            let newest = !updated || tick > v.tick;
             let mut stored = None;
             if store {
                 let (prev, next) = if newest {
-                    (v.stored().filter(|_| v.updated), None)
+                    (head.filter(|_| updated), None)
                 } else {
                     // Late: linked in between; across a broken chain, to nothing.
-                    self.walk_back(id, v.stored(), tick).unwrap_or((None, None))
+                    self.walk_back(id, head, tick).unwrap_or((None, None))
                 };
                 let slot = &mut self.slots[at];
                 let index = slot.records.len() as u16;
@@ -574,25 +594,19 @@ impl Replica {
             if !d.gone {
                 self.listed[id / 64] |= 1 << (id % 64);
             }
+            let v = &mut self.view[id];
+            if let Some(link) = stored {
+                v.recent.insert(link);
+            }
             if newest {
-                let mut recent = v.recent;
-                if let Some(link) = stored {
-                    recent.insert(link);
-                }
-                self.view[id] = Shown {
-                    present: !d.gone,
-                    updated: true,
-                    departed: v.departed && d.gone,
-                    stored: stored.is_some(),
-                    tick,
-                    recent,
-                    state: d.q,
-                };
-            } else if let Some(link) = stored {
-                self.view[id].recent.insert(link);
+                v.present = !d.gone;
+                v.updated = true;
+                v.departed &= d.gone;
+                v.stored = stored.is_some();
+                v.tick = tick;
+                v.state = d.q;
             }
             // Listed, yet gone in the view: departed (a late present record counts too).
-            let v = &mut self.view[id];
             if !v.present && !v.departed && (listed || !d.gone) {
                 v.departed = true;
                 self.departed.push(d.id);

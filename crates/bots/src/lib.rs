@@ -385,6 +385,9 @@ struct Bot {
     /// An aimer's or runner's view of the other players, as its session interpolates
     /// them, for aiming and for judging its own shots.
     aim: Option<AimView>,
+    /// Aimed shots fired, and how many make one judged ([`judge_every`]).
+    aimed_shots: u32,
+    judge_every: u32,
     /// The newest input that moved (or jumped).
     last_move_seq: u32,
     /// The shooter bot's own movement, predicted and reconciled.
@@ -719,6 +722,18 @@ fn correction_report(hist: &DurationHistogram, counts: &PredictCounts) -> Correc
 /// thousand bots in one fight do not each interpolate a hundred enemies a frame.
 const RETARGET: Duration = Duration::from_millis(200);
 
+/// Players of a match up to which a bot judges every aimed shot it fires.
+const JUDGE_ALL_UP_TO: u32 = 128;
+
+/// How many aimed shots make one that a bot judges in a match of `players`: every one up
+/// to [`JUDGE_ALL_UP_TO`] players, then one in ⌈players / 128⌉ (8 at 1,000). Judging reads
+/// every player in view, so a crowd's bots would otherwise spend their core on it; one in
+/// N, counted along each bot's own shots, samples the agreement without bias, and a
+/// crowd's bots fire tens of thousands of shots a minute.
+fn judge_every(players: u32) -> u32 {
+    players.div_ceil(JUDGE_ALL_UP_TO).max(1)
+}
+
 /// [`RETARGET`] in frames (ticks) at `tick_hz`, at least 1.
 fn retarget_frames(tick_hz: u32) -> u32 {
     ((RETARGET.as_secs_f64() * f64::from(tick_hz)).round() as u32).max(1)
@@ -838,6 +853,8 @@ impl Bot {
                 AimView::new(map.clone(), players, config.pose_every)
                     .refreshing_every(retarget_frames(config.tick_hz))
             }),
+            aimed_shots: 0,
+            judge_every: judge_every(config.bots_per_match),
             last_move_seq: 0,
             predict: (config.game == BotGame::Shooter)
                 .then(|| Predictor::new(config.map, config.tick_hz)),
@@ -1125,6 +1142,10 @@ impl Bot {
             aimed,
             c.buttons & buttons::FIRE != 0,
         ) {
+            self.aimed_shots = self.aimed_shots.wrapping_add(1);
+            if !self.aimed_shots.is_multiple_of(self.judge_every) {
+                return c;
+            }
             let session = &self.session;
             view.judge_input(self.session.seq() + 1, me, sight.eye, &c, |slot, r| {
                 player_at(session, slot, r)
@@ -1217,6 +1238,14 @@ mod test_host;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_crowd_s_bots_judge_a_sample_of_their_shots_and_a_match_s_every_one() {
+        let every: Vec<u32> = [1, 10, 128, 129, 256, 1000, 4096].map(judge_every).to_vec();
+        assert_eq!(every, [1, 1, 1, 2, 2, 8, 32]);
+        // 200 ms of frames: 6 at 30 Hz, 26 at 128 Hz, never 0.
+        assert_eq!([30, 128, 1].map(retarget_frames), [6, 26, 1]);
+    }
 
     #[test]
     fn bots_get_distinct_loopback_sources_against_a_loopback_server() {

@@ -305,8 +305,9 @@ impl AimView {
         self.view = Some(view);
     }
 
-    /// Enemy `slot`'s state as shown and whether it is alive; `None` when not in view or
-    /// not an enemy of the player shown to.
+    /// Enemy `slot`'s state as shown and whether it is alive; `None` when not in view, not
+    /// an enemy of the player shown to, or not read this frame (a frame between refreshes
+    /// reads only the target).
     pub fn shown(&self, slot: u16) -> Option<(PlayerState, bool)> {
         let p = self.players.get(usize::from(slot))?;
         (p.generation == self.generation && p.present).then_some((p.state, p.alive))
@@ -414,9 +415,8 @@ impl AimView {
             if slot16 == shooter {
                 continue;
             }
-            // Read afresh, enemies too: between the frames that show every enemy, only the
-            // target was read.
-            let p = if self.refresh_every > 1 || slot16 % 2 == self.me % 2 {
+            // Teammates are read here; enemies too on a frame that read only the target.
+            let p = if self.since_refresh > 0 || slot16 % 2 == self.me % 2 {
                 Shown::of(at(slot16, r), self.generation)
             } else {
                 self.players[slot]

@@ -716,7 +716,6 @@ fn correction_report(hist: &DurationHistogram, counts: &PredictCounts) -> Correc
     }
 }
 
-/// Player `slot` interpolated at render tick `r` by `session`, `None` when not in view.
 /// How long an aiming bot keeps its target before it looks at every enemy again: a
 /// player's reaction time. In between it reads only its target each frame, so that a
 /// thousand bots in one fight do not each interpolate a hundred enemies a frame.
@@ -739,6 +738,7 @@ fn retarget_frames(tick_hz: u32) -> u32 {
     ((RETARGET.as_secs_f64() * f64::from(tick_hz)).round() as u32).max(1)
 }
 
+/// Player `slot` interpolated at render tick `r` by `session`, `None` when not in view.
 fn player_at(session: &Session, slot: u16, r: f64) -> Option<EntityState> {
     session
         .entity_at(NetId(slot), r)

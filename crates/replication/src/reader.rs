@@ -160,8 +160,6 @@ struct Shown {
     /// Gone, and still listed ([`Replica::listed`]) until its gone record is
     /// `history_ticks` old.
     departed: bool,
-    /// The same record is stored in its snapshot's slot: `recent`'s first link.
-    stored: bool,
     tick: u32,
     recent: Recent,
     state: Lanes,
@@ -171,8 +169,11 @@ const _: () = assert!(std::mem::size_of::<Shown>() == 128);
 
 impl Shown {
     /// The newest record in its snapshot's slot; `None` when it was not stored there.
+    /// Stored, it is the newest link; an entity has one record a tick, so a newest link of
+    /// another tick is an older record.
     fn stored(&self) -> Option<Link> {
-        self.stored.then(|| self.recent.get(0))
+        let link = (self.recent.len > 0).then(|| self.recent.get(0))?;
+        (link.tick == self.tick).then_some(link)
     }
 }
 
@@ -278,12 +279,11 @@ impl Slot {
     /// than searching it per record. Otherwise the slot is searched. `from` is moved past
     /// `id`'s place, and the records just ahead are prefetched.
     fn baseline(&self, id: usize, tick: u32, from: &mut usize, walk: bool) -> Option<&Lanes> {
-        let slot = self;
-        if slot.tick != Some(tick) {
+        if self.tick != Some(tick) {
             return None;
         }
         let id = id as u16;
-        let rest = slot.ids.get(*from..).unwrap_or_default();
+        let rest = self.ids.get(*from..).unwrap_or_default();
         let found = if walk {
             rest.iter().position(|&x| x >= id).unwrap_or(rest.len())
         } else {
@@ -291,14 +291,14 @@ impl Slot {
         };
         let i = *from + found;
         *from = i;
-        if let Some(ahead) = slot.records.get(i + PREFETCH_AHEAD) {
+        if let Some(ahead) = self.records.get(i + PREFETCH_AHEAD) {
             prefetch_item(ahead);
         }
-        if slot.ids.get(i) != Some(&id) {
+        if self.ids.get(i) != Some(&id) {
             return None;
         }
         *from = i + 1;
-        let r = &slot.records[i];
+        let r = &self.records[i];
         r.present.then_some(&r.q)
     }
 }
@@ -602,7 +602,6 @@ impl Replica {
                 v.present = !d.gone;
                 v.updated = true;
                 v.departed &= d.gone;
-                v.stored = stored.is_some();
                 v.tick = tick;
                 v.state = d.q;
             }

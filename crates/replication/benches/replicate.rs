@@ -409,7 +409,13 @@ fn main() {
         .and_then(|v| v.parse::<usize>().ok())
     {
         let mut m = Match::fight(n);
-        let config = ReplicaConfig::matching(m.r.config());
+        let mut config = ReplicaConfig::matching(m.r.config());
+        if let Some(h) = std::env::var("TICKFORGE_REPLICATE_HISTORY")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            config.history_ticks = h;
+        }
         let mut replicas: Vec<Replica> = (0..n).map(|_| Replica::new(config, &SCHEMA)).collect();
         let read = |m: &Match, replicas: &mut [Replica]| {
             let start = Instant::now();
@@ -419,7 +425,7 @@ fn main() {
             }
             (start.elapsed(), states)
         };
-        for _ in 0..96 {
+        for _ in 0..192 {
             m.step();
             read(&m, &mut replicas);
         }

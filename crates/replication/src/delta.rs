@@ -56,7 +56,7 @@
 //! spends one bit on its form, the rare records (full, gone, other baseline, id gap) a
 //! second byte.
 
-use crate::schema::{Kind, Lanes, Row, Schema, NO_RATE};
+use crate::schema::{Kind, Lanes, Row, Schema, MAX_LANES, NO_RATE};
 
 /// Bytes of a snapshot header at most: tick, default back, and a 2-byte count.
 pub(crate) const MAX_HEADER_BYTES: usize = 4 + 1 + 2;
@@ -194,6 +194,15 @@ fn gather(v: u64) -> u32 {
     (v | v >> 16) as u32
 }
 
+/// Lane `l` of a row, which [`Schema::new`] keeps below [`MAX_LANES`] (a pair's second
+/// lane and a rate's too): taken modulo, so that the codec's lane accesses need no bounds
+/// check.
+#[inline(always)]
+fn lane(l: usize) -> usize {
+    debug_assert!(l < MAX_LANES);
+    l % MAX_LANES
+}
+
 /// The value lane `l` (of `row`) is expected to hold, given the baseline and the lanes of
 /// `cur` already decoded (rate fields come before the fields they predict).
 #[inline(always)]
@@ -201,14 +210,18 @@ fn expected(base: Base<'_>, row: &Row, l: usize, cur: &Lanes) -> i32 {
     let Base::Delta { state, back, rate } = base else {
         return 0;
     };
-    let b = state.0[l];
+    let b = state.0[lane(l)];
     if row.rate == NO_RATE {
         return b;
     }
     let v = usize::from(row.rate) + (l - usize::from(row.lane));
     // round((base_v + v) × back / (2 × tick_hz)) = ⌊(4 × num + d / 2) / d⌋, d = 4 × tick_hz,
     // in i64: |n| < 2⁴⁵, so nothing overflows.
-    let num = (i64::from(state.0[v]) + i64::from(cur.0[v])) * i64::from(back);
+    let num = (i64::from(state.0[lane(v)]) + i64::from(cur.0[lane(v)])) * i64::from(back);
+    if num == 0 {
+        // At rest along this lane (a player on the ground, along z): ⌊(d / 2) / d⌋ = 0.
+        return b;
+    }
     let n = 2 * num + (rate.d / 2) as i64;
     b.wrapping_add(rate.floor_div(n) as i32)
 }
@@ -314,7 +327,9 @@ impl<'a> Cursor<'a> {
         Ok(u32::from_le_bytes(v))
     }
 
-    /// A varint whose value fits in `bits` (at most 64).
+    /// A varint whose value fits in `bits` (at most 64). Inlined: a call costs more than
+    /// the one or two bytes most varints are.
+    #[inline(always)]
     pub fn varint(&mut self, bits: u32) -> Result<u64, FieldError> {
         let mut v = 0u64;
         let mut shift = 0u32;
@@ -386,8 +401,8 @@ pub(crate) fn decode_fields_into(
                 } else {
                     (0, 0)
                 };
-                cur.0[l] = lane_apply(row.wrap_bits, e0, unzigzag(dx));
-                cur.0[l + 1] = lane_apply(0, e1, unzigzag(dy));
+                cur.0[lane(l)] = lane_apply(row.wrap_bits, e0, unzigzag(dx));
+                cur.0[lane(l + 1)] = lane_apply(0, e1, unzigzag(dy));
             }
             Kind::Scalar => {
                 let d = if changed {
@@ -395,10 +410,10 @@ pub(crate) fn decode_fields_into(
                 } else {
                     0
                 };
-                cur.0[l] = lane_apply(row.wrap_bits, e0, d);
+                cur.0[lane(l)] = lane_apply(row.wrap_bits, e0, d);
             }
             Kind::Byte => {
-                cur.0[l] = if changed { i32::from(r.u8()?) } else { e0 };
+                cur.0[lane(l)] = if changed { i32::from(r.u8()?) } else { e0 };
             }
         }
     }

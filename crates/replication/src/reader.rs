@@ -245,6 +245,18 @@ impl Recent {
     /// oldest when full.
     fn insert(&mut self, link: Link) {
         let len = usize::from(self.len);
+        if len == 0 || link.tick > self.ticks[0] {
+            // The usual case, the entity's newest record: a shift by one of fixed length
+            // (a few vector moves; a shift of `len` calls memmove). What moves past `len`
+            // is never read.
+            let (ticks, index) = (self.ticks, self.index);
+            self.ticks[1..].copy_from_slice(&ticks[..RECENT - 1]);
+            self.index[1..].copy_from_slice(&index[..RECENT - 1]);
+            self.ticks[0] = link.tick;
+            self.index[0] = link.index;
+            self.len = (len + 1).min(RECENT) as u8;
+            return;
+        }
         let at = self.ticks[..len]
             .iter()
             .position(|&t| t < link.tick)

@@ -49,7 +49,7 @@ use tickforge_proto::MatchId;
 use tickforge_replication::{NetId, Schema};
 use tickforge_shooter::{cmd, flags, EntityState, ShooterEvent, NO_SLOT};
 use tickforge_telemetry::report::{
-    BotsReport, Clients, CorrectionM, Hitreg, ResponseTimeMs, ServerDelayMs,
+    BotsReport, Clients, CorrectionM, Hitreg, Memory, ResponseTimeMs, ServerDelayMs,
 };
 use tickforge_telemetry::DurationHistogram;
 
@@ -581,6 +581,10 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         bot.receive(now, real, window_start, window_end, &mut scratch);
     }
     let cpu_end = cpu::process_cpu_time();
+    let memory = cpu::process_memory().map(|m| Memory {
+        resident_bytes: m.resident_bytes,
+        huge_bytes: m.huge_bytes,
+    });
     let window_s = config.duration.as_secs_f64();
     let connected = bots.iter().filter(|b| b.session.is_connected()).count() as u64;
     let mut ended = std::collections::BTreeMap::new();
@@ -670,6 +674,7 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
             correction_m: correction_report(&correction, &predicted),
         },
         cpu_util,
+        memory,
         rt_priority: realtime.map(u32::from),
         saturated,
         max_behind_ms: Some(max_behind.as_secs_f64() * 1e3),

@@ -360,6 +360,7 @@ const HOST_CHECKS: &[&str] = &[
     "irq",
     "clocksource",
     "timer_slack",
+    "huge_pages",
     "rmem_max",
     "wmem_max",
     "rmem_default",

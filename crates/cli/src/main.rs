@@ -7,6 +7,7 @@ mod compare;
 mod doctor;
 mod flood;
 mod games;
+mod huge_pages;
 mod replay_cmd;
 mod report_cmd;
 mod report_html;
@@ -68,6 +69,12 @@ const SERVE_PLATFORM_HELP: &str = if tickforge_io::LINUX_PATH {
 fn main() {
     games::register();
     let cli = Cli::parse();
+    if matches!(
+        cli.command,
+        Command::Serve(_) | Command::Bots(_) | Command::Bench(_) | Command::Capacity(_)
+    ) {
+        huge_pages::restart_with_huge_pages();
+    }
     if matches!(
         cli.command,
         Command::Replay(_) | Command::Doctor(_) | Command::Report(_) | Command::Compare(_)

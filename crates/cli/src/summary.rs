@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use tickforge_telemetry::report::{
-    BotsReport, Clients, Hitreg, ReplaySource, Report, ServerReport,
+    BotsReport, Clients, Hitreg, Memory, ReplaySource, Report, ServerReport,
 };
 pub use tickforge_telemetry::summary::game_label;
 use tickforge_telemetry::summary::{
@@ -128,10 +128,26 @@ pub fn bots(r: &BotsReport) -> String {
             String::new()
         }
     );
+    let _ = writeln!(out, "  memory        {}", memory(r.memory.as_ref()));
     if let Some(p) = r.rt_priority {
         let _ = writeln!(out, "  scheduling    SCHED_FIFO {p}");
     }
     out
+}
+
+/// `1.02 GB resident (99% on huge pages)`, or `n/a` when not read.
+fn memory(m: Option<&Memory>) -> String {
+    let Some(m) = m else {
+        return "n/a".into();
+    };
+    let r = m.resident_bytes as f64;
+    let size = if r >= 1e9 {
+        format!("{:.2} GB", r / 1e9)
+    } else {
+        format!("{:.1} MB", r / 1e6)
+    };
+    let huge = 100.0 * m.huge_bytes as f64 / r.max(1.0);
+    format!("{size} resident ({huge:.0}% on huge pages)")
 }
 
 /// Which side ran real-time: `SCHED_FIFO 10: server 1/1 workers, bots` or `normal`.
@@ -402,6 +418,12 @@ pub fn bench(r: &Report) -> String {
             String::new()
         }
     );
+    let _ = writeln!(
+        out,
+        "  memory        server {}, bots {}",
+        memory(r.server.memory.as_ref()),
+        memory(r.bots.memory.as_ref())
+    );
     let _ = writeln!(out, "  scheduling    {}", scheduling(&r.server, &r.bots));
     out
 }
@@ -418,6 +440,25 @@ pub fn utc(unix_s: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use tickforge_telemetry::report::Memory;
+
+    #[test]
+    fn memory_reads_as_its_size_and_its_share_on_huge_pages() {
+        let m = |resident_bytes, huge_bytes| Memory {
+            resident_bytes,
+            huge_bytes,
+        };
+        assert_eq!(
+            super::memory(Some(&m(1_020_000_000, 1_009_800_000))),
+            "1.02 GB resident (99% on huge pages)"
+        );
+        assert_eq!(
+            super::memory(Some(&m(45_200_000, 0))),
+            "45.2 MB resident (0% on huge pages)"
+        );
+        assert_eq!(super::memory(None), "n/a");
+    }
+
     #[test]
     fn runs_are_dated_in_utc_to_the_second() {
         assert_eq!(super::utc(0), "1970-01-01 00:00:00 UTC");

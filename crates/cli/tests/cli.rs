@@ -125,6 +125,16 @@ fn smoke_bench_accounts_for_every_tick_of_its_window_and_checks_the_report() {
         ("smoke", 128, 1, 10)
     );
     assert_eq!(r.clients.connected, 10);
+    // Both processes say how much memory they held, and how much of it on huge pages.
+    #[cfg(target_os = "linux")]
+    for (side, m) in [("server", r.server.memory), ("bots", r.bots.memory)] {
+        let m = m.unwrap_or_else(|| panic!("{side}: no memory read"));
+        assert!(
+            m.resident_bytes > 1 << 20 && m.huge_bytes <= m.resident_bytes,
+            "{side}: {m:?}"
+        );
+    }
+    assert!(summary.contains("  memory        server "), "{summary}");
     // Every bot got its welcome over the reliable channel, once; no packet was refused.
     assert_eq!(r.clients.reliable_events, 10);
     assert_eq!(r.clients.link_errors, 0);
@@ -300,6 +310,52 @@ fn bench_checks_a_saved_report_and_exits_3_when_a_check_fails() {
         "  3  the run completed and a check failed",
     ] {
         assert!(help.contains(line), "{line}:\n{help}");
+    }
+}
+
+/// `serve` starts itself again with glibc's huge-page tunable in its environment (its
+/// heap then asks for transparent huge pages), once, and not with TICKFORGE_HUGE_PAGES=0.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn serve_asks_glibc_for_huge_pages_unless_told_not_to() {
+    use std::io::BufRead;
+    for (opt_out, asked) in [(None, true), (Some("0"), false)] {
+        let mut cmd = tickforge();
+        cmd.args([
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--quiet",
+            "--matches",
+            "1",
+        ])
+        .env("TICKFORGE_PRIVATE_KEY", "22".repeat(32))
+        .env_remove("GLIBC_TUNABLES")
+        .env_remove("TICKFORGE_HUGE_PAGES")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+        if let Some(v) = opt_out {
+            cmd.env("TICKFORGE_HUGE_PAGES", v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        // Its first line, `listening`, comes after any restart: the same process id, the
+        // environment it restarted with.
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = stdout.next().expect("a first line").unwrap();
+        let environ = std::fs::read(format!("/proc/{}/environ", child.id())).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(first.starts_with("listening"), "{first}");
+        let tunables: Vec<&[u8]> = environ
+            .split(|&b| b == 0)
+            .filter(|v| v.starts_with(b"GLIBC_TUNABLES="))
+            .collect();
+        let want: &[&[u8]] = if asked {
+            &[b"GLIBC_TUNABLES=glibc.malloc.hugetlb=1"]
+        } else {
+            &[]
+        };
+        assert_eq!(tunables, want, "opt-out {opt_out:?}");
     }
 }
 

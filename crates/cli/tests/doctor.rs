@@ -5,7 +5,7 @@ use std::process::Command;
 use serde_json::Value;
 
 /// Every check the doctor runs, in its order; `--quick` keeps the timed ones as skipped.
-const CHECKS: [&str; 23] = [
+const CHECKS: [&str; 24] = [
     "cores",
     "isolated",
     "nohz_full",
@@ -18,6 +18,7 @@ const CHECKS: [&str; 23] = [
     "irq",
     "clocksource",
     "timer_slack",
+    "huge_pages",
     "rmem_max",
     "wmem_max",
     "rmem_default",

@@ -19,7 +19,7 @@ use std::time::Duration;
 use tickforge_io::numa::{self, NumaError, Topology};
 use tickforge_io::{cpu, time};
 use tickforge_proto::MatchId;
-use tickforge_telemetry::report::ServerReport;
+use tickforge_telemetry::report::{Memory, ServerReport};
 
 use crate::admin::{worker_link, AdminConfig, AdminError, AdminServer, MatchCreator, SpecDefaults};
 use crate::agones::{Agones, CallCounts};
@@ -644,7 +644,13 @@ impl Host {
         }
         match (first_error, figures) {
             (Some(e), _) => Err(e),
-            (None, Some(f)) => Ok(f.report()),
+            (None, Some(f)) => Ok(ServerReport {
+                memory: tickforge_io::cpu::process_memory().map(|m| Memory {
+                    resident_bytes: m.resident_bytes,
+                    huge_bytes: m.huge_bytes,
+                }),
+                ..f.report()
+            }),
             // There is always at least one worker.
             (None, None) => Err(HostError::Panicked { worker: 0 }),
         }

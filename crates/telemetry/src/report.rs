@@ -407,6 +407,9 @@ pub struct ServerReport {
     pub replication: Replication,
     /// Share of one core the server process used in the window.
     pub cpu_util: Option<f64>,
+    /// The server process's memory as its run ended; `None` where not read.
+    #[serde(default)]
+    pub memory: Option<Memory>,
     /// Datagram counters over the whole run.
     pub datagrams: Datagrams,
     /// Clients the server disconnected over the whole run, by reason (as /metrics'
@@ -633,6 +636,15 @@ pub struct Replication {
     pub deferred_staleness_ticks: Option<f64>,
 }
 
+/// A process's memory (`/proc/self/smaps_rollup`): how much is resident, and how much of
+/// that is on transparent huge pages, which `serve`, `bots` and `bench` ask glibc's heap
+/// for (a bots process's replicas read across thousands of pages a tick).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Memory {
+    pub resident_bytes: u64,
+    pub huge_bytes: u64,
+}
+
 /// What `tickforge bots --report` writes: the clients' half of a bench report.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BotsReport {
@@ -640,6 +652,10 @@ pub struct BotsReport {
     pub clients: Clients,
     /// Share of one core the bot process used in the window.
     pub cpu_util: Option<f64>,
+    /// The bots process's memory as the window closed (every bot's replica held);
+    /// `None` where not read.
+    #[serde(default)]
+    pub memory: Option<Memory>,
     /// True when the bots could not keep their own tick (so the figures speak of the bots):
     /// over 90% of their core in the window, or more than 1% of their send deadlines over
     /// a tick late, in the window or in the warm-up.

@@ -513,6 +513,7 @@ impl WorkerFigures {
                 .mean_ms()
                 .and_then(|ms| projected_games_per_core(self.tick_hz, ms)),
             cpu_util,
+            memory: None,
             datagrams: Datagrams {
                 received: io.received,
                 sent: io.sent,

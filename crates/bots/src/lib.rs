@@ -632,9 +632,16 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         .map(|b| b.metrics.snapshots as f64 / window_s)
         .collect();
     let cpu_util = cpu_start.map(|a| (cpu_end - a).as_secs_f64() / window_s);
-    let saturated = cpu_util.is_some_and(|u| u > 0.9)
-        || late_ticks * 100 > window_ticks
-        || warm_late_ticks * 100 > warm_ticks;
+    let saturated_by = if cpu_util.is_some_and(|u| u > 0.9) {
+        Some("cpu")
+    } else if late_ticks * 100 > window_ticks {
+        Some("late")
+    } else if warm_late_ticks * 100 > warm_ticks {
+        Some("late_warmup")
+    } else {
+        None
+    };
+    let late_deadline_rate = (window_ticks > 0).then(|| late_ticks as f64 / window_ticks as f64);
     Ok(BotsReport {
         clients: Clients {
             response_rate_hz: Some(rates.iter().sum::<f64>() / n),
@@ -676,7 +683,9 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         cpu_util,
         memory,
         rt_priority: realtime.map(u32::from),
-        saturated,
+        saturated: saturated_by.is_some(),
+        saturated_by: saturated_by.map(str::to_string),
+        late_deadline_rate,
         max_behind_ms: Some(max_behind.as_secs_f64() * 1e3),
         wake_late_ms: wake_late.percentiles(),
         hitreg: Hitreg {

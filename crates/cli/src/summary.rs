@@ -119,20 +119,39 @@ pub fn bots(r: &BotsReport) -> String {
         out,
         "  bots          cpu {}{}",
         pct(r.cpu_util),
-        if r.saturated {
-            format!(
-                ", SATURATED (fell behind up to {}): the figures speak of the bots, not the server",
-                ms(r.max_behind_ms)
-            )
-        } else {
-            String::new()
-        }
+        saturation(r).map_or(String::new(), |why| format!(
+            ", {why}: the figures speak of the bots, not the server"
+        ))
     );
     let _ = writeln!(out, "  memory        {}", memory(r.memory.as_ref()));
     if let Some(p) = r.rt_priority {
         let _ = writeln!(out, "  scheduling    SCHED_FIFO {p}");
     }
     out
+}
+
+/// Why the bots could not keep their tick, when they could not: their core full
+/// (`SATURATED`), or, on less of it, woken late (`LATE`: a busy host, or bursts of their
+/// own), which says as much of the client figures but not that the bots need a core more.
+fn saturation(r: &BotsReport) -> Option<String> {
+    if !r.saturated {
+        return None;
+    }
+    let behind = format!("fell behind up to {}", ms(r.max_behind_ms));
+    Some(match r.saturated_by.as_deref() {
+        Some("late") => format!(
+            "LATE ({} of their send deadlines over a tick late at {} of their core: woken \
+             late, by a busy host or bursts of their own; {behind})",
+            r.late_deadline_rate
+                .map_or("n/a".into(), |v| format!("{:.1}%", v * 100.0)),
+            pct(r.cpu_util)
+        ),
+        Some("late_warmup") => format!(
+            "LATE in the warm-up (over 1% of their send deadlines a tick late there; {behind})"
+        ),
+        // `cpu`, and reports from before the reason was kept.
+        _ => format!("SATURATED ({behind})"),
+    })
 }
 
 /// `1.02 GB resident (99% on huge pages)`, or `n/a` when not read.
@@ -411,8 +430,8 @@ pub fn bench(r: &Report) -> String {
         pct(r.bots_cpu_util),
         if r.bots_saturated == Some(true) {
             format!(
-                " — bots SATURATED (fell behind up to {}): the client figures speak of the bots, not the server",
-                ms(r.bots.max_behind_ms)
+                " — bots {}: the client figures speak of the bots, not the server",
+                saturation(&r.bots).unwrap_or_else(|| "SATURATED".into())
             )
         } else {
             String::new()
@@ -441,6 +460,39 @@ pub fn utc(unix_s: u64) -> String {
 #[cfg(test)]
 mod tests {
     use tickforge_telemetry::report::Memory;
+
+    #[test]
+    fn bots_that_could_not_keep_their_tick_say_whether_their_core_was_full() {
+        use tickforge_telemetry::report::BotsReport;
+        let r = |by: Option<&str>, cpu| BotsReport {
+            saturated: by.is_some(),
+            saturated_by: by.map(str::to_string),
+            cpu_util: Some(cpu),
+            late_deadline_rate: Some(0.021),
+            max_behind_ms: Some(43.8),
+            ..BotsReport::default()
+        };
+        assert_eq!(super::saturation(&r(None, 0.5)), None);
+        let full = super::saturation(&r(Some("cpu"), 0.96)).unwrap();
+        assert!(
+            full.starts_with("SATURATED (fell behind up to 43.8"),
+            "{full}"
+        );
+        let late = super::saturation(&r(Some("late"), 0.59)).unwrap();
+        assert!(
+            late.starts_with("LATE (2.1% of their send deadlines over a tick late at 59%"),
+            "{late}"
+        );
+        let warm = super::saturation(&r(Some("late_warmup"), 0.59)).unwrap();
+        assert!(warm.starts_with("LATE in the warm-up"), "{warm}");
+        // A report from before the reason was kept.
+        let old = BotsReport {
+            saturated_by: None,
+            ..r(Some("cpu"), 0.96)
+        };
+        assert!(super::saturation(&old).unwrap().starts_with("SATURATED"));
+        assert!(super::bots(&r(Some("late"), 0.59)).contains(", LATE (2.1%"));
+    }
 
     #[test]
     fn memory_reads_as_its_size_and_its_share_on_huge_pages() {

@@ -660,6 +660,15 @@ pub struct BotsReport {
     /// over 90% of their core in the window, or more than 1% of their send deadlines over
     /// a tick late, in the window or in the warm-up.
     pub saturated: bool,
+    /// Why `saturated`, when it is: `cpu` (over 90% of their core in the window), `late`
+    /// (more than 1% of their send deadlines in the window over a tick late, on less of
+    /// their core: woken late, by a busy host or a burst of their own) or `late_warmup`
+    /// (the same in the warm-up only).
+    #[serde(default)]
+    pub saturated_by: Option<String>,
+    /// Share of the bots' send deadlines in the window they met over a tick late.
+    #[serde(default)]
+    pub late_deadline_rate: Option<f64>,
     /// The furthest the bots' schedule fell behind, warm-up included: a bot reads its
     /// datagrams that much after they arrived, and past the token's timeout (5 s) its
     /// session ends as if the server had gone silent.

@@ -222,6 +222,34 @@ const PHASE_GROUPS: u64 = 8;
 /// delay or a late wake-up piled up behind it.
 const RECV_BATCH: usize = 8;
 
+/// Why the bots could not keep their tick, if they could not (`BotsReport::saturated_by`):
+/// `cpu` over 90% of their core in the window, `late` more than 1% of the window's send
+/// deadlines met over a tick late, `late_warmup` their schedule over
+/// [`WARMUP_BEHIND_LIMIT`] behind in the warm-up.
+fn saturated_by(
+    cpu_util: Option<f64>,
+    late_ticks: u64,
+    window_ticks: u64,
+    warm_max_behind: Duration,
+) -> Option<&'static str> {
+    if cpu_util.is_some_and(|u| u > 0.9) {
+        Some("cpu")
+    } else if late_ticks * 100 > window_ticks {
+        Some("late")
+    } else if warm_max_behind > WARMUP_BEHIND_LIMIT {
+        Some("late_warmup")
+    } else {
+        None
+    }
+}
+
+/// How far the bots' schedule may fall behind in the warm-up before they count as
+/// saturated there: a fifth of the token's timeout (5 s), past which their reads come so
+/// late that their sessions may end before the window opens. Not a share of late
+/// deadlines, as in the window: the warm-up starts with every bot connecting, a burst tens
+/// of milliseconds long that says nothing of the window.
+const WARMUP_BEHIND_LIMIT: Duration = Duration::from_secs(1);
+
 /// Inputs sent, remembered until a snapshot reflects them: a power of two, enough for
 /// two seconds at 128 Hz.
 const SENT_RING: usize = 256;
@@ -492,9 +520,8 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
     let mut wake_late = DurationHistogram::new();
     let mut late_ticks = 0u64;
     let mut window_ticks = 0u64;
-    // The warm-up's too: bots that fall behind there time out before the window opens.
-    let (mut warm_late_ticks, mut warm_ticks) = (0u64, 0u64);
-    let mut max_behind = Duration::ZERO;
+    // The warm-up's too: bots that fall far behind there time out before the window opens.
+    let (mut max_behind, mut warm_max_behind) = (Duration::ZERO, Duration::ZERO);
     let mut cpu_start = None;
     let mut tick: u64 = 0;
     let mut group: u64 = 0;
@@ -529,8 +556,7 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         let behind = now - deadline;
         max_behind = max_behind.max(behind);
         if !in_window {
-            warm_ticks += 1;
-            warm_late_ticks += u64::from(behind > period);
+            warm_max_behind = warm_max_behind.max(behind);
         }
         if in_window {
             if cpu_start.is_none() {
@@ -632,15 +658,7 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         .map(|b| b.metrics.snapshots as f64 / window_s)
         .collect();
     let cpu_util = cpu_start.map(|a| (cpu_end - a).as_secs_f64() / window_s);
-    let saturated_by = if cpu_util.is_some_and(|u| u > 0.9) {
-        Some("cpu")
-    } else if late_ticks * 100 > window_ticks {
-        Some("late")
-    } else if warm_late_ticks * 100 > warm_ticks {
-        Some("late_warmup")
-    } else {
-        None
-    };
+    let saturated_by = saturated_by(cpu_util, late_ticks, window_ticks, warm_max_behind);
     let late_deadline_rate = (window_ticks > 0).then(|| late_ticks as f64 / window_ticks as f64);
     Ok(BotsReport {
         clients: Clients {
@@ -1252,6 +1270,21 @@ mod test_host;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bots_are_saturated_by_a_full_core_late_deadlines_or_a_warm_up_far_behind() {
+        let ms = Duration::from_millis;
+        assert_eq!(saturated_by(Some(0.95), 0, 1000, ms(0)), Some("cpu"));
+        assert_eq!(saturated_by(Some(0.55), 11, 1000, ms(0)), Some("late"));
+        assert_eq!(saturated_by(Some(0.55), 10, 1000, ms(0)), None);
+        // Connecting every bot at once: tens of milliseconds behind, not saturated.
+        assert_eq!(saturated_by(Some(0.55), 0, 1000, ms(44)), None);
+        assert_eq!(
+            saturated_by(Some(0.55), 0, 1000, ms(1001)),
+            Some("late_warmup")
+        );
+        assert_eq!(saturated_by(None, 0, 0, ms(0)), None);
+    }
 
     #[test]
     fn a_crowd_s_bots_judge_a_sample_of_their_shots_and_a_match_s_every_one() {

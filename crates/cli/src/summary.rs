@@ -146,9 +146,7 @@ fn saturation(r: &BotsReport) -> Option<String> {
                 .map_or("n/a".into(), |v| format!("{:.1}%", v * 100.0)),
             pct(r.cpu_util)
         ),
-        Some("late_warmup") => format!(
-            "LATE in the warm-up (over 1% of their send deadlines a tick late there; {behind})"
-        ),
+        Some("late_warmup") => format!("LATE in the warm-up (over 1 s behind there; {behind})"),
         // `cpu`, and reports from before the reason was kept.
         _ => format!("SATURATED ({behind})"),
     })

@@ -657,13 +657,14 @@ pub struct BotsReport {
     #[serde(default)]
     pub memory: Option<Memory>,
     /// True when the bots could not keep their own tick (so the figures speak of the bots):
-    /// over 90% of their core in the window, or more than 1% of their send deadlines over
-    /// a tick late, in the window or in the warm-up.
+    /// over 90% of their core in the window, more than 1% of their send deadlines in it
+    /// over a tick late, or their schedule over 1 s behind in the warm-up.
     pub saturated: bool,
     /// Why `saturated`, when it is: `cpu` (over 90% of their core in the window), `late`
     /// (more than 1% of their send deadlines in the window over a tick late, on less of
     /// their core: woken late, by a busy host or a burst of their own) or `late_warmup`
-    /// (the same in the warm-up only).
+    /// (their schedule over 1 s behind in the warm-up, where their sessions near the
+    /// token's timeout).
     #[serde(default)]
     pub saturated_by: Option<String>,
     /// Share of the bots' send deadlines in the window they met over a tick late.

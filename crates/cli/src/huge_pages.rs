@@ -1,8 +1,9 @@
-//! Transparent huge pages for the heap of `serve`, `bots`, `bench` and `capacity`.
+//! Transparent huge pages for the heap of `serve`, `bots`, `bench` and `capacity`, on
+//! Linux with glibc (the only build this module is part of).
 //!
-//! A bots process keeps a replica per bot: about 1 GB for the thousand of the crowd's
-//! fight, where each snapshot read touches a few lines in each of dozens of 4 KiB pages,
-//! so that most reads miss the TLB as well as the cache. On 2 MiB pages the same read
+//! A bots process keeps a session and a replica per bot: 1.7 GB for the thousand of the
+//! crowd's fight, where each snapshot read touches a few lines in each of dozens of 4 KiB
+//! pages, so that most reads miss the TLB as well as the cache. On 2 MiB pages the same read
 //! takes about three quarters of the time (the replicate bench's fight read by 1,000
 //! replicas, 5 alternated runs: median 21.6 → 15.9 ms a tick); the server's replication
 //! of that fight gains less (15.7 → 14.9 ms), its tables being dense.
@@ -39,29 +40,26 @@ pub fn tunables(current: Option<&str>, opt_out: Option<&str>) -> Option<String> 
 /// (see the module's doc). Returns only when there was nothing to do, or the `exec`
 /// failed, and then the command runs as it is, on 4 KiB pages.
 pub fn restart_with_huge_pages() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        use std::os::unix::process::CommandExt;
-        let current = match std::env::var("GLIBC_TUNABLES") {
-            Ok(v) => Some(v),
-            Err(std::env::VarError::NotPresent) => None,
-            // Not text: not ours to edit.
-            Err(std::env::VarError::NotUnicode(_)) => return,
-        };
-        let opt_out = std::env::var(OPT_OUT).ok();
-        let Some(value) = tunables(current.as_deref(), opt_out.as_deref()) else {
-            return;
-        };
-        let Ok(exe) = std::env::current_exe() else {
-            return;
-        };
-        let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-        // Only returns on failure.
-        let _ = std::process::Command::new(exe)
-            .args(args)
-            .env("GLIBC_TUNABLES", value)
-            .exec();
-    }
+    use std::os::unix::process::CommandExt;
+    let current = match std::env::var("GLIBC_TUNABLES") {
+        Ok(v) => Some(v),
+        Err(std::env::VarError::NotPresent) => None,
+        // Not text: not ours to edit.
+        Err(std::env::VarError::NotUnicode(_)) => return,
+    };
+    let opt_out = std::env::var(OPT_OUT).ok();
+    let Some(value) = tunables(current.as_deref(), opt_out.as_deref()) else {
+        return;
+    };
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    // Only returns on failure.
+    let _ = std::process::Command::new(exe)
+        .args(args)
+        .env("GLIBC_TUNABLES", value)
+        .exec();
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ mod compare;
 mod doctor;
 mod flood;
 mod games;
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 mod huge_pages;
 mod replay_cmd;
 mod report_cmd;
@@ -69,6 +70,9 @@ const SERVE_PLATFORM_HELP: &str = if tickforge_io::LINUX_PATH {
 fn main() {
     games::register();
     let cli = Cli::parse();
+    // glibc's heap on transparent huge pages (`huge_pages`); other C libraries have no
+    // such tunable.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if matches!(
         cli.command,
         Command::Serve(_) | Command::Bots(_) | Command::Bench(_) | Command::Capacity(_)

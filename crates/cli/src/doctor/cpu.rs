@@ -575,8 +575,8 @@ pub fn clocksource(current: &Read, available: &Read) -> Check {
 
 /// Transparent huge pages, which `serve`, `bots` and `bench` ask glibc's heap for (with
 /// `GLIBC_TUNABLES=glibc.malloc.hugetlb=1`): `always` and `madvise` give them, `never`
-/// does not. A bots process's replicas, a gigabyte for a thousand bots, are read a few
-/// lines a page across thousands of pages a tick.
+/// does not. A bots process's replicas, most of its 1.7 GB for a thousand bots, are read
+/// a few lines a page across thousands of pages a tick.
 pub fn huge_pages(enabled: &Read) -> Check {
     const NAME: &str = "huge_pages";
     const WHAT: &str = "transparent_hugepage/enabled";

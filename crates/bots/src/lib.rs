@@ -49,7 +49,7 @@ use tickforge_proto::MatchId;
 use tickforge_replication::{NetId, Schema};
 use tickforge_shooter::{cmd, flags, EntityState, ShooterEvent, NO_SLOT};
 use tickforge_telemetry::report::{
-    BotsReport, Clients, CorrectionM, Hitreg, Memory, ResponseTimeMs, ServerDelayMs,
+    BotsReport, Clients, CorrectionM, Hitreg, Memory, ResponseTimeMs, SaturatedBy, ServerDelayMs,
 };
 use tickforge_telemetry::DurationHistogram;
 
@@ -222,22 +222,21 @@ const PHASE_GROUPS: u64 = 8;
 /// delay or a late wake-up piled up behind it.
 const RECV_BATCH: usize = 8;
 
-/// Why the bots could not keep their tick, if they could not (`BotsReport::saturated_by`):
-/// `cpu` over 90% of their core in the window, `late` more than 1% of the window's send
-/// deadlines met over a tick late, `late_warmup` their schedule over
-/// [`WARMUP_BEHIND_LIMIT`] behind in the warm-up.
+/// Why the bots could not keep their tick, if they could not: over 90% of their core in
+/// the window, more than 1% of the window's send deadlines met over a tick late, or their
+/// schedule over [`WARMUP_BEHIND_LIMIT`] behind in the warm-up.
 fn saturated_by(
     cpu_util: Option<f64>,
     late_ticks: u64,
     window_ticks: u64,
     warm_max_behind: Duration,
-) -> Option<&'static str> {
+) -> Option<SaturatedBy> {
     if cpu_util.is_some_and(|u| u > 0.9) {
-        Some("cpu")
+        Some(SaturatedBy::Cpu)
     } else if late_ticks * 100 > window_ticks {
-        Some("late")
+        Some(SaturatedBy::Late)
     } else if warm_max_behind > WARMUP_BEHIND_LIMIT {
-        Some("late_warmup")
+        Some(SaturatedBy::LateWarmup)
     } else {
         None
     }
@@ -607,10 +606,7 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         bot.receive(now, real, window_start, window_end, &mut scratch);
     }
     let cpu_end = cpu::process_cpu_time();
-    let memory = cpu::process_memory().map(|m| Memory {
-        resident_bytes: m.resident_bytes,
-        huge_bytes: m.huge_bytes,
-    });
+    let memory = Memory::of_this_process();
     let window_s = config.duration.as_secs_f64();
     let connected = bots.iter().filter(|b| b.session.is_connected()).count() as u64;
     let mut ended = std::collections::BTreeMap::new();
@@ -702,7 +698,7 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         memory,
         rt_priority: realtime.map(u32::from),
         saturated: saturated_by.is_some(),
-        saturated_by: saturated_by.map(str::to_string),
+        saturated_by,
         late_deadline_rate,
         max_behind_ms: Some(max_behind.as_secs_f64() * 1e3),
         wake_late_ms: wake_late.percentiles(),
@@ -1274,14 +1270,20 @@ mod tests {
     #[test]
     fn bots_are_saturated_by_a_full_core_late_deadlines_or_a_warm_up_far_behind() {
         let ms = Duration::from_millis;
-        assert_eq!(saturated_by(Some(0.95), 0, 1000, ms(0)), Some("cpu"));
-        assert_eq!(saturated_by(Some(0.55), 11, 1000, ms(0)), Some("late"));
+        assert_eq!(
+            saturated_by(Some(0.95), 0, 1000, ms(0)),
+            Some(SaturatedBy::Cpu)
+        );
+        assert_eq!(
+            saturated_by(Some(0.55), 11, 1000, ms(0)),
+            Some(SaturatedBy::Late)
+        );
         assert_eq!(saturated_by(Some(0.55), 10, 1000, ms(0)), None);
         // Connecting every bot at once: tens of milliseconds behind, not saturated.
         assert_eq!(saturated_by(Some(0.55), 0, 1000, ms(44)), None);
         assert_eq!(
             saturated_by(Some(0.55), 0, 1000, ms(1001)),
-            Some("late_warmup")
+            Some(SaturatedBy::LateWarmup)
         );
         assert_eq!(saturated_by(None, 0, 0, ms(0)), None);
     }

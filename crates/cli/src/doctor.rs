@@ -187,7 +187,7 @@ fn format_cpulist(cpus: &[usize]) -> String {
 }
 
 /// Bytes for a person: `4.4 GiB`, `4.0 MiB`, `208 KiB`, `512 B`.
-fn bytes(n: u64) -> String {
+pub(crate) fn bytes(n: u64) -> String {
     if n >= 1 << 30 {
         format!("{:.1} GiB", n as f64 / f64::from(1u32 << 30))
     } else if n >= 1 << 20 {

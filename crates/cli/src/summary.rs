@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use tickforge_telemetry::report::{
-    BotsReport, Clients, Hitreg, Memory, ReplaySource, Report, ServerReport,
+    BotsReport, Clients, Hitreg, Memory, ReplaySource, Report, SaturatedBy, ServerReport,
 };
 pub use tickforge_telemetry::summary::game_label;
 use tickforge_telemetry::summary::{
@@ -138,33 +138,32 @@ fn saturation(r: &BotsReport) -> Option<String> {
         return None;
     }
     let behind = format!("fell behind up to {}", ms(r.max_behind_ms));
-    Some(match r.saturated_by.as_deref() {
-        Some("late") => format!(
+    Some(match r.saturated_by {
+        Some(SaturatedBy::Late) => format!(
             "LATE ({} of their send deadlines over a tick late at {} of their core: woken \
              late, by a busy host or bursts of their own; {behind})",
             r.late_deadline_rate
                 .map_or("n/a".into(), |v| format!("{:.1}%", v * 100.0)),
             pct(r.cpu_util)
         ),
-        Some("late_warmup") => format!("LATE in the warm-up (over 1 s behind there; {behind})"),
-        // `cpu`, and reports from before the reason was kept.
-        _ => format!("SATURATED ({behind})"),
+        Some(SaturatedBy::LateWarmup) => {
+            format!("LATE in the warm-up (over 1 s behind there; {behind})")
+        }
+        // Reports from before the reason was kept say only that.
+        Some(SaturatedBy::Cpu) | None => format!("SATURATED ({behind})"),
     })
 }
 
-/// `1.02 GB resident (99% on huge pages)`, or `n/a` when not read.
+/// `1.6 GiB resident (99% on huge pages)`, or `n/a` when not read.
 fn memory(m: Option<&Memory>) -> String {
     let Some(m) = m else {
         return "n/a".into();
     };
-    let r = m.resident_bytes as f64;
-    let size = if r >= 1e9 {
-        format!("{:.2} GB", r / 1e9)
-    } else {
-        format!("{:.1} MB", r / 1e6)
-    };
-    let huge = 100.0 * m.huge_bytes as f64 / r.max(1.0);
-    format!("{size} resident ({huge:.0}% on huge pages)")
+    let huge = 100.0 * m.huge_bytes as f64 / (m.resident_bytes as f64).max(1.0);
+    format!(
+        "{} resident ({huge:.0}% on huge pages)",
+        crate::doctor::bytes(m.resident_bytes)
+    )
 }
 
 /// Which side ran real-time: `SCHED_FIFO 10: server 1/1 workers, bots` or `normal`.
@@ -461,35 +460,35 @@ mod tests {
 
     #[test]
     fn bots_that_could_not_keep_their_tick_say_whether_their_core_was_full() {
-        use tickforge_telemetry::report::BotsReport;
-        let r = |by: Option<&str>, cpu| BotsReport {
+        use tickforge_telemetry::report::{BotsReport, SaturatedBy};
+        let r = |by: Option<SaturatedBy>, cpu| BotsReport {
             saturated: by.is_some(),
-            saturated_by: by.map(str::to_string),
+            saturated_by: by,
             cpu_util: Some(cpu),
             late_deadline_rate: Some(0.021),
             max_behind_ms: Some(43.8),
             ..BotsReport::default()
         };
         assert_eq!(super::saturation(&r(None, 0.5)), None);
-        let full = super::saturation(&r(Some("cpu"), 0.96)).unwrap();
+        let full = super::saturation(&r(Some(SaturatedBy::Cpu), 0.96)).unwrap();
         assert!(
             full.starts_with("SATURATED (fell behind up to 43.8"),
             "{full}"
         );
-        let late = super::saturation(&r(Some("late"), 0.59)).unwrap();
+        let late = super::saturation(&r(Some(SaturatedBy::Late), 0.59)).unwrap();
         assert!(
             late.starts_with("LATE (2.1% of their send deadlines over a tick late at 59%"),
             "{late}"
         );
-        let warm = super::saturation(&r(Some("late_warmup"), 0.59)).unwrap();
+        let warm = super::saturation(&r(Some(SaturatedBy::LateWarmup), 0.59)).unwrap();
         assert!(warm.starts_with("LATE in the warm-up"), "{warm}");
         // A report from before the reason was kept.
         let old = BotsReport {
             saturated_by: None,
-            ..r(Some("cpu"), 0.96)
+            ..r(Some(SaturatedBy::Cpu), 0.96)
         };
         assert!(super::saturation(&old).unwrap().starts_with("SATURATED"));
-        assert!(super::bots(&r(Some("late"), 0.59)).contains(", LATE (2.1%"));
+        assert!(super::bots(&r(Some(SaturatedBy::Late), 0.59)).contains(", LATE (2.1%"));
     }
 
     #[test]
@@ -499,12 +498,12 @@ mod tests {
             huge_bytes,
         };
         assert_eq!(
-            super::memory(Some(&m(1_020_000_000, 1_009_800_000))),
-            "1.02 GB resident (99% on huge pages)"
+            super::memory(Some(&m(1_770_000_000, 1_752_300_000))),
+            "1.6 GiB resident (99% on huge pages)"
         );
         assert_eq!(
-            super::memory(Some(&m(45_200_000, 0))),
-            "45.2 MB resident (0% on huge pages)"
+            super::memory(Some(&m(123_200_000, 0))),
+            "117.5 MiB resident (0% on huge pages)"
         );
         assert_eq!(super::memory(None), "n/a");
     }

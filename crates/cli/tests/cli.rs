@@ -328,6 +328,8 @@ fn serve_asks_glibc_for_huge_pages_unless_told_not_to() {
             "--quiet",
             "--matches",
             "1",
+            "--results-file",
+            "none",
         ])
         .env("TICKFORGE_PRIVATE_KEY", "22".repeat(32))
         .env_remove("GLIBC_TUNABLES")

@@ -145,36 +145,6 @@ pub fn realtime_priority() -> Option<u8> {
     }
 }
 
-/// This process's memory: resident bytes, and how many of them are anonymous memory on
-/// transparent huge pages (what [`process_memory`] reads).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ProcessMemory {
-    pub resident_bytes: u64,
-    pub huge_bytes: u64,
-}
-
-/// This process's memory now, from `/proc/self/smaps_rollup`; `None` where there is none
-/// (not Linux, or a kernel without it).
-pub fn process_memory() -> Option<ProcessMemory> {
-    parse_smaps_rollup(&std::fs::read_to_string("/proc/self/smaps_rollup").ok()?)
-}
-
-/// `Rss:` and `AnonHugePages:` of an `smaps_rollup`, in bytes (the file says kB); `None`
-/// without an `Rss:` line.
-pub fn parse_smaps_rollup(text: &str) -> Option<ProcessMemory> {
-    let kb = |key: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.trim().strip_suffix("kB"))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(|k| k * 1024)
-    };
-    Some(ProcessMemory {
-        resident_bytes: kb("Rss:")?,
-        huge_bytes: kb("AnonHugePages:").unwrap_or(0),
-    })
-}
-
 /// CPU time (user + system) this process has used since it started; zero on Windows,
 /// where reading it would take a platform crate for a development build's report.
 #[cfg(unix)]
@@ -216,38 +186,6 @@ fn clock(id: libc::clockid_t) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn smaps_rollup_gives_resident_and_huge_bytes() {
-        let text = "55a4c0de0000-7ffd1e5f7000 ---p 00000000 00:00 0 [rollup]\n\
-                    Rss:              946040 kB\n\
-                    Pss:              945000 kB\n\
-                    AnonHugePages:    935936 kB\n";
-        assert_eq!(
-            parse_smaps_rollup(text),
-            Some(ProcessMemory {
-                resident_bytes: 946_040 * 1024,
-                huge_bytes: 935_936 * 1024,
-            })
-        );
-        // A kernel without the huge line: none on them.
-        assert_eq!(
-            parse_smaps_rollup("Rss: 12 kB\n").map(|m| m.huge_bytes),
-            Some(0)
-        );
-        assert_eq!(parse_smaps_rollup("Pss: 12 kB\n"), None);
-        assert_eq!(parse_smaps_rollup("Rss: many kB\n"), None);
-    }
-
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn this_process_has_resident_memory() {
-        let m = process_memory().expect("smaps_rollup on Linux");
-        assert!(
-            m.resident_bytes > 0 && m.huge_bytes <= m.resident_bytes,
-            "{m:?}"
-        );
-    }
 
     #[cfg(linux_io)]
     #[test]

@@ -219,7 +219,8 @@ fn expected(base: Base<'_>, row: &Row, l: usize, cur: &Lanes) -> i32 {
     // in i64: |n| < 2⁴⁵, so nothing overflows.
     let num = (i64::from(state.0[lane(v)]) + i64::from(cur.0[lane(v)])) * i64::from(back);
     if num == 0 {
-        // At rest along this lane (a player on the ground, along z): ⌊(d / 2) / d⌋ = 0.
+        // No rate along this lane, before or now (often so: a body at rest on one axis):
+        // ⌊(d / 2) / d⌋ = 0.
         return b;
     }
     let n = 2 * num + (rate.d / 2) as i64;

@@ -645,10 +645,7 @@ impl Host {
         match (first_error, figures) {
             (Some(e), _) => Err(e),
             (None, Some(f)) => Ok(ServerReport {
-                memory: tickforge_io::cpu::process_memory().map(|m| Memory {
-                    resident_bytes: m.resident_bytes,
-                    huge_bytes: m.huge_bytes,
-                }),
+                memory: Memory::of_this_process(),
                 ..f.report()
             }),
             // There is always at least one worker.

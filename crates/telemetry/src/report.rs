@@ -645,6 +645,44 @@ pub struct Memory {
     pub huge_bytes: u64,
 }
 
+impl Memory {
+    /// This process's memory now; `None` where there is no `/proc/self/smaps_rollup`
+    /// (not Linux, or a kernel without it).
+    pub fn of_this_process() -> Option<Memory> {
+        Memory::from_smaps_rollup(&std::fs::read_to_string("/proc/self/smaps_rollup").ok()?)
+    }
+
+    /// `Rss:` and `AnonHugePages:` of an `smaps_rollup`, in bytes (the file says kB);
+    /// `None` without an `Rss:` line.
+    pub fn from_smaps_rollup(text: &str) -> Option<Memory> {
+        let kb = |key: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.trim().strip_suffix("kB"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(|k| k * 1024)
+        };
+        Some(Memory {
+            resident_bytes: kb("Rss:")?,
+            huge_bytes: kb("AnonHugePages:").unwrap_or(0),
+        })
+    }
+}
+
+/// Why bots could not keep their tick ([`BotsReport::saturated_by`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SaturatedBy {
+    /// Over 90% of their core in the window: they need a core more.
+    Cpu,
+    /// More than 1% of their send deadlines in the window met over a tick late, on less of
+    /// their core: woken late, by a busy host or a burst of their own.
+    Late,
+    /// Their schedule over 1 s behind in the warm-up, where sessions near the token's
+    /// timeout.
+    LateWarmup,
+}
+
 /// What `tickforge bots --report` writes: the clients' half of a bench report.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BotsReport {
@@ -660,13 +698,9 @@ pub struct BotsReport {
     /// over 90% of their core in the window, more than 1% of their send deadlines in it
     /// over a tick late, or their schedule over 1 s behind in the warm-up.
     pub saturated: bool,
-    /// Why `saturated`, when it is: `cpu` (over 90% of their core in the window), `late`
-    /// (more than 1% of their send deadlines in the window over a tick late, on less of
-    /// their core: woken late, by a busy host or a burst of their own) or `late_warmup`
-    /// (their schedule over 1 s behind in the warm-up, where their sessions near the
-    /// token's timeout).
+    /// Why `saturated`, when it is: `cpu`, `late` or `late_warmup` ([`SaturatedBy`]).
     #[serde(default)]
-    pub saturated_by: Option<String>,
+    pub saturated_by: Option<SaturatedBy>,
     /// Share of the bots' send deadlines in the window they met over a tick late.
     #[serde(default)]
     pub late_deadline_rate: Option<f64>,
@@ -1043,6 +1077,50 @@ pub struct Host {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn smaps_rollup_gives_resident_and_huge_bytes() {
+        use super::Memory;
+        let text = "55a4c0de0000-7ffd1e5f7000 ---p 00000000 00:00 0 [rollup]\n\
+                    Rss:              946040 kB\n\
+                    Pss:              945000 kB\n\
+                    AnonHugePages:    935936 kB\n";
+        assert_eq!(
+            Memory::from_smaps_rollup(text),
+            Some(Memory {
+                resident_bytes: 946_040 * 1024,
+                huge_bytes: 935_936 * 1024,
+            })
+        );
+        // A kernel without the huge line: none on them.
+        assert_eq!(
+            Memory::from_smaps_rollup("Rss: 12 kB\n").map(|m| m.huge_bytes),
+            Some(0)
+        );
+        assert_eq!(Memory::from_smaps_rollup("Pss: 12 kB\n"), None);
+        assert_eq!(Memory::from_smaps_rollup("Rss: many kB\n"), None);
+        #[cfg(target_os = "linux")]
+        {
+            let m = Memory::of_this_process().expect("smaps_rollup on Linux");
+            assert!(
+                m.resident_bytes > 0 && m.huge_bytes <= m.resident_bytes,
+                "{m:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_saturation_reason_is_written_in_snake_case() {
+        use super::SaturatedBy;
+        assert_eq!(
+            serde_json::to_string(&SaturatedBy::LateWarmup).unwrap(),
+            "\"late_warmup\""
+        );
+        assert_eq!(
+            serde_json::from_str::<SaturatedBy>("\"cpu\"").unwrap(),
+            SaturatedBy::Cpu
+        );
+    }
+
     use super::*;
 
     #[test]

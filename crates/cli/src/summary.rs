@@ -202,7 +202,12 @@ pub fn sweep_step(s: &tickforge_telemetry::report::SweepStep) -> String {
         ms(s.response_time_ms.p50),
         s.bots_cpu_util
             .map_or("n/a".into(), |u| format!("{:.0}%", u * 100.0)),
-        if s.bots_saturated { " SATURATED" } else { "" },
+        match (s.bots_saturated, s.bots_saturated_by) {
+            (false, _) => "",
+            (true, Some(SaturatedBy::Late)) => " LATE",
+            (true, Some(SaturatedBy::LateWarmup)) => " LATE in the warm-up",
+            (true, Some(SaturatedBy::Cpu) | None) => " SATURATED",
+        },
     ) + &step_behind(s)
         + &step_verdict(s)
 }
@@ -571,6 +576,28 @@ mod tests {
         );
         let step = tickforge_telemetry::report::SweepStep::default();
         assert!(!sweep_step(&step).contains("BEHIND"));
+    }
+
+    #[test]
+    fn a_sweep_step_says_whether_its_bots_were_saturated_or_woken_late() {
+        let line = |saturated, by| {
+            sweep_step(&tickforge_telemetry::report::SweepStep {
+                matches: 50,
+                bots_saturated: saturated,
+                bots_saturated_by: by,
+                ..Default::default()
+            })
+        };
+        assert!(!line(false, None).contains("SATURATED") && !line(false, None).contains("LATE"));
+        assert!(line(true, Some(SaturatedBy::Cpu)).ends_with(" SATURATED"));
+        // A report from before the reason was kept.
+        assert!(line(true, None).ends_with(" SATURATED"));
+        let late = line(true, Some(SaturatedBy::Late));
+        assert!(
+            late.ends_with(" LATE") && !late.contains("SATURATED"),
+            "{late}"
+        );
+        assert!(line(true, Some(SaturatedBy::LateWarmup)).ends_with(" LATE in the warm-up"));
     }
 
     #[test]

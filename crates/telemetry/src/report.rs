@@ -1011,6 +1011,10 @@ pub struct SweepStep {
     pub bots_cpu_util: Option<f64>,
     /// The bots' core was the bottleneck in this step.
     pub bots_saturated: bool,
+    /// Why, when they were ([`BotsReport::saturated_by`]); `None` in reports written
+    /// before the step kept it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bots_saturated_by: Option<SaturatedBy>,
     /// 0.9 × tick ÷ mean match frame at this step.
     pub projected_games_per_core: Option<f64>,
     /// Mean match frame ÷ the I/O floor.

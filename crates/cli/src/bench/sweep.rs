@@ -202,6 +202,7 @@ fn step_of(r: &Report, runs: u32) -> SweepStep {
         response_time_ms: r.clients.response_time_ms,
         bots_cpu_util: r.bots_cpu_util,
         bots_saturated: r.bots_saturated == Some(true),
+        bots_saturated_by: r.bots.saturated_by,
         projected_games_per_core: r.games_per_core.projected,
         frame_to_io_floor: r.frame_to_io_floor,
         late_causes: r.server.late_causes,

@@ -49,7 +49,8 @@ use tickforge_proto::MatchId;
 use tickforge_replication::{NetId, Schema};
 use tickforge_shooter::{cmd, flags, EntityState, ShooterEvent, NO_SLOT};
 use tickforge_telemetry::report::{
-    BotsReport, Clients, CorrectionM, Hitreg, Memory, ResponseTimeMs, SaturatedBy, ServerDelayMs,
+    BotsCost, BotsReport, Clients, CorrectionM, Hitreg, Memory, ResponseTimeMs, SaturatedBy,
+    ServerDelayMs,
 };
 use tickforge_telemetry::DurationHistogram;
 
@@ -519,6 +520,8 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
     let mut wake_late = DurationHistogram::new();
     let mut late_ticks = 0u64;
     let mut window_ticks = 0u64;
+    // Time in the window spent in the bots' receives and in their ticks, and ticks run.
+    let (mut receive_time, mut tick_time, mut bot_ticks) = (Duration::ZERO, Duration::ZERO, 0u64);
     // The warm-up's too: bots that fall far behind there time out before the window opens.
     let (mut max_behind, mut warm_max_behind) = (Duration::ZERO, Duration::ZERO);
     let mut cpu_start = None;
@@ -573,6 +576,7 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
             .skip(group as usize)
             .step_by(PHASE_GROUPS as usize)
         {
+            let t0 = in_window.then(time::now);
             bot.receive(
                 now,
                 stamped::realtime_now(),
@@ -580,7 +584,14 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
                 window_end,
                 &mut scratch,
             );
+            let t1 = in_window.then(time::now);
             bot.tick(now, config, in_window, &mut scratch);
+            if let (Some(t0), Some(t1)) = (t0, t1) {
+                let t2 = time::now();
+                receive_time += t1 - t0;
+                tick_time += t2 - t1;
+                bot_ticks += 1;
+            }
         }
         group += 1;
         if group == PHASE_GROUPS {
@@ -654,6 +665,14 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         .map(|b| b.metrics.snapshots as f64 / window_s)
         .collect();
     let cpu_util = cpu_start.map(|a| (cpu_end - a).as_secs_f64() / window_s);
+    let packets_down: u64 = bots.iter().map(|b| b.metrics.packets_down).sum();
+    let cost = BotsCost::from_timings(
+        bots.len() as u64,
+        config.tick_hz,
+        packets_down as f64 / n / window_s,
+        (receive_time.as_secs_f64(), packets_down),
+        (tick_time.as_secs_f64(), bot_ticks),
+    );
     let saturated_by = saturated_by(cpu_util, late_ticks, window_ticks, warm_max_behind);
     let late_deadline_rate = (window_ticks > 0).then(|| late_ticks as f64 / window_ticks as f64);
     Ok(BotsReport {
@@ -701,6 +720,7 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         saturated_by,
         late_deadline_rate,
         max_behind_ms: Some(max_behind.as_secs_f64() * 1e3),
+        cost,
         wake_late_ms: wake_late.percentiles(),
         hitreg: Hitreg {
             shots: hitreg.shots,

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use tickforge_telemetry::report::{
-    BotsReport, Clients, Hitreg, Memory, ReplaySource, Report, SaturatedBy, ServerReport,
+    BotsCost, BotsReport, Clients, Hitreg, Memory, ReplaySource, Report, SaturatedBy, ServerReport,
 };
 pub use tickforge_telemetry::summary::game_label;
 use tickforge_telemetry::summary::{
@@ -123,6 +123,9 @@ pub fn bots(r: &BotsReport) -> String {
             ", {why}: the figures speak of the bots, not the server"
         ))
     );
+    if let Some(c) = &r.cost {
+        let _ = writeln!(out, "  bots cost     {}", cost(c, r.clients.bots));
+    }
     let _ = writeln!(out, "  memory        {}", memory(r.memory.as_ref()));
     if let Some(p) = r.rt_priority {
         let _ = writeln!(out, "  scheduling    SCHED_FIFO {p}");
@@ -137,7 +140,11 @@ fn saturation(r: &BotsReport) -> Option<String> {
     if !r.saturated {
         return None;
     }
-    let behind = format!("fell behind up to {}", ms(r.max_behind_ms));
+    // Seconds behind read better as seconds.
+    let behind = match r.max_behind_ms {
+        Some(v) if v >= 10_000.0 => format!("fell behind up to {:.1} s", v / 1e3),
+        v => format!("fell behind up to {}", ms(v)),
+    };
     Some(match r.saturated_by {
         Some(SaturatedBy::Late) => format!(
             "LATE ({} of their send deadlines over a tick late at {} of their core: woken \
@@ -152,6 +159,15 @@ fn saturation(r: &BotsReport) -> Option<String> {
         // Reports from before the reason was kept say only that.
         Some(SaturatedBy::Cpu) | None => format!("SATURATED ({behind})"),
     })
+}
+
+/// `9.1 µs a datagram read, 12.0 µs a tick: 1.82 cores would keep the 1000 bots on
+/// schedule`.
+fn cost(c: &BotsCost, bots: u64) -> String {
+    format!(
+        "{:.1} µs a datagram read, {:.1} µs a tick: {:.2} cores would keep the {bots} bots on schedule",
+        c.receive_us_per_datagram, c.tick_us, c.cores_to_keep_up
+    )
 }
 
 /// `1.6 GiB resident (99% on huge pages)`, or `n/a` when not read.
@@ -439,6 +455,9 @@ pub fn bench(r: &Report) -> String {
             String::new()
         }
     );
+    if let Some(c) = &r.bots.cost {
+        let _ = writeln!(out, "  bots cost     {}", cost(c, r.bots.clients.bots));
+    }
     let _ = writeln!(
         out,
         "  memory        server {}, bots {}",
@@ -475,6 +494,14 @@ mod tests {
             ..BotsReport::default()
         };
         assert_eq!(super::saturation(&r(None, 0.5)), None);
+        let far = BotsReport {
+            max_behind_ms: Some(89_191.057),
+            ..r(Some(SaturatedBy::Cpu), 0.96)
+        };
+        assert_eq!(
+            super::saturation(&far).unwrap(),
+            "SATURATED (fell behind up to 89.2 s)"
+        );
         let full = super::saturation(&r(Some(SaturatedBy::Cpu), 0.96)).unwrap();
         assert!(
             full.starts_with("SATURATED (fell behind up to 43.8"),
@@ -576,6 +603,21 @@ mod tests {
         );
         let step = tickforge_telemetry::report::SweepStep::default();
         assert!(!sweep_step(&step).contains("BEHIND"));
+    }
+
+    #[test]
+    fn the_bots_cost_says_what_would_keep_them_on_schedule() {
+        let mut r = report("shooter", "flat2km");
+        assert!(!bench(&r).contains("bots cost"), "none measured");
+        r.bots.clients.bots = 1000;
+        r.bots.cost = Some(BotsCost {
+            receive_us_per_datagram: 9.14,
+            tick_us: 12.0,
+            cores_to_keep_up: 1.824,
+        });
+        let want = "  bots cost     9.1 µs a datagram read, 12.0 µs a tick: 1.82 cores would keep the 1000 bots on schedule\n";
+        assert!(bench(&r).contains(want), "{}", bench(&r));
+        assert!(bots(&r.bots).contains(want), "{}", bots(&r.bots));
     }
 
     #[test]

@@ -135,6 +135,17 @@ fn smoke_bench_accounts_for_every_tick_of_its_window_and_checks_the_report() {
         );
     }
     assert!(summary.contains("  memory        server "), "{summary}");
+    // The bots' work was timed: a datagram read and a tick each cost something, and ten
+    // bots at 128 Hz need some of a core, not several.
+    let cost = r.bots.cost.expect("the bots' cost, timed in the window");
+    assert!(
+        cost.receive_us_per_datagram > 0.0
+            && cost.tick_us > 0.0
+            && cost.cores_to_keep_up > 0.0
+            && cost.cores_to_keep_up < 1.0,
+        "{cost:?}"
+    );
+    assert!(summary.contains("  bots cost     "), "{summary}");
     // Every bot got its welcome over the reliable channel, once; no packet was refused.
     assert_eq!(r.clients.reliable_events, 10);
     assert_eq!(r.clients.link_errors, 0);

@@ -683,6 +683,50 @@ pub enum SaturatedBy {
     LateWarmup,
 }
 
+/// What the bots' work costs, timed around each bot's receive and tick in the window
+/// (the loop's sleeps, progress and flushes left out, so `cores_to_keep_up` is a floor).
+/// Saturated bots read every datagram the server sends but run fewer ticks than their
+/// schedule: these unit costs say what keeping up would take.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BotsCost {
+    /// CPU time per datagram read, µs: the socket call's share, decryption, the link, the
+    /// replica's read, the events.
+    pub receive_us_per_datagram: f64,
+    /// CPU time per tick of a bot's own, µs: what it shows and aims at, its input,
+    /// prediction, and the send.
+    pub tick_us: f64,
+    /// Cores that would run every bot on schedule: bots × (receive per datagram × the
+    /// datagrams a bot was sent a second, at least one a tick + tick × tick rate).
+    pub cores_to_keep_up: f64,
+}
+
+impl BotsCost {
+    /// The cost of `bots` bots at `tick_hz` from what was timed: `receive` over
+    /// `datagrams` read, `tick` over `ticks` run, and each bot sent `down_pps` datagrams a
+    /// second. `None` when nothing was read or run.
+    pub fn from_timings(
+        bots: u64,
+        tick_hz: u32,
+        down_pps: f64,
+        (receive_s, datagrams): (f64, u64),
+        (tick_s, ticks): (f64, u64),
+    ) -> Option<BotsCost> {
+        if datagrams == 0 || ticks == 0 {
+            return None;
+        }
+        let receive_us_per_datagram = receive_s * 1e6 / datagrams as f64;
+        let tick_us = tick_s * 1e6 / ticks as f64;
+        let hz = f64::from(tick_hz);
+        let per_bot_us = receive_us_per_datagram * down_pps.max(hz) + tick_us * hz;
+        Some(BotsCost {
+            receive_us_per_datagram,
+            tick_us,
+            cores_to_keep_up: bots as f64 * per_bot_us / 1e6,
+        })
+    }
+}
+
 /// What `tickforge bots --report` writes: the clients' half of a bench report.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BotsReport {
@@ -709,6 +753,11 @@ pub struct BotsReport {
     /// session ends as if the server had gone silent.
     #[serde(default)]
     pub max_behind_ms: Option<f64>,
+    /// What the bots' work cost in the window, per datagram read and per tick of their
+    /// own, and the cores that would keep every bot on schedule; `None` with nothing
+    /// measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<BotsCost>,
     /// The SCHED_FIFO priority the bot thread ran at; `None`: normal scheduling.
     #[serde(default)]
     pub rt_priority: Option<u32>,
@@ -1081,6 +1130,29 @@ pub struct Host {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_bots_cost_adds_what_each_bot_reads_and_runs_a_second() {
+        use super::BotsCost;
+        // 1,000 bots at 30 Hz, sent 32 datagrams a second each: 20 µs a datagram read and
+        // 10 µs a tick cost 1,000 × (640 + 300) µs a second.
+        let c = BotsCost::from_timings(1000, 30, 32.0, (2.0, 100_000), (0.5, 50_000)).unwrap();
+        assert!((c.receive_us_per_datagram - 20.0).abs() < 1e-9);
+        assert!((c.tick_us - 10.0).abs() < 1e-9);
+        assert!((c.cores_to_keep_up - 0.94).abs() < 1e-9, "{c:?}");
+        // Bots that read less than a datagram a tick (behind, or dropped by their socket)
+        // are costed at one a tick: what the server sends each.
+        let behind = BotsCost::from_timings(1000, 30, 3.0, (2.0, 100_000), (0.5, 50_000));
+        assert!((behind.unwrap().cores_to_keep_up - 0.9).abs() < 1e-9);
+        assert_eq!(
+            BotsCost::from_timings(10, 30, 30.0, (0.0, 0), (1.0, 10)),
+            None
+        );
+        assert_eq!(
+            BotsCost::from_timings(10, 30, 30.0, (1.0, 10), (0.0, 0)),
+            None
+        );
+    }
+
     #[test]
     fn smaps_rollup_gives_resident_and_huge_bytes() {
         use super::Memory;

@@ -683,18 +683,19 @@ pub enum SaturatedBy {
     LateWarmup,
 }
 
-/// What the bots' work costs, timed around each bot's receive and tick in the window
-/// (the loop's sleeps, progress and flushes left out, so `cores_to_keep_up` is a floor).
+/// What the bots' work costs, timed (by the monotonic clock, on the bots' one busy
+/// thread) around each bot's receive and tick in the window; the loop's sleeps, progress
+/// and flushes are left out, so `cores_to_keep_up` is a floor.
 /// Saturated bots read every datagram the server sends but run fewer ticks than their
 /// schedule: these unit costs say what keeping up would take.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct BotsCost {
-    /// CPU time per datagram read, µs: the socket call's share, decryption, the link, the
-    /// replica's read, the events.
+    /// Time on the bots' thread per datagram read, µs: the socket call's share,
+    /// decryption, the link, the replica's read, the events.
     pub receive_us_per_datagram: f64,
-    /// CPU time per tick of a bot's own, µs: what it shows and aims at, its input,
-    /// prediction, and the send.
+    /// Time on the bots' thread per tick of a bot's own, µs: what it shows and aims at,
+    /// its input, prediction, and the send.
     pub tick_us: f64,
     /// Cores that would run every bot on schedule: bots × (receive per datagram × the
     /// datagrams a bot was sent a second, at least one a tick + tick × tick rate).

@@ -217,7 +217,9 @@ pub fn sweep_step(s: &tickforge_telemetry::report::SweepStep) -> String {
             .map_or("n/a".into(), |r| format!("{r:.1}")),
         ms(s.response_time_ms.p50),
         s.bots_cpu_util
-            .map_or("n/a".into(), |u| format!("{:.0}%", u * 100.0)),
+            .map_or("n/a".into(), |u| format!("{:.0}%", u * 100.0))
+            + &s.bots_cores_to_keep_up
+                .map_or(String::new(), |c| format!(" (to keep up {c:.2} cores)")),
         match (s.bots_saturated, s.bots_saturated_by) {
             (false, _) => "",
             (true, Some(SaturatedBy::Late)) => " LATE",
@@ -640,6 +642,15 @@ mod tests {
             "{late}"
         );
         assert!(line(true, Some(SaturatedBy::LateWarmup)).ends_with(" LATE in the warm-up"));
+        let costed = sweep_step(&tickforge_telemetry::report::SweepStep {
+            bots_cpu_util: Some(0.95),
+            bots_cores_to_keep_up: Some(1.234),
+            ..Default::default()
+        });
+        assert!(
+            costed.contains("bots 95% (to keep up 1.23 cores)"),
+            "{costed}"
+        );
     }
 
     #[test]

@@ -1065,6 +1065,10 @@ pub struct SweepStep {
     /// before the step kept it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bots_saturated_by: Option<SaturatedBy>,
+    /// The cores that would have kept this step's bots on schedule
+    /// ([`BotsCost::cores_to_keep_up`]); `None` where not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bots_cores_to_keep_up: Option<f64>,
     /// 0.9 × tick ÷ mean match frame at this step.
     pub projected_games_per_core: Option<f64>,
     /// Mean match frame ÷ the I/O floor.

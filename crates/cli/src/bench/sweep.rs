@@ -116,7 +116,13 @@ pub(super) fn run(args: &BenchArgs, dir: &Path, plan: &Plan, axis: Axis) -> Resu
                 continue;
             };
             limited_by = reason;
-            stopped_because = verdict::stopped_because(reason, n, v, &step.late_causes);
+            stopped_because = verdict::stopped_because(
+                reason,
+                n,
+                v,
+                &step.late_causes,
+                step.bots_cores_to_keep_up,
+            );
             if !args.sweep_every_step {
                 break;
             }
@@ -203,6 +209,7 @@ fn step_of(r: &Report, runs: u32) -> SweepStep {
         bots_cpu_util: r.bots_cpu_util,
         bots_saturated: r.bots_saturated == Some(true),
         bots_saturated_by: r.bots.saturated_by,
+        bots_cores_to_keep_up: r.bots.cost.map(|c| c.cores_to_keep_up),
         projected_games_per_core: r.games_per_core.projected,
         frame_to_io_floor: r.frame_to_io_floor,
         late_causes: r.server.late_causes,

@@ -173,7 +173,13 @@ pub fn measured(steps: &[(u32, &StepVerdict)]) -> (Option<u32>, Option<u32>) {
 }
 
 /// Why the sweep stopped, in words with the figures of the step that stopped it.
-pub fn stopped_because(reason: &str, n: u32, v: &StepVerdict, causes: &LateCauses) -> String {
+pub fn stopped_because(
+    reason: &str,
+    n: u32,
+    v: &StepVerdict,
+    causes: &LateCauses,
+    bots_cores: Option<f64>,
+) -> String {
     let rates: Vec<String> = (v.windows.iter())
         .map(|w| {
             format!(
@@ -184,10 +190,13 @@ pub fn stopped_because(reason: &str, n: u32, v: &StepVerdict, causes: &LateCause
         })
         .collect();
     let what = match reason {
-        "server" => "the server's own cost: its windows missed 99.5% on time with the host's misses excused",
-        "bots" => "the bots saturated their core: the server was not the limit",
-        "host" => "the host: preemption or steal made too many ticks late to read the server's own account",
-        _ => "the last step held",
+        "server" => "the server's own cost: its windows missed 99.5% on time with the host's misses excused".to_string(),
+        "bots" => match bots_cores {
+            Some(c) => format!("the bots saturated their core (they would have needed {c:.2} cores to keep up): the server was not the limit"),
+            None => "the bots saturated their core: the server was not the limit".to_string(),
+        },
+        "host" => "the host: preemption or steal made too many ticks late to read the server's own account".to_string(),
+        _ => "the last step held".to_string(),
     };
     format!(
         "{n} matches, {} run(s): {what}; windows on time {}; late ticks own {} others {} host_preempted {} host_steal {} unexplained {} (host share of ticks {:.2}%)",
@@ -368,10 +377,15 @@ mod tests {
         let refs: Vec<(u32, &StepVerdict)> = steps.iter().map(|(n, v)| (*n, v)).collect();
         assert_eq!(measured(&refs), (Some(30), Some(10)));
         assert_eq!(measured(&refs[..0]), (None, None));
-        let text = stopped_because("server", 40, &steps[4].1, &LateCauses::default());
+        let text = stopped_because("server", 40, &steps[4].1, &LateCauses::default(), None);
         assert!(
             text.starts_with("40 matches, 2 run(s): the server's own cost"),
             "{text}"
+        );
+        let bots = stopped_because("bots", 50, &steps[4].1, &LateCauses::default(), Some(1.234));
+        assert!(
+            bots.starts_with("50 matches, 2 run(s): the bots saturated their core (they would have needed 1.23 cores to keep up)"),
+            "{bots}"
         );
     }
 }

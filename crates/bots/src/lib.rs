@@ -225,7 +225,7 @@ const RECV_BATCH: usize = 8;
 
 /// Why the bots could not keep their tick, if they could not: over 90% of their core in
 /// the window, more than 1% of the window's send deadlines met over a tick late, or their
-/// schedule over [`WARMUP_BEHIND_LIMIT`] behind in the warm-up.
+/// schedule over [`SaturatedBy::WARMUP_BEHIND_LIMIT`] behind in the warm-up.
 fn saturated_by(
     cpu_util: Option<f64>,
     late_ticks: u64,
@@ -236,19 +236,12 @@ fn saturated_by(
         Some(SaturatedBy::Cpu)
     } else if late_ticks * 100 > window_ticks {
         Some(SaturatedBy::Late)
-    } else if warm_max_behind > WARMUP_BEHIND_LIMIT {
+    } else if warm_max_behind > SaturatedBy::WARMUP_BEHIND_LIMIT {
         Some(SaturatedBy::LateWarmup)
     } else {
         None
     }
 }
-
-/// How far the bots' schedule may fall behind in the warm-up before they count as
-/// saturated there: a fifth of the token's timeout (5 s), past which their reads come so
-/// late that their sessions may end before the window opens. Not a share of late
-/// deadlines, as in the window: the warm-up starts with every bot connecting, a burst tens
-/// of milliseconds long that says nothing of the window.
-const WARMUP_BEHIND_LIMIT: Duration = Duration::from_secs(1);
 
 /// Inputs sent, remembered until a snapshot reflects them: a power of two, enough for
 /// two seconds at 128 Hz.
@@ -704,9 +697,7 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
             reliable_events: bots.iter().map(|b| b.metrics.events).sum(),
             link_errors: bots.iter().map(Bot::link_errors).sum(),
             ended,
-            down_packets_per_s: Some(
-                bots.iter().map(|b| b.metrics.packets_down).sum::<u64>() as f64 / n / window_s,
-            ),
+            down_packets_per_s: Some(packets_down as f64 / n / window_s),
             up_packets_per_s: Some(
                 bots.iter().map(|b| b.metrics.packets_up).sum::<u64>() as f64 / n / window_s,
             ),

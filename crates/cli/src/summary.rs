@@ -145,20 +145,31 @@ fn saturation(r: &BotsReport) -> Option<String> {
         Some(v) if v >= 10_000.0 => format!("fell behind up to {:.1} s", v / 1e3),
         v => format!("fell behind up to {}", ms(v)),
     };
+    let word = saturation_word(r.saturated_by);
     Some(match r.saturated_by {
         Some(SaturatedBy::Late) => format!(
-            "LATE ({} of their send deadlines over a tick late at {} of their core: woken \
+            "{word} ({} of their send deadlines over a tick late at {} of their core: woken \
              late, by a busy host or bursts of their own; {behind})",
             r.late_deadline_rate
                 .map_or("n/a".into(), |v| format!("{:.1}%", v * 100.0)),
             pct(r.cpu_util)
         ),
-        Some(SaturatedBy::LateWarmup) => {
-            format!("LATE in the warm-up (over 1 s behind there; {behind})")
-        }
-        // Reports from before the reason was kept say only that.
-        Some(SaturatedBy::Cpu) | None => format!("SATURATED ({behind})"),
+        Some(SaturatedBy::LateWarmup) => format!(
+            "{word} (over {} s behind there; {behind})",
+            SaturatedBy::WARMUP_BEHIND_LIMIT.as_secs_f64()
+        ),
+        Some(SaturatedBy::Cpu) | None => format!("{word} ({behind})"),
     })
+}
+
+/// The word for bots that could not keep their tick: `SATURATED` (their core full; also
+/// for reports from before the reason was kept), `LATE` or `LATE in the warm-up`.
+fn saturation_word(by: Option<SaturatedBy>) -> &'static str {
+    match by {
+        Some(SaturatedBy::Late) => "LATE",
+        Some(SaturatedBy::LateWarmup) => "LATE in the warm-up",
+        Some(SaturatedBy::Cpu) | None => "SATURATED",
+    }
 }
 
 /// `9.1 µs a datagram read, 12.0 µs a tick: 1.82 cores would keep the 1000 bots on
@@ -220,11 +231,10 @@ pub fn sweep_step(s: &tickforge_telemetry::report::SweepStep) -> String {
             .map_or("n/a".into(), |u| format!("{:.0}%", u * 100.0))
             + &s.bots_cores_to_keep_up
                 .map_or(String::new(), |c| format!(" (to keep up {c:.2} cores)")),
-        match (s.bots_saturated, s.bots_saturated_by) {
-            (false, _) => "",
-            (true, Some(SaturatedBy::Late)) => " LATE",
-            (true, Some(SaturatedBy::LateWarmup)) => " LATE in the warm-up",
-            (true, Some(SaturatedBy::Cpu) | None) => " SATURATED",
+        if s.bots_saturated {
+            format!(" {}", saturation_word(s.bots_saturated_by))
+        } else {
+            String::new()
         },
     ) + &step_behind(s)
         + &step_verdict(s)

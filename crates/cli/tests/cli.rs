@@ -329,36 +329,15 @@ fn bench_checks_a_saved_report_and_exits_3_when_a_check_fails() {
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[test]
 fn serve_asks_glibc_for_huge_pages_unless_told_not_to() {
-    use std::io::BufRead;
     for (opt_out, asked) in [(None, true), (Some("0"), false)] {
-        let mut cmd = tickforge();
-        cmd.args([
-            "serve",
-            "--bind",
-            "127.0.0.1:0",
-            "--quiet",
-            "--matches",
-            "1",
-            "--results-file",
-            "none",
-        ])
-        .env("TICKFORGE_PRIVATE_KEY", "22".repeat(32))
-        .env_remove("GLIBC_TUNABLES")
-        .env_remove("TICKFORGE_HUGE_PAGES")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null());
-        if let Some(v) = opt_out {
-            cmd.env("TICKFORGE_HUGE_PAGES", v);
-        }
-        let mut child = cmd.spawn().unwrap();
+        let env = [("GLIBC_TUNABLES", None), ("TICKFORGE_HUGE_PAGES", opt_out)];
+        let (mut child, lines) = serve_child_env(std::path::Path::new("none"), 1, &[], &env);
         // Its first line, `listening`, comes after any restart: the same process id, the
         // environment it restarted with.
-        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = stdout.next().expect("a first line").unwrap();
         let environ = std::fs::read(format!("/proc/{}/environ", child.id())).unwrap();
         child.kill().unwrap();
         child.wait().unwrap();
-        assert!(first.starts_with("listening"), "{first}");
+        assert!(lines[0].starts_with("listening"), "{lines:?}");
         let tunables: Vec<&[u8]> = environ
             .split(|&b| b == 0)
             .filter(|v| v.starts_with(b"GLIBC_TUNABLES="))
@@ -817,18 +796,33 @@ fn serve_child(
     matches: usize,
     extra: &[&str],
 ) -> (std::process::Child, Vec<String>) {
+    serve_child_env(results, matches, extra, &[])
+}
+
+/// [`serve_child`] with environment variables set (`Some`) or removed (`None`).
+fn serve_child_env(
+    results: &std::path::Path,
+    matches: usize,
+    extra: &[&str],
+    env: &[(&str, Option<&str>)],
+) -> (std::process::Child, Vec<String>) {
     use std::io::BufRead;
-    let mut child = tickforge()
-        .args(["serve", "--bind", "127.0.0.1:0", "--quiet"])
+    let mut cmd = tickforge();
+    cmd.args(["serve", "--bind", "127.0.0.1:0", "--quiet"])
         .args(["--matches", &matches.to_string()])
         .args(extra)
         .arg("--results-file")
         .arg(results)
         .env("TICKFORGE_PRIVATE_KEY", "22".repeat(32))
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+        .stderr(std::process::Stdio::null());
+    for &(key, value) in env {
+        match value {
+            Some(v) => cmd.env(key, v),
+            None => cmd.env_remove(key),
+        };
+    }
+    let mut child = cmd.spawn().unwrap();
     let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let lines = stdout
         .by_ref()

@@ -678,9 +678,18 @@ pub enum SaturatedBy {
     /// More than 1% of their send deadlines in the window met over a tick late, on less of
     /// their core: woken late, by a busy host or a burst of their own.
     Late,
-    /// Their schedule over 1 s behind in the warm-up, where sessions near the token's
-    /// timeout.
+    /// Their schedule over [`SaturatedBy::WARMUP_BEHIND_LIMIT`] behind in the warm-up,
+    /// where sessions near the token's timeout.
     LateWarmup,
+}
+
+impl SaturatedBy {
+    /// How far the bots' schedule may fall behind in the warm-up before they count as
+    /// saturated there: a fifth of the token's timeout (5 s), past which their reads come
+    /// so late that their sessions may end before the window opens. Not a share of late
+    /// deadlines, as in the window: the warm-up starts with every bot connecting, a burst
+    /// tens of milliseconds long that says nothing of the window.
+    pub const WARMUP_BEHIND_LIMIT: std::time::Duration = std::time::Duration::from_secs(1);
 }
 
 /// What the bots' work costs, timed (by the monotonic clock, on the bots' one busy
@@ -698,13 +707,13 @@ pub struct BotsCost {
     /// its input, prediction, and the send.
     pub tick_us: f64,
     /// Cores that would run every bot on schedule: bots × (receive per datagram × the
-    /// datagrams a bot was sent a second, at least one a tick + tick × tick rate).
+    /// datagrams a bot read a second, at least one a tick + tick × tick rate).
     pub cores_to_keep_up: f64,
 }
 
 impl BotsCost {
     /// The cost of `bots` bots at `tick_hz` from what was timed: `receive` over
-    /// `datagrams` read, `tick` over `ticks` run, and each bot sent `down_pps` datagrams a
+    /// `datagrams` read, `tick` over `ticks` run, and each bot read `down_pps` datagrams a
     /// second. `None` when nothing was read or run.
     pub fn from_timings(
         bots: u64,

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use chacha20poly1305::ChaCha20Poly1305;
+use super::aead::PacketKey;
 
 use super::packet::{self, PacketType};
 use super::replay::ReplayWindow;
@@ -49,8 +49,8 @@ pub enum ClientEvent<'a> {
 pub struct Client {
     token: ConnectToken,
     server: usize,
-    c2s: ChaCha20Poly1305,
-    s2c: ChaCha20Poly1305,
+    c2s: PacketKey,
+    s2c: PacketKey,
     sequence: u64,
     replay: ReplayWindow,
     state: ClientState,

@@ -12,6 +12,7 @@
 //! - [`Server`] and [`Client`]: the state machines. Neither reads a clock nor opens a
 //!   socket: time comes in as `now`, datagrams go in and out as bytes.
 
+pub mod aead;
 pub mod client;
 pub mod key;
 pub mod packet;

@@ -23,8 +23,7 @@
 //! [`open`] applies the checks of the standard in its mandated order; a packet that fails
 //! any of them is dropped with the reason, never a panic.
 
-use chacha20poly1305::aead::{AeadInPlace, KeyInit};
-use chacha20poly1305::{ChaCha20Poly1305, Nonce, Tag};
+use super::aead::PacketKey;
 
 use super::replay::ReplayWindow;
 use super::{
@@ -161,7 +160,7 @@ pub struct Opened<'a> {
 pub fn open<'a>(
     data: &'a mut [u8],
     protocol_id: u64,
-    key: &ChaCha20Poly1305,
+    key: &PacketKey,
     accept: impl Fn(PacketType) -> bool,
     replay: Option<&mut ReplayWindow>,
 ) -> Result<Opened<'a>, Drop> {
@@ -208,8 +207,8 @@ pub fn open<'a>(
     let ad = associated_data(protocol_id, prefix);
     let (_, rest) = data.split_at_mut(header);
     let (body, tag) = rest.split_at_mut(rest.len() - MAC_BYTES);
-    let tag = Tag::clone_from_slice(tag);
-    key.decrypt_in_place_detached(&nonce(sequence), &ad, body, &tag)
+    let tag = tag.try_into().expect("split at the tag's length");
+    key.open(sequence, &ad, body, tag)
         .map_err(|_| Drop::Decrypt)?;
     // 8. Only now does the window move.
     if packet_type.is_replay_protected() {
@@ -238,7 +237,7 @@ pub fn seal(
     packet_type: PacketType,
     sequence: u64,
     protocol_id: u64,
-    key: &ChaCha20Poly1305,
+    key: &PacketKey,
     body: impl FnOnce(&mut Vec<u8>),
 ) {
     debug_assert!(packet_type != PacketType::Request);
@@ -254,9 +253,7 @@ pub fn seal(
         "bad body size for {packet_type:?}"
     );
     let ad = associated_data(protocol_id, prefix);
-    let tag = key
-        .encrypt_in_place_detached(&nonce(sequence), &ad, &mut out[header..])
-        .expect("ChaCha20-Poly1305 seals any body under 256 GiB");
+    let tag = key.seal(sequence, &ad, &mut out[header..]);
     out.extend_from_slice(&tag);
 }
 
@@ -273,16 +270,9 @@ fn associated_data(protocol_id: u64, prefix: u8) -> [u8; 22] {
     ad
 }
 
-/// The 96-bit IETF nonce of a sequence number: four zero bytes, then the sequence.
-pub(crate) fn nonce(sequence: u64) -> Nonce {
-    let mut n = [0u8; 12];
-    n[4..].copy_from_slice(&sequence.to_le_bytes());
-    Nonce::from(n)
-}
-
 /// A ChaCha20-Poly1305 key schedule from 32 key bytes.
-pub fn cipher(key: &[u8; KEY_BYTES]) -> ChaCha20Poly1305 {
-    ChaCha20Poly1305::new(key.into())
+pub fn cipher(key: &[u8; KEY_BYTES]) -> PacketKey {
+    PacketKey::new(key)
 }
 
 /// The fields of a connection request, borrowed from the datagram.

@@ -5,7 +5,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use chacha20poly1305::aead::KeyInit;
-use chacha20poly1305::{ChaCha20Poly1305, XChaCha20Poly1305};
+use chacha20poly1305::XChaCha20Poly1305;
+
+use super::aead::PacketKey;
 
 use super::packet::{self, Drop, PacketType, CHALLENGE_BODY_BYTES};
 use super::replay::ReplayWindow;
@@ -253,8 +255,8 @@ pub struct Transmit {
 struct Slot {
     addr: SocketAddr,
     client_id: u64,
-    c2s: ChaCha20Poly1305,
-    s2c: ChaCha20Poly1305,
+    c2s: PacketKey,
+    s2c: PacketKey,
     sequence: u64,
     replay: ReplayWindow,
     last_recv: Instant,
@@ -274,8 +276,8 @@ impl Slot {
 }
 
 struct Pending {
-    c2s: ChaCha20Poly1305,
-    s2c: ChaCha20Poly1305,
+    c2s: PacketKey,
+    s2c: PacketKey,
     created: Instant,
     last_recv: Instant,
     /// How long the handshake may take.
@@ -308,7 +310,7 @@ struct Bucket {
 pub struct Server {
     config: ServerConfig,
     private_key: XChaCha20Poly1305,
-    challenge_key: ChaCha20Poly1305,
+    challenge_key: PacketKey,
     challenge_sequence: u64,
     global_sequence: u64,
     /// Unix seconds at `epoch`, to check token expiry from the monotonic `now`.
@@ -349,7 +351,7 @@ impl Server {
         let n = usize::from(config.max_clients);
         Server {
             private_key: XChaCha20Poly1305::new((&config.private_key).into()),
-            challenge_key: ChaCha20Poly1305::new((&challenge_key).into()),
+            challenge_key: PacketKey::new(&challenge_key),
             challenge_sequence: 0,
             global_sequence: GLOBAL_SEQUENCE_START,
             unix_at_epoch: unix_now,
@@ -548,7 +550,7 @@ impl Server {
                 self.token_order.push_back(tag);
             }
         }
-        let s2c = ChaCha20Poly1305::new((&token.server_to_client_key).into());
+        let s2c = PacketKey::new(&token.server_to_client_key);
         if self.by_addr.len() >= usize::from(self.config.max_clients) {
             self.queue_global(from, PacketType::Denied, &s2c, |_| {});
             self.stats.denied += 1;
@@ -564,7 +566,7 @@ impl Server {
         // encryption manager does: a client that restarts from the same address with a new
         // token must have its response opened with the new token's key, not the old one's.
         let pending = Pending {
-            c2s: ChaCha20Poly1305::new((&token.client_to_server_key).into()),
+            c2s: PacketKey::new(&token.client_to_server_key),
             s2c: s2c.clone(),
             created: now,
             last_recv: now,
@@ -804,7 +806,7 @@ impl Server {
         &mut self,
         to: SocketAddr,
         packet_type: PacketType,
-        key: &ChaCha20Poly1305,
+        key: &PacketKey,
         body: impl FnOnce(&mut Vec<u8>),
     ) {
         let sequence = self.global_sequence;

@@ -21,7 +21,9 @@
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 use chacha20poly1305::aead::{AeadInPlace, KeyInit};
-use chacha20poly1305::{ChaCha20Poly1305, Tag, XChaCha20Poly1305, XNonce};
+use chacha20poly1305::{Tag, XChaCha20Poly1305, XNonce};
+
+use super::aead::PacketKey;
 
 use crate::wire::{Reader, Truncated, Writer};
 
@@ -396,15 +398,13 @@ pub fn seal_challenge(
     client_id: u64,
     user_data: &[u8; USER_DATA_BYTES],
     challenge_sequence: u64,
-    key: &ChaCha20Poly1305,
+    key: &PacketKey,
 ) {
     out.fill(0);
     out[..8].copy_from_slice(&client_id.to_le_bytes());
     out[8..8 + USER_DATA_BYTES].copy_from_slice(user_data);
     let (body, tag_out) = out.split_at_mut(CHALLENGE_TOKEN_BYTES - MAC_BYTES);
-    let tag = key
-        .encrypt_in_place_detached(&super::packet::nonce(challenge_sequence), &[], body)
-        .expect("sealing 284 bytes cannot fail");
+    let tag = key.seal(challenge_sequence, &[], body);
     tag_out.copy_from_slice(&tag);
 }
 
@@ -412,12 +412,11 @@ pub fn seal_challenge(
 pub fn open_challenge(
     token: &mut [u8; CHALLENGE_TOKEN_BYTES],
     challenge_sequence: u64,
-    key: &ChaCha20Poly1305,
+    key: &PacketKey,
 ) -> Option<(u64, [u8; USER_DATA_BYTES])> {
     let (body, tag) = token.split_at_mut(CHALLENGE_TOKEN_BYTES - MAC_BYTES);
-    let tag = Tag::clone_from_slice(tag);
-    key.decrypt_in_place_detached(&super::packet::nonce(challenge_sequence), &[], body, &tag)
-        .ok()?;
+    let tag = (&*tag).try_into().expect("split at the tag's length");
+    key.open(challenge_sequence, &[], body, tag).ok()?;
     let client_id = u64::from_le_bytes(body[..8].try_into().expect("8 bytes"));
     let mut user_data = [0u8; USER_DATA_BYTES];
     user_data.copy_from_slice(&body[8..8 + USER_DATA_BYTES]);
@@ -605,7 +604,7 @@ mod tests {
 
     #[test]
     fn challenge_tokens_round_trip_and_bind_their_sequence() {
-        let key = ChaCha20Poly1305::new((&KEY).into());
+        let key = PacketKey::new(&KEY);
         let mut t = [0u8; CHALLENGE_TOKEN_BYTES];
         let ud = [7u8; USER_DATA_BYTES];
         seal_challenge(&mut t, 99, &ud, 5, &key);

@@ -57,7 +57,18 @@ impl Field {
         let host = Host::new(&config, socket, start, rules);
         let map = Arc::new(config.map.load());
         let bots = (0..u32::from(BOTS))
-            .map(|i| Bot::new(&config, u64::from(i), MatchId(1), Role::Aim, &map, start).unwrap())
+            .map(|i| {
+                Bot::new(
+                    &config,
+                    u64::from(i),
+                    MatchId(1),
+                    Role::Aim,
+                    &map,
+                    start,
+                    None,
+                )
+                .unwrap()
+            })
             .collect();
         Field {
             config,
@@ -77,7 +88,7 @@ impl Field {
         // Past the end of any test here: the measured window holds every tick.
         let window_end = self.start + self.period * 1_000_000;
         for bot in &mut self.bots {
-            bot.flush_out(now);
+            bot.flush_out(now, &mut self.scratch.outs);
             bot.receive(now, realtime_now, self.start, window_end, &mut self.scratch);
             bot.tick(now, &self.config, true, &mut self.scratch);
         }

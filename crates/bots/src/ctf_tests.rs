@@ -117,7 +117,7 @@ fn ctf_bots_play_by_their_replicas_and_allocate_nothing_warm() {
     let mut host = CtfHost::new(&config, socket, start);
     let map = Arc::new(config.map.load());
     let mut bots: Vec<Bot> = (0..u64::from(SEATS))
-        .map(|i| Bot::new(&config, i, MatchId(1), Role::Wander, &map, start).unwrap())
+        .map(|i| Bot::new(&config, i, MatchId(1), Role::Wander, &map, start, None).unwrap())
         .collect();
     let mut scratch = Scratch::new();
     let window_start = start + period * WARMUP_TICKS;
@@ -132,7 +132,7 @@ fn ctf_bots_play_by_their_replicas_and_allocate_nothing_warm() {
         let realtime_now = stamped::realtime_now();
         for (i, bot) in bots.iter_mut().enumerate() {
             let ((), n) = allocations_in(|| {
-                bot.flush_out(now);
+                bot.flush_out(now, &mut scratch.outs);
                 bot.receive(now, realtime_now, window_start, window_end, &mut scratch);
                 bot.tick(now, &config, in_window, &mut scratch);
             });

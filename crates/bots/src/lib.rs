@@ -30,7 +30,7 @@ pub mod predict;
 pub mod replay;
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,7 +40,7 @@ use tickforge_client::{
 };
 use tickforge_game::{buttons, BuiltinMap, Map, PlayerState, Tick, UserCmd, ViewTime};
 use tickforge_io::stamped;
-use tickforge_io::udp::{IoStats, RecvBatch, SocketOptions, UdpSocket, SLOT_BYTES};
+use tickforge_io::udp::{IoStats, RecvBatch, SendBatch, SocketOptions, UdpSocket, SLOT_BYTES};
 use tickforge_io::{cpu, entropy, time};
 use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
 use tickforge_proto::netcode::PrivateKey;
@@ -222,6 +222,11 @@ const PHASE_GROUPS: u64 = 8;
 /// Datagrams one bot reads per call: a tick's snapshot and whatever the conditioner's
 /// delay or a late wake-up piled up behind it.
 const RECV_BATCH: usize = 8;
+/// Datagrams a phase group's bots queue before they go out in one `sendmmsg`: 16 bots'
+/// ticks are 0.1-0.2 ms, the wait an input may have, against a system call saved 15 times.
+const SEND_BATCH: usize = 16;
+/// SO_RCVBUF a bot's socket asks for (a shared socket: this for each bot of its group).
+const BOT_RECV_BUFFER: usize = 256 << 10;
 
 /// Why the bots could not keep their tick, if they could not: over 90% of their core in
 /// the window, more than 1% of the window's send deadlines met over a tick late, or their
@@ -396,8 +401,207 @@ impl Conditioner {
     }
 }
 
+/// Where a bot's datagrams leave and arrive.
+enum Port {
+    /// Its own socket: against a server off this host, or on IPv6 (one loopback address).
+    Own(UdpSocket),
+    /// Its own loopback address on its phase group's socket ([`SharedSockets`]).
+    Shared { ip: Ipv4Addr, group: usize },
+}
+
+impl Port {
+    /// Sends `bytes` to `to` now, or queues it on the group's batch, which goes out after
+    /// the group's tick; false for a send the OS refused (a lost datagram).
+    fn send(&self, bytes: &[u8], to: SocketAddr, outs: &mut [SendBatch]) -> bool {
+        match self {
+            Port::Own(socket) => socket.send_to(bytes, to).is_ok(),
+            Port::Shared { ip, group } => {
+                outs[*group].push_from(*ip, to, bytes);
+                true
+            }
+        }
+    }
+}
+
+/// One socket per phase group, bound to the wildcard address, standing for every bot of
+/// the group on its own loopback address (127.1.x.y, [`bot_address`]): a group's inputs
+/// leave in one `sendmmsg` and its snapshots arrive in one `recvmmsg`, where a socket per
+/// bot took two system calls a bot a tick. The server still sees each bot at its own
+/// address. Linux only (`IP_PKTINFO`); elsewhere, and against a server off this host, each
+/// bot has its own socket. `TICKFORGE_BOTS_SHARED_SOCKETS=0` asks for those anyway.
+struct SharedSockets {
+    sockets: Vec<UdpSocket>,
+    batch: RecvBatch,
+    /// (bot, datagram in `batch`) of the last receive not yet handed over, and the next.
+    pending: Vec<(u32, u32)>,
+    next: usize,
+}
+
+impl SharedSockets {
+    /// The groups' sockets for `total` bots, or `None` when the bots keep a socket each.
+    fn open(config: &BotsConfig, total: usize) -> Result<Option<SharedSockets>> {
+        let on_loopback = (config.servers.iter())
+            .all(|s| matches!(s, SocketAddr::V4(v4) if v4.ip().is_loopback()));
+        let wanted = std::env::var("TICKFORGE_BOTS_SHARED_SOCKETS").map_or(true, |v| v != "0");
+        if !on_loopback || !wanted || total == 0 {
+            return Ok(None);
+        }
+        let groups = total.min(PHASE_GROUPS as usize);
+        let per_group = total.div_ceil(groups);
+        // As much room as the bots' own sockets had, up to what the kernel allows
+        // (net.core.rmem_max).
+        let options = SocketOptions {
+            recv_buffer_bytes: Some((per_group * BOT_RECV_BUFFER).min(64 << 20)),
+            send_buffer_bytes: Some(4 << 20),
+        };
+        // A tick's snapshot for each bot of a group, and as many again behind them.
+        let batch = (2 * per_group).clamp(RECV_BATCH, 1024);
+        let mut sockets = Vec::with_capacity(groups);
+        for _ in 0..groups {
+            let socket = UdpSocket::bind(SocketAddr::from(([0, 0, 0, 0], 0)), options)
+                .context("binding a phase group's socket")?;
+            if socket.enable_destinations().is_err() {
+                return Ok(None);
+            }
+            socket
+                .enable_rx_timestamps()
+                .context("enabling receive timestamps")?;
+            sockets.push(socket);
+        }
+        Ok(Some(SharedSockets {
+            sockets,
+            batch: RecvBatch::with_timestamps(batch),
+            pending: Vec::with_capacity(batch),
+            next: 0,
+        }))
+    }
+
+    /// The port of bot `i`.
+    fn port(&self, i: u64) -> Port {
+        let SocketAddr::V4(a) = bot_address(SocketAddr::from(([127, 0, 0, 1], 0)), i) else {
+            unreachable!("a loopback server gives IPv4 bot addresses");
+        };
+        Port::Shared {
+            ip: *a.ip(),
+            group: (i % PHASE_GROUPS) as usize,
+        }
+    }
+
+    /// Reads what waits on `group`'s socket. Each bot takes its datagrams just before its
+    /// tick ([`SharedSockets::hand_over`]), as it read its own socket then: the group's
+    /// reads are not all done before its first tick. A fill that found the batch full is
+    /// handed over at once, and the socket read again.
+    fn receive(
+        &mut self,
+        group: usize,
+        bots: &mut [Bot],
+        clocks: (Instant, Duration),
+        window: (Instant, Instant),
+        s: &mut Scratch,
+    ) {
+        self.pending.clear();
+        self.next = 0;
+        let Some(socket) = self.sockets.get(group) else {
+            return;
+        };
+        loop {
+            self.batch.fill(socket, &mut s.io);
+            let full = self.batch.is_full();
+            for k in 0..self.batch.len() {
+                // A datagram for no bot of this group (a stray one on the wildcard port) is
+                // dropped.
+                let Some(i) = (self.batch.destination(k).and_then(bot_index))
+                    .filter(|&i| i % PHASE_GROUPS as usize == group && i < bots.len())
+                else {
+                    continue;
+                };
+                if full {
+                    Self::deliver(&self.batch, k, &mut bots[i], clocks, window, s);
+                } else {
+                    // Bot indices fit in u32: at most 64,000 loopback addresses.
+                    self.pending.push((i as u32, k as u32));
+                }
+            }
+            if !full {
+                break;
+            }
+        }
+        // By bot, then in arrival order.
+        self.pending.sort_unstable();
+    }
+
+    /// Hands bot `i` the datagrams the last [`SharedSockets::receive`] read for it. Called
+    /// for a group's bots in index order.
+    fn hand_over(
+        &mut self,
+        i: usize,
+        bot: &mut Bot,
+        clocks: (Instant, Duration),
+        window: (Instant, Instant),
+        s: &mut Scratch,
+    ) {
+        while let Some(&(b, k)) = self.pending.get(self.next) {
+            if b as usize > i {
+                break;
+            }
+            self.next += 1;
+            if b as usize == i {
+                Self::deliver(&self.batch, k as usize, bot, clocks, window, s);
+            }
+        }
+    }
+
+    /// Reads every group's socket and hands every bot its datagrams.
+    fn drain(
+        &mut self,
+        bots: &mut [Bot],
+        clocks: (Instant, Duration),
+        window: (Instant, Instant),
+        s: &mut Scratch,
+    ) {
+        for g in 0..self.sockets.len() {
+            self.receive(g, bots, clocks, window, s);
+            for i in (g..bots.len()).step_by(PHASE_GROUPS as usize) {
+                self.hand_over(i, &mut bots[i], clocks, window, s);
+            }
+        }
+    }
+
+    fn deliver(
+        batch: &RecvBatch,
+        k: usize,
+        bot: &mut Bot,
+        (now, realtime_now): (Instant, Duration),
+        window: (Instant, Instant),
+        s: &mut Scratch,
+    ) {
+        let (from, bytes) = batch.get(k);
+        let len = bytes.len();
+        s.recv[..len].copy_from_slice(bytes);
+        let at = (batch.arrival(k)).map_or(now, |t| t.to_instant(now, realtime_now));
+        bot.deliver(at, from, len, window, s);
+    }
+
+    /// Sends what `group`'s bots queued once [`SEND_BATCH`] wait: the inputs leave within
+    /// a few bots' ticks of their own, not after the whole group's.
+    fn flush_if_full(&self, group: usize, s: &mut Scratch) {
+        if s.outs.get(group).is_some_and(|out| out.len() >= SEND_BATCH) {
+            self.flush(group, s);
+        }
+    }
+
+    /// Sends what `group`'s bots queued.
+    fn flush(&self, group: usize, s: &mut Scratch) {
+        if let (Some(socket), Some(out)) = (self.sockets.get(group), s.outs.get_mut(group)) {
+            if !out.is_empty() {
+                out.flush(socket, &mut s.io);
+            }
+        }
+    }
+}
+
 struct Bot {
-    socket: UdpSocket,
+    port: Port,
     /// The connection, the reliable link and the replica of the match.
     session: Session,
     behaviour: Behaviour,
@@ -426,6 +630,8 @@ struct Scratch {
     /// snapshot waiting, which a read loop took two calls to get (the second finding the
     /// socket empty).
     batch: RecvBatch,
+    /// What the bots of each phase group queued to send on its shared socket.
+    outs: Vec<SendBatch>,
     io: IoStats,
     recv: Vec<u8>,
     frame: Vec<u8>,
@@ -440,6 +646,9 @@ impl Scratch {
     fn new() -> Self {
         Scratch {
             batch: RecvBatch::with_timestamps(RECV_BATCH),
+            outs: (0..PHASE_GROUPS)
+                .map(|_| SendBatch::with_capacity(64, tickforge_proto::MAX_PACKET_BYTES))
+                .collect(),
             io: IoStats::default(),
             recv: vec![0; SLOT_BYTES],
             frame: Vec::with_capacity(tickforge_proto::MAX_PACKET_BYTES),
@@ -496,11 +705,21 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
     let total = (config.matches * config.bots_per_match) as usize;
     let mut bots = Vec::with_capacity(total);
     let map = Arc::new(config.map.load());
+    let mut shared = SharedSockets::open(config, total)?;
     for m in 0..config.matches {
         for b in 0..config.bots_per_match {
             let i = u64::from(m * config.bots_per_match + b);
             let role = config.behaviour.role(i);
-            bots.push(Bot::new(config, i, MatchId(m + 1), role, &map, start)?);
+            let bot = Bot::new(
+                config,
+                i,
+                MatchId(m + 1),
+                role,
+                &map,
+                start,
+                shared.as_ref(),
+            )?;
+            bots.push(bot);
         }
     }
     let mut scratch = Scratch::new();
@@ -541,7 +760,12 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         }
         // The conditioner's held datagrams go out when due, whatever the group.
         for bot in &mut bots {
-            bot.flush_out(now);
+            bot.flush_out(now, &mut scratch.outs);
+        }
+        if let Some(shared) = &shared {
+            for g in 0..PHASE_GROUPS as usize {
+                shared.flush(g, &mut scratch);
+            }
         }
         // A send deadline: every bot of this phase group sends its input for this tick. The
         // window is the clock's, not the schedule's: bots far behind their schedule would
@@ -564,26 +788,44 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
                 late_ticks += 1;
             }
         }
-        for bot in bots
+        // One reading of both clocks dates the group's datagrams.
+        let clocks = (now, stamped::realtime_now());
+        if let Some(shared) = &mut shared {
+            let t0 = in_window.then(time::now);
+            let window = (window_start, window_end);
+            shared.receive(group as usize, &mut bots, clocks, window, &mut scratch);
+            if let Some(t0) = t0 {
+                receive_time += time::now() - t0;
+            }
+        }
+        for (i, bot) in bots
             .iter_mut()
+            .enumerate()
             .skip(group as usize)
             .step_by(PHASE_GROUPS as usize)
         {
             let t0 = in_window.then(time::now);
-            bot.receive(
-                now,
-                stamped::realtime_now(),
-                window_start,
-                window_end,
-                &mut scratch,
-            );
+            if let Some(shared) = &mut shared {
+                shared.hand_over(i, bot, clocks, (window_start, window_end), &mut scratch);
+            }
+            bot.receive(now, clocks.1, window_start, window_end, &mut scratch);
             let t1 = in_window.then(time::now);
             bot.tick(now, config, in_window, &mut scratch);
+            if let Some(shared) = &shared {
+                shared.flush_if_full(group as usize, &mut scratch);
+            }
             if let (Some(t0), Some(t1)) = (t0, t1) {
                 let t2 = time::now();
                 receive_time += t1 - t0;
                 tick_time += t2 - t1;
                 bot_ticks += 1;
+            }
+        }
+        if let Some(shared) = &shared {
+            let t0 = in_window.then(time::now);
+            shared.flush(group as usize, &mut scratch);
+            if let Some(t0) = t0 {
+                tick_time += time::now() - t0;
             }
         }
         group += 1;
@@ -606,6 +848,14 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
     }
     // What arrived before the window closed but was not read yet still counts.
     let (now, real) = (time::now(), stamped::realtime_now());
+    if let Some(shared) = &mut shared {
+        shared.drain(
+            &mut bots,
+            (now, real),
+            (window_start, window_end),
+            &mut scratch,
+        );
+    }
     for bot in &mut bots {
         bot.receive(now, real, window_start, window_end, &mut scratch);
     }
@@ -632,7 +882,12 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         bot.session.disconnect();
         while let Some(to) = bot.session.poll_transmit(time::now(), &mut scratch.frame) {
             // Best effort: the server times the bot out if these are lost.
-            let _ = bot.socket.send_to(&scratch.frame, to);
+            let _ = bot.port.send(&scratch.frame, to, &mut scratch.outs);
+        }
+    }
+    if let Some(shared) = &shared {
+        for g in 0..PHASE_GROUPS as usize {
+            shared.flush(g, &mut scratch);
         }
     }
 
@@ -800,6 +1055,15 @@ fn bot_address(server: SocketAddr, i: u64) -> SocketAddr {
     }
 }
 
+/// The bot whose loopback address [`bot_address`] gave `ip` (127.1.x.y: bot 250x + y − 1);
+/// `None` for any other address.
+fn bot_index(ip: Ipv4Addr) -> Option<usize> {
+    match ip.octets() {
+        [127, 1, x, y @ 1..=250] => Some(usize::from(x) * 250 + usize::from(y) - 1),
+        _ => None,
+    }
+}
+
 /// The address of the worker hosting `match_id` (see [`BotsConfig::servers`]).
 fn server_of(config: &BotsConfig, match_id: MatchId) -> SocketAddr {
     let n = config.servers.len().max(1);
@@ -843,17 +1107,24 @@ impl Bot {
         role: Role,
         map: &Arc<Map>,
         start: Instant,
+        shared: Option<&SharedSockets>,
     ) -> Result<Bot> {
-        let options = SocketOptions {
-            recv_buffer_bytes: Some(256 << 10),
-            send_buffer_bytes: None,
+        let port = match shared {
+            Some(shared) => shared.port(i),
+            None => {
+                let options = SocketOptions {
+                    recv_buffer_bytes: Some(BOT_RECV_BUFFER),
+                    send_buffer_bytes: None,
+                };
+                let bind = bot_address(server_of(config, match_id), i);
+                let socket = UdpSocket::bind(bind, options)
+                    .with_context(|| format!("binding a bot socket to {bind}"))?;
+                socket
+                    .enable_rx_timestamps()
+                    .context("enabling receive timestamps")?;
+                Port::Own(socket)
+            }
         };
-        let bind = bot_address(server_of(config, match_id), i);
-        let socket = UdpSocket::bind(bind, options)
-            .with_context(|| format!("binding a bot socket to {bind}"))?;
-        socket
-            .enable_rx_timestamps()
-            .context("enabling receive timestamps")?;
         let token = mint_token(config, match_id);
         let seed = config.seed.wrapping_mul(1_000_003).wrapping_add(i);
         // Only a bot that shows other players sets its delay floor by the posing interval;
@@ -871,7 +1142,7 @@ impl Bot {
         .context("the bots' session settings")?;
         let players = config.bots_per_match.min(u32::from(u16::MAX)) as u16;
         Ok(Bot {
-            socket,
+            port,
             session,
             behaviour: match (config.game, role, &config.replay) {
                 (BotGame::Shooter, _, Some(set)) => Behaviour::Replay {
@@ -930,27 +1201,19 @@ impl Bot {
     ) {
         let window = (window_start, window_end);
         // A full batch leaves the rest for the next wake-up, a few milliseconds on: their
-        // stamps still date them.
-        s.batch.fill(&self.socket, &mut s.io);
-        for i in 0..s.batch.len() {
-            let (from, bytes) = s.batch.get(i);
-            let len = bytes.len();
-            s.recv[..len].copy_from_slice(bytes);
-            let at = s
-                .batch
-                .arrival(i)
-                .map_or(now, |t| t.to_instant(now, realtime_now));
-            if self.net.is_active() {
-                let arrival = self.net.arrival(at);
-                Conditioner::hold(
-                    &mut self.net.inbound,
-                    &mut self.net.pool,
-                    arrival,
-                    from,
-                    &s.recv[..len],
-                );
-            } else {
-                self.handle(at, from, len, window, s);
+        // stamps still date them. A bot on a shared socket was handed its datagrams
+        // already ([`SharedSockets::receive`]).
+        if let Port::Own(socket) = &self.port {
+            s.batch.fill(socket, &mut s.io);
+            for i in 0..s.batch.len() {
+                let (from, bytes) = s.batch.get(i);
+                let len = bytes.len();
+                s.recv[..len].copy_from_slice(bytes);
+                let at = s
+                    .batch
+                    .arrival(i)
+                    .map_or(now, |t| t.to_instant(now, realtime_now));
+                self.deliver(at, from, len, window, s);
             }
         }
         while let Some(held) = Conditioner::due(&mut self.net.inbound, now) {
@@ -958,6 +1221,30 @@ impl Bot {
             s.recv[..len].copy_from_slice(&held.bytes);
             self.net.pool.push(held.bytes);
             self.handle(held.at, held.addr, len, window, s);
+        }
+    }
+
+    /// Takes one datagram, `s.recv[..len]`, arrived at `at`: now, or, with the conditioner
+    /// on, when half a round trip has passed.
+    fn deliver(
+        &mut self,
+        at: Instant,
+        from: SocketAddr,
+        len: usize,
+        window: (Instant, Instant),
+        s: &mut Scratch,
+    ) {
+        if self.net.is_active() {
+            let arrival = self.net.arrival(at);
+            Conditioner::hold(
+                &mut self.net.inbound,
+                &mut self.net.pool,
+                arrival,
+                from,
+                &s.recv[..len],
+            );
+        } else {
+            self.handle(at, from, len, window, s);
         }
     }
 
@@ -1232,19 +1519,26 @@ impl Bot {
             }
         }
         while let Some(to) = self.session.poll_transmit(now, &mut s.frame) {
-            self.send(now, &s.frame, to, in_window);
+            self.send(now, &s.frame, to, in_window, &mut s.outs);
         }
     }
 
     /// Sends now, or, with the conditioner on, holds the datagram for half a round trip.
-    fn send(&mut self, now: Instant, bytes: &[u8], to: SocketAddr, in_window: bool) {
+    fn send(
+        &mut self,
+        now: Instant,
+        bytes: &[u8],
+        to: SocketAddr,
+        in_window: bool,
+        outs: &mut [SendBatch],
+    ) {
         let sent = if self.net.is_active() {
             let at = self.net.arrival(now);
             Conditioner::hold(&mut self.net.out, &mut self.net.pool, at, to, bytes);
             true
         } else {
             // A refused send is a lost datagram; the protocol copes with loss.
-            self.socket.send_to(bytes, to).is_ok()
+            self.port.send(bytes, to, outs)
         };
         if sent && in_window {
             self.metrics.bytes_up += bytes.len() as u64;
@@ -1253,9 +1547,9 @@ impl Bot {
     }
 
     /// Sends the held datagrams due by `now`, in order.
-    fn flush_out(&mut self, now: Instant) {
+    fn flush_out(&mut self, now: Instant, outs: &mut [SendBatch]) {
         while let Some(held) = Conditioner::due(&mut self.net.out, now) {
-            let _ = self.socket.send_to(&held.bytes, held.addr);
+            let _ = self.port.send(&held.bytes, held.addr, outs);
             self.net.pool.push(held.bytes);
         }
     }
@@ -1305,6 +1599,25 @@ mod tests {
         assert_eq!(every, [1, 1, 1, 2, 2, 8, 32]);
         // 200 ms of frames: 6 at 30 Hz, 26 at 128 Hz, never 0.
         assert_eq!([30, 128, 1].map(retarget_frames), [6, 26, 1]);
+    }
+
+    #[test]
+    fn a_bot_is_found_by_its_loopback_address() {
+        let server: SocketAddr = "127.0.0.1:40000".parse().unwrap();
+        for i in [0u64, 1, 249, 250, 251, 999, 12_345, 63_999] {
+            let SocketAddr::V4(a) = bot_address(server, i) else {
+                panic!("IPv4 server, IPv4 bot");
+            };
+            assert_eq!(bot_index(*a.ip()), Some(i as usize), "bot {i} at {a}");
+        }
+        for other in [
+            [127, 0, 0, 1],
+            [127, 1, 0, 0],
+            [127, 1, 3, 251],
+            [10, 1, 0, 1],
+        ] {
+            assert_eq!(bot_index(other.into()), None, "{other:?}");
+        }
     }
 
     #[test]

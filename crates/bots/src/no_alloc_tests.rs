@@ -81,7 +81,7 @@ fn play(rtt: Duration, jitter: Duration) -> Played {
     let roles = [Some(Role::Wander), Some(Role::Aim), Some(Role::Run), None];
     let mut bots: Vec<Bot> = (0..u32::from(BOTS))
         .map(|i| match roles[i as usize % roles.len()] {
-            Some(role) => Bot::new(&config, u64::from(i), MatchId(1), role, &map, start),
+            Some(role) => Bot::new(&config, u64::from(i), MatchId(1), role, &map, start, None),
             None => Bot::new(
                 &replaying,
                 u64::from(i),
@@ -89,6 +89,7 @@ fn play(rtt: Duration, jitter: Duration) -> Played {
                 Role::Wander,
                 &map,
                 start,
+                None,
             ),
         })
         .map(Result::unwrap)
@@ -118,7 +119,7 @@ fn play(rtt: Duration, jitter: Duration) -> Played {
         let realtime_now = stamped::realtime_now();
         for (i, bot) in bots.iter_mut().enumerate() {
             let ((), n) = allocations_in(|| {
-                bot.flush_out(now);
+                bot.flush_out(now, &mut scratch.outs);
                 bot.receive(now, realtime_now, window_start, window_end, &mut scratch);
                 bot.tick(now, &config, in_window, &mut scratch);
             });

@@ -33,7 +33,7 @@ fn measure(
     let mut bots: Vec<Bot> = (0..u32::from(BOTS))
         .map(|i| {
             let role = roles[i as usize % roles.len()];
-            Bot::new(&config, u64::from(i), MatchId(1), role, &map, start).unwrap()
+            Bot::new(&config, u64::from(i), MatchId(1), role, &map, start, None).unwrap()
         })
         .collect();
     let mut scratch = Scratch::new();
@@ -42,7 +42,7 @@ fn measure(
         let now = start + period * t;
         let realtime_now = stamped::realtime_now();
         for bot in &mut bots {
-            bot.flush_out(now);
+            bot.flush_out(now, &mut scratch.outs);
             bot.receive(now, realtime_now, start, window_end, &mut scratch);
             bot.tick(now, &config, true, &mut scratch);
         }

@@ -57,7 +57,7 @@ fn a_replaying_bot_sends_its_recorded_seats_commands_tick_for_tick_looping_and_a
     let mut host = Host::new(&config, socket, start, rules);
     let map = Arc::new(config.map.load());
     let mut bots: Vec<Bot> = (0..u64::from(BOTS))
-        .map(|i| Bot::new(&config, i, MatchId(1), Role::Wander, &map, start).unwrap())
+        .map(|i| Bot::new(&config, i, MatchId(1), Role::Wander, &map, start, None).unwrap())
         .collect();
     // What each bot's pair held, tick by tick, read apart from the replayer.
     let files: Vec<Vec<u8>> = set
@@ -83,7 +83,7 @@ fn a_replaying_bot_sends_its_recorded_seats_commands_tick_for_tick_looping_and_a
         let realtime_now = stamped::realtime_now();
         let mut sent = vec![None; bots.len()];
         for (i, bot) in bots.iter_mut().enumerate() {
-            bot.flush_out(now);
+            bot.flush_out(now, &mut scratch.outs);
             bot.receive(now, realtime_now, start, window_end, &mut scratch);
             if let (
                 Behaviour::Replay {

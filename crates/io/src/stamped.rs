@@ -24,6 +24,14 @@ impl UdpSocket {
         Ok(())
     }
 
+    /// Unsupported on the portable path: no datagram says where it was sent to.
+    pub fn enable_destinations(&self) -> io::Result<()> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "datagram destinations (IP_PKTINFO) need the Linux I/O path",
+        ))
+    }
+
     /// Receives one datagram; `Ok(None)` when none is waiting. The time is always `None`
     /// on the portable path.
     pub fn recv_stamped(
@@ -36,8 +44,20 @@ impl UdpSocket {
 
 #[cfg(linux_io)]
 impl UdpSocket {
+    /// Asks the kernel to say which local IPv4 address each datagram this socket receives
+    /// was sent to (`IP_PKTINFO`; [`crate::udp::RecvBatch::destination`]), for a socket bound
+    /// to the wildcard address that stands for many local addresses.
+    pub fn enable_destinations(&self) -> io::Result<()> {
+        self.set_int_option(libc::IPPROTO_IP, libc::IP_PKTINFO)
+    }
+
     /// Asks the kernel to stamp every datagram this socket receives with its arrival time.
     pub fn enable_rx_timestamps(&self) -> io::Result<()> {
+        self.set_int_option(libc::SOL_SOCKET, libc::SO_TIMESTAMPNS)
+    }
+
+    /// Turns on the boolean option `name` at `level`.
+    fn set_int_option(&self, level: libc::c_int, name: libc::c_int) -> io::Result<()> {
         use std::mem;
         use std::os::fd::AsRawFd;
         let on: libc::c_int = 1;
@@ -45,8 +65,8 @@ impl UdpSocket {
         let r = unsafe {
             libc::setsockopt(
                 self.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_TIMESTAMPNS,
+                level,
+                name,
                 (&on as *const libc::c_int).cast(),
                 mem::size_of::<libc::c_int>() as libc::socklen_t,
             )

@@ -204,6 +204,8 @@ fn per_call(datagrams: u64, calls: u64) -> f64 {
 #[derive(Clone, Copy, Debug)]
 struct Received {
     from: SocketAddr,
+    /// The IPv4 address it was sent to, on a socket with [`UdpSocket::enable_destinations`].
+    to: Option<std::net::Ipv4Addr>,
     slot: usize,
     len: usize,
     truncated: bool,
@@ -308,6 +310,18 @@ impl RecvBatch {
         self.received[i].stamp
     }
 
+    /// The IPv4 address datagram `i` of the last fill was sent to: `Some` for a socket
+    /// with [`UdpSocket::enable_destinations`] on and a batch made
+    /// [`RecvBatch::with_timestamps`] (which gives each slot room for what the kernel says
+    /// of a datagram besides its bytes), `None` otherwise. One socket bound to the wildcard
+    /// address then serves many local addresses, and this says which one a datagram is for.
+    ///
+    /// # Panics
+    /// If `i >= self.len()`.
+    pub fn destination(&self, i: usize) -> Option<std::net::Ipv4Addr> {
+        self.received[i].to
+    }
+
     /// True when datagram `i` of the last fill was longer than [`SLOT_BYTES`] and was cut.
     ///
     /// # Panics
@@ -321,6 +335,8 @@ impl RecvBatch {
 #[derive(Clone, Copy, Debug)]
 struct Queued {
     to: SocketAddr,
+    /// The source address it is sent from ([`SendBatch::push_from`]); `None`: the socket's.
+    from: Option<std::net::Ipv4Addr>,
     start: usize,
     len: usize,
 }
@@ -354,10 +370,24 @@ impl SendBatch {
 
     /// Queues one datagram.
     pub fn push(&mut self, to: SocketAddr, bytes: &[u8]) {
+        self.queue(None, to, bytes);
+    }
+
+    /// Queues one datagram sent from the local IPv4 address `from` (`IP_PKTINFO`), for a
+    /// socket bound to the wildcard address that stands for many local addresses (a load
+    /// generator's clients, each on its own loopback address). Linux only: where
+    /// [`UdpSocket::enable_destinations`] fails, the flush counts such a datagram in
+    /// [`IoStats::send_errors`] and does not send it.
+    pub fn push_from(&mut self, from: std::net::Ipv4Addr, to: SocketAddr, bytes: &[u8]) {
+        self.queue(Some(from), to, bytes);
+    }
+
+    fn queue(&mut self, from: Option<std::net::Ipv4Addr>, to: SocketAddr, bytes: &[u8]) {
         let start = self.data.len();
         self.data.extend_from_slice(bytes);
         self.queued.push(Queued {
             to,
+            from,
             start,
             len: bytes.len(),
         });
@@ -710,6 +740,78 @@ mod tests {
         assert_eq!(stats.recv_errors, 0);
         assert_eq!(stats.recv_calls, 1);
         assert_eq!(stats.datagrams_per_recv_call(), 0.0);
+    }
+
+    /// One wildcard socket stands for several loopback addresses: it sends from each
+    /// (`push_from`) and says which each reply was sent to (`destination`), interleaved
+    /// with a datagram from the socket's own address.
+    #[cfg(linux_io)]
+    #[test]
+    fn one_socket_sends_from_and_receives_for_many_loopback_addresses() {
+        let shared = bind("0.0.0.0:0").unwrap();
+        shared.enable_destinations().unwrap();
+        shared.enable_rx_timestamps().unwrap();
+        let port = shared.local_addr().unwrap().port();
+        let server = loopback();
+        let to = server.local_addr().unwrap();
+        let sources: Vec<std::net::Ipv4Addr> = (1..=3).map(|k| [127, 1, 0, k].into()).collect();
+        let mut out = SendBatch::with_capacity(8, 64);
+        let mut stats = IoStats::default();
+        for (k, &ip) in sources.iter().enumerate() {
+            out.push_from(ip, to, &[k as u8; 12]);
+        }
+        out.push(to, &[9; 12]);
+        assert_eq!(out.flush(&shared, &mut stats), 4);
+        assert_eq!(stats.send_errors, 0);
+        assert_eq!(stats.send_calls, 1, "one sendmmsg for every source");
+
+        let mut batch = RecvBatch::with_capacity(8);
+        let got = receive(&server, &mut batch, &mut stats, 4);
+        let mut want: Vec<_> = sources
+            .iter()
+            .enumerate()
+            .map(|(k, &ip)| (SocketAddr::from((ip, port)), vec![k as u8; 12], false))
+            .collect();
+        // Unbound to an address, the socket's own datagrams leave from 127.0.0.1.
+        want.push((SocketAddr::from(([127, 0, 0, 1], port)), vec![9; 12], false));
+        assert_eq!(got, want);
+
+        // The server answers each source; the shared socket tells them apart.
+        for (from, bytes, _) in &got {
+            server.send_to(bytes, *from).unwrap();
+        }
+        let mut batch = RecvBatch::with_timestamps(8);
+        let deadline = Instant::now() + PATIENCE;
+        let mut seen = Vec::new();
+        while seen.len() < 4 && Instant::now() < deadline {
+            wait_readable(&[&shared], deadline - Instant::now()).unwrap();
+            batch.fill(&shared, &mut stats);
+            for i in 0..batch.len() {
+                assert!(batch.arrival(i).is_some(), "stamps still read beside it");
+                seen.push((batch.destination(i), batch.get(i).1[0]));
+            }
+        }
+        let mut want: Vec<_> = (0..3u8)
+            .map(|k| (Some(sources[usize::from(k)]), k))
+            .collect();
+        want.push((Some([127, 0, 0, 1].into()), 9));
+        assert_eq!(seen, want);
+
+        // Without the option, or without room for control messages, no destination.
+        let plain = loopback();
+        plain
+            .send_to(
+                &[1],
+                shared
+                    .local_addr()
+                    .map(|a| SocketAddr::from(([127, 0, 0, 1], a.port())))
+                    .unwrap(),
+            )
+            .unwrap();
+        let mut bare = RecvBatch::with_capacity(2);
+        let got = receive(&shared, &mut bare, &mut stats, 1);
+        assert_eq!(got.len(), 1);
+        assert_eq!(bare.destination(0), None);
     }
 
     #[test]

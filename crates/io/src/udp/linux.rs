@@ -154,8 +154,41 @@ fn zeroed_storage() -> libc::sockaddr_storage {
     unsafe { mem::zeroed() }
 }
 
-/// Room for one control message of a timespec, aligned for cmsghdr.
-type Control = [u64; 8];
+/// Room for the control messages of a received datagram, aligned for cmsghdr: its arrival
+/// stamp (a timespec, 32 bytes with its header) and where it was sent to (an in_pktinfo,
+/// 32 bytes), with room to spare.
+type Control = [u64; 12];
+
+/// Room for one outgoing `IP_PKTINFO` control message: CMSG_SPACE of an in_pktinfo.
+type SourceControl = [u64; 4];
+const _: () = assert!(
+    mem::size_of::<libc::cmsghdr>() + mem::size_of::<libc::in_pktinfo>()
+        <= mem::size_of::<SourceControl>()
+);
+
+/// The IPv4 address a received datagram was sent to, from its `IP_PKTINFO` control message.
+///
+/// # Safety
+/// `msg.msg_control` must point at `msg.msg_controllen` readable bytes that the kernel
+/// filled as a control buffer (or be null with a length of 0).
+unsafe fn destination_of(msg: &libc::msghdr) -> Option<Ipv4Addr> {
+    let mut to = None;
+    // SAFETY: the CMSG_* macros walk the control buffer the kernel filled, bounded by
+    // msg_controllen (the caller's promise); CMSG_DATA of an IP_PKTINFO message holds one
+    // in_pktinfo, read unaligned because nothing promises its alignment.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_PKTINFO {
+                let info: libc::in_pktinfo = ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                // ipi_addr: the header's destination address, in network order.
+                to = Some(Ipv4Addr::from(info.ipi_addr.s_addr.to_ne_bytes()));
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+    }
+    to
+}
 
 /// What a [`RecvBatch`] keeps for `recvmmsg`: the source address the kernel writes for
 /// each slot, each slot's control buffer (for arrival stamps; empty: the batch takes
@@ -177,7 +210,7 @@ impl RecvState {
 
     /// Gives each of `capacity` slots a control buffer, so that fills read arrival stamps.
     pub(super) fn take_timestamps(&mut self, capacity: usize) {
-        self.controls = vec![[0; 8]; capacity];
+        self.controls = vec![[0; 12]; capacity];
     }
 }
 
@@ -185,6 +218,8 @@ impl RecvState {
 /// headers of one call.
 pub(super) struct SendState {
     names: Vec<libc::sockaddr_storage>,
+    /// Each message's `IP_PKTINFO`, for those queued with a source address.
+    controls: Vec<SourceControl>,
     msgs: MsgHeaders,
 }
 
@@ -192,8 +227,37 @@ impl SendState {
     pub(super) fn new(per_call: usize) -> Self {
         SendState {
             names: vec![zeroed_storage(); per_call],
+            controls: vec![[0; 4]; per_call],
             msgs: MsgHeaders::with_len(per_call),
         }
+    }
+}
+
+/// Writes an `IP_PKTINFO` control message that sends from `from` into `control`, and points
+/// `hdr` at it.
+fn set_source(hdr: &mut libc::mmsghdr, control: &mut SourceControl, from: Ipv4Addr) {
+    *control = [0; 4];
+    hdr.msg_hdr.msg_control = control.as_mut_ptr().cast::<c_void>();
+    // SAFETY: CMSG_SPACE is arithmetic on a constant size.
+    hdr.msg_hdr.msg_controllen =
+        unsafe { libc::CMSG_SPACE(size_of::<libc::in_pktinfo>() as u32) } as _;
+    let info = libc::in_pktinfo {
+        ipi_ifindex: 0,
+        // The source address to send from, in network order.
+        ipi_spec_dst: libc::in_addr {
+            s_addr: u32::from_ne_bytes(from.octets()),
+        },
+        ipi_addr: libc::in_addr { s_addr: 0 },
+    };
+    // SAFETY: the header now points at `control`, which is aligned for cmsghdr and holds
+    // CMSG_SPACE(in_pktinfo) bytes (asserted above), so CMSG_FIRSTHDR gives its start and
+    // CMSG_DATA a place for one in_pktinfo inside it, written unaligned.
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&hdr.msg_hdr);
+        (*c).cmsg_level = libc::IPPROTO_IP;
+        (*c).cmsg_type = libc::IP_PKTINFO;
+        (*c).cmsg_len = libc::CMSG_LEN(size_of::<libc::in_pktinfo>() as u32) as _;
+        ptr::write_unaligned(libc::CMSG_DATA(c).cast::<libc::in_pktinfo>(), info);
     }
 }
 
@@ -264,18 +328,19 @@ impl RecvBatch {
                     stats.recv_errors += 1;
                     continue;
                 };
-                let stamp = if self.sys.controls.is_empty() {
-                    None
+                let (stamp, to) = if self.sys.controls.is_empty() {
+                    (None, None)
                 } else {
                     // SAFETY: this header's control points at `self.sys.controls[slot]`, of
-                    // the length given, and the call just filled it.
-                    unsafe { stamp_of(&hdr.msg_hdr) }
+                    // the length the kernel left there, and the call just filled it.
+                    unsafe { (stamp_of(&hdr.msg_hdr), destination_of(&hdr.msg_hdr)) }
                 };
                 stats.received += 1;
                 stats.bytes_in += len as u64;
                 stats.truncated += u64::from(truncated);
                 self.received.push(Received {
                     from,
+                    to,
                     slot,
                     len,
                     truncated,
@@ -306,11 +371,12 @@ impl SendBatch {
         let mut sent = 0;
         while next < self.queued.len() {
             let want = (self.queued.len() - next).min(self.sys.msgs.len());
-            for (((q, name), iov), hdr) in self.queued[next..next + want]
+            for ((((q, name), iov), hdr), control) in self.queued[next..next + want]
                 .iter()
                 .zip(&mut self.sys.names)
                 .zip(&mut self.sys.msgs.iovs)
                 .zip(&mut self.sys.msgs.hdrs)
+                .zip(&mut self.sys.controls)
             {
                 let namelen = write_sockaddr(q.to, name);
                 let bytes = &self.data[q.start..q.start + q.len];
@@ -321,13 +387,17 @@ impl SendBatch {
                     iov_len: bytes.len(),
                 };
                 set_header(hdr, name, namelen, iov);
+                if let Some(from) = q.from {
+                    set_source(hdr, control, from);
+                }
             }
             stats.send_calls += 1;
             // SAFETY: each of the first `want` headers points at one sockaddr_storage of
-            // `self.sys.names` holding an address of the length given, and at one iovec
-            // describing bytes inside `self.data`. All are owned by `self`, which is
-            // borrowed mutably for the call, so they outlive it and nothing else touches
-            // them; the kernel only reads the data.
+            // `self.sys.names` holding an address of the length given, at one iovec
+            // describing bytes inside `self.data`, and at no control buffer or one of
+            // `self.sys.controls` holding one IP_PKTINFO message. All are owned by `self`,
+            // which is borrowed mutably for the call, so they outlive it and nothing else
+            // touches them; the kernel only reads the data.
             let n = unsafe {
                 libc::sendmmsg(
                     socket.as_raw_fd(),

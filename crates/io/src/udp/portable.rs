@@ -114,6 +114,7 @@ impl RecvBatch {
                     stats.truncated += u64::from(truncated);
                     self.received.push(Received {
                         from,
+                        to: None,
                         slot,
                         len,
                         truncated,
@@ -141,6 +142,11 @@ impl SendBatch {
     pub fn flush(&mut self, socket: &UdpSocket, stats: &mut IoStats) -> usize {
         let mut sent = 0;
         for (i, q) in self.queued.iter().enumerate() {
+            if q.from.is_some() {
+                // No portable way to choose the source address.
+                stats.send_errors += 1;
+                continue;
+            }
             stats.send_calls += 1;
             match socket
                 .inner

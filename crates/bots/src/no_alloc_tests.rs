@@ -11,6 +11,9 @@
 //! players die and come back within the window (the bots alone seldom meet). The server's
 //! side is not measured here (`crates/shooter/tests/tick_no_alloc.rs` measures it).
 //!
+//! With shared sockets ([`SharedSockets`], as [`run`] gives bots against a loopback server)
+//! each phase group's receive, hand-over, ticks and sends are measured together.
+//!
 //! A counting global allocator sees every allocation of this crate's test binary; only
 //! those made inside the measured closure on the calling thread are counted.
 
@@ -35,7 +38,8 @@ const MAX_MEASURED_TICKS: u32 = 4096;
 
 /// A run of [`play`], for the caller to check.
 struct Played {
-    /// Allocations the bots made in the window: `(tick, bot, allocations)`.
+    /// Allocations the bots made in the window: `(tick, bot, allocations)` (with shared
+    /// sockets, `(tick, phase group, allocations)`).
     allocating: Vec<(u32, usize, u64)>,
     bots: Vec<Bot>,
     scratch: Scratch,
@@ -43,8 +47,9 @@ struct Played {
 }
 
 /// Plays the warm-up, then the measured window until it holds what
-/// [`Window::is_complete`] asks, with the conditioner adding `rtt` and `jitter`.
-fn play(rtt: Duration, jitter: Duration) -> Played {
+/// [`Window::is_complete`] asks, with the conditioner adding `rtt` and `jitter`, the bots
+/// on [`SharedSockets`] when `shared`.
+fn play(rtt: Duration, jitter: Duration, shared: bool) -> Played {
     let socket = UdpSocket::bind("127.0.0.1:0".parse().unwrap(), SocketOptions::default()).unwrap();
     let config = BotsConfig {
         servers: vec![socket.local_addr().unwrap()],
@@ -78,10 +83,23 @@ fn play(rtt: Duration, jitter: Duration) -> Played {
         )),
         ..config.clone()
     };
+    let mut shared = shared.then(|| {
+        SharedSockets::open(&config, usize::from(BOTS))
+            .unwrap()
+            .expect("bots share sockets against a loopback server")
+    });
     let roles = [Some(Role::Wander), Some(Role::Aim), Some(Role::Run), None];
     let mut bots: Vec<Bot> = (0..u32::from(BOTS))
         .map(|i| match roles[i as usize % roles.len()] {
-            Some(role) => Bot::new(&config, u64::from(i), MatchId(1), role, &map, start, None),
+            Some(role) => Bot::new(
+                &config,
+                u64::from(i),
+                MatchId(1),
+                role,
+                &map,
+                start,
+                shared.as_ref(),
+            ),
             None => Bot::new(
                 &replaying,
                 u64::from(i),
@@ -89,7 +107,7 @@ fn play(rtt: Duration, jitter: Duration) -> Played {
                 Role::Wander,
                 &map,
                 start,
-                None,
+                shared.as_ref(),
             ),
         })
         .map(Result::unwrap)
@@ -117,14 +135,37 @@ fn play(rtt: Duration, jitter: Duration) -> Played {
             );
         }
         let realtime_now = stamped::realtime_now();
-        for (i, bot) in bots.iter_mut().enumerate() {
+        let Some(shared) = &mut shared else {
+            for (i, bot) in bots.iter_mut().enumerate() {
+                let ((), n) = allocations_in(|| {
+                    bot.flush_out(now, &mut scratch.outs);
+                    bot.receive(now, realtime_now, window_start, window_end, &mut scratch);
+                    bot.tick(now, &config, in_window, &mut scratch);
+                });
+                if in_window && n > 0 {
+                    allocating.push((t, i, n));
+                }
+            }
+            assert!(host.frame(now).is_none(), "the match goes on");
+            continue;
+        };
+        let clocks = (now, realtime_now);
+        let window = (window_start, window_end);
+        for g in 0..PHASE_GROUPS as usize {
             let ((), n) = allocations_in(|| {
-                bot.flush_out(now, &mut scratch.outs);
-                bot.receive(now, realtime_now, window_start, window_end, &mut scratch);
-                bot.tick(now, &config, in_window, &mut scratch);
+                shared.receive(g, &mut bots, clocks, window, &mut scratch);
+                for i in (g..bots.len()).step_by(PHASE_GROUPS as usize) {
+                    let bot = &mut bots[i];
+                    shared.hand_over(i, bot, clocks, window, &mut scratch);
+                    bot.flush_out(now, &mut scratch.outs);
+                    bot.receive(now, realtime_now, window_start, window_end, &mut scratch);
+                    bot.tick(now, &config, in_window, &mut scratch);
+                    shared.flush_if_full(g, &mut scratch);
+                }
+                shared.flush(g, &mut scratch);
             });
             if in_window && n > 0 {
-                allocating.push((t, i, n));
+                allocating.push((t, g, n));
             }
         }
         assert!(host.frame(now).is_none(), "the match goes on");
@@ -239,14 +280,25 @@ fn assert_allocated_nothing(played: &Played) {
 
 #[test]
 fn a_warm_bot_s_packets_allocate_nothing() {
-    let played = play(Duration::ZERO, Duration::ZERO);
+    let played = play(Duration::ZERO, Duration::ZERO, false);
+    assert_allocated_nothing(&played);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_warm_bot_s_packets_allocate_nothing_on_shared_sockets() {
+    let played = play(Duration::ZERO, Duration::ZERO, true);
+    assert!(played
+        .bots
+        .iter()
+        .all(|b| matches!(b.port, Port::Shared { .. })));
     assert_allocated_nothing(&played);
 }
 
 #[test]
 fn a_warm_bot_s_packets_allocate_nothing_through_the_conditioner() {
     // 40 ms ± 4 ms each way: datagrams held, reordered, and their buffers reused.
-    let played = play(Duration::from_millis(80), Duration::from_millis(4));
+    let played = play(Duration::from_millis(80), Duration::from_millis(4), false);
     assert!(played.bots.iter().all(|b| b.net.is_active()));
     assert_allocated_nothing(&played);
 }

@@ -121,7 +121,7 @@ pub(super) fn run(args: &BenchArgs, dir: &Path, plan: &Plan, axis: Axis) -> Resu
                 n,
                 v,
                 &step.late_causes,
-                step.bots_cores_to_keep_up,
+                (step.bots_saturated_by, step.bots_cores_to_keep_up),
             );
             if !args.sweep_every_step {
                 break;

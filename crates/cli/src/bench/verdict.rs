@@ -6,7 +6,9 @@
 //! the sweep says why it stopped: "server", "bots" or "host". Pure functions over the
 //! steps' figures, so the rules are tested without running a bench.
 
-use tickforge_telemetry::report::{FrameSecond, LateCauses, StepVerdict, WindowVerdict};
+use tickforge_telemetry::report::{
+    FrameSecond, LateCauses, SaturatedBy, StepVerdict, WindowVerdict,
+};
 
 use super::sweep::ON_TIME;
 
@@ -172,13 +174,14 @@ pub fn measured(steps: &[(u32, &StepVerdict)]) -> (Option<u32>, Option<u32>) {
     (measured, strict)
 }
 
-/// Why the sweep stopped, in words with the figures of the step that stopped it.
+/// Why the sweep stopped, in words with the figures of the step that stopped it; `bots`:
+/// how the bots fell short, and the cores that would have kept them on schedule.
 pub fn stopped_because(
     reason: &str,
     n: u32,
     v: &StepVerdict,
     causes: &LateCauses,
-    bots_cores: Option<f64>,
+    (saturated_by, bots_cores): (Option<SaturatedBy>, Option<f64>),
 ) -> String {
     let rates: Vec<String> = (v.windows.iter())
         .map(|w| {
@@ -191,10 +194,18 @@ pub fn stopped_because(
         .collect();
     let what = match reason {
         "server" => "the server's own cost: its windows missed 99.5% on time with the host's misses excused".to_string(),
-        "bots" => match bots_cores {
-            Some(c) => format!("the bots saturated their core (they would have needed {c:.2} cores to keep up): the server was not the limit"),
-            None => "the bots saturated their core: the server was not the limit".to_string(),
-        },
+        "bots" => {
+            let how = match saturated_by {
+                Some(SaturatedBy::Late | SaturatedBy::LateWarmup) => {
+                    "the bots fell behind their schedule, woken late on a busy host"
+                }
+                Some(SaturatedBy::Cpu) | None => "the bots saturated their core",
+            };
+            match bots_cores {
+                Some(c) => format!("{how} (they would have needed {c:.2} cores to keep up): the server was not the limit"),
+                None => format!("{how}: the server was not the limit"),
+            }
+        }
         "host" => "the host: preemption or steal made too many ticks late to read the server's own account".to_string(),
         _ => "the last step held".to_string(),
     };
@@ -377,14 +388,22 @@ mod tests {
         let refs: Vec<(u32, &StepVerdict)> = steps.iter().map(|(n, v)| (*n, v)).collect();
         assert_eq!(measured(&refs), (Some(30), Some(10)));
         assert_eq!(measured(&refs[..0]), (None, None));
-        let text = stopped_because("server", 40, &steps[4].1, &LateCauses::default(), None);
+        let none = (None, None);
+        let text = stopped_because("server", 40, &steps[4].1, &LateCauses::default(), none);
         assert!(
             text.starts_with("40 matches, 2 run(s): the server's own cost"),
             "{text}"
         );
-        let bots = stopped_because("bots", 50, &steps[4].1, &LateCauses::default(), Some(1.234));
+        let cpu = (Some(SaturatedBy::Cpu), Some(1.234));
+        let bots = stopped_because("bots", 50, &steps[4].1, &LateCauses::default(), cpu);
         assert!(
             bots.starts_with("50 matches, 2 run(s): the bots saturated their core (they would have needed 1.23 cores to keep up)"),
+            "{bots}"
+        );
+        let late = (Some(SaturatedBy::Late), Some(0.864));
+        let bots = stopped_because("bots", 70, &steps[4].1, &LateCauses::default(), late);
+        assert!(
+            bots.starts_with("70 matches, 2 run(s): the bots fell behind their schedule, woken late on a busy host (they would have needed 0.86 cores to keep up)"),
             "{bots}"
         );
     }

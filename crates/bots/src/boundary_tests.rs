@@ -88,9 +88,8 @@ impl Field {
         // Past the end of any test here: the measured window holds every tick.
         let window_end = self.start + self.period * 1_000_000;
         for bot in &mut self.bots {
-            bot.flush_out(now, &mut self.scratch.outs);
-            bot.receive(now, realtime_now, self.start, window_end, &mut self.scratch);
-            bot.tick(now, &self.config, true, &mut self.scratch);
+            let (clocks, window) = ((now, realtime_now), (self.start, window_end));
+            bot.step(clocks, window, &self.config, true, &mut self.scratch);
         }
         self.host.frame(now)
     }

@@ -4,6 +4,7 @@
 //! spawns, and an attacker reaches the enemy flag), they read every snapshot, and a warm
 //! bot allocates nothing.
 
+use super::test_host::step_counting;
 use tickforge_api::{MatchSetup, Seat};
 use tickforge_ctf::{Ctf, Kind};
 use tickforge_io::udp::SendBatch;
@@ -11,7 +12,6 @@ use tickforge_proto::netcode::{self, ServerEvent};
 use tickforge_proto::MAX_PACKET_BYTES;
 use tickforge_server::{HostedMatch, Match};
 use tickforge_telemetry::Scopes;
-use tickforge_testkit::alloc::allocations_in;
 
 use super::*;
 
@@ -130,16 +130,16 @@ fn ctf_bots_play_by_their_replicas_and_allocate_nothing_warm() {
         let now = start + period * t;
         let in_window = t >= WARMUP_TICKS;
         let realtime_now = stamped::realtime_now();
-        for (i, bot) in bots.iter_mut().enumerate() {
-            let ((), n) = allocations_in(|| {
-                bot.flush_out(now, &mut scratch.outs);
-                bot.receive(now, realtime_now, window_start, window_end, &mut scratch);
-                bot.tick(now, &config, in_window, &mut scratch);
-            });
-            if in_window && n > 0 {
-                allocating.push((t, i, n));
-            }
-        }
+        let (clocks, window) = ((now, realtime_now), (window_start, window_end));
+        step_counting(
+            &mut bots,
+            (t, in_window),
+            clocks,
+            window,
+            &config,
+            &mut scratch,
+            &mut allocating,
+        );
         host.frame(now);
         let game = host.m.game();
         for seat in 0..SEATS {

@@ -410,8 +410,10 @@ enum Port {
 }
 
 impl Port {
-    /// Sends `bytes` to `to` now, or queues it on the group's batch, which goes out after
-    /// the group's tick; false for a send the OS refused (a lost datagram).
+    /// Sends `bytes` to `to` now, or queues it on the group's batch, which goes out once
+    /// [`SEND_BATCH`] wait or the group's ticks are done; false for a send the OS refused
+    /// (a lost datagram). A queued datagram the OS refuses later is counted in the run's
+    /// [`IoStats::send_errors`].
     fn send(&self, bytes: &[u8], to: SocketAddr, outs: &mut [SendBatch]) -> bool {
         match self {
             Port::Own(socket) => socket.send_to(bytes, to).is_ok(),
@@ -567,18 +569,16 @@ impl SharedSockets {
         }
     }
 
+    /// Gives `bot` datagram `k` of `batch`.
     fn deliver(
         batch: &RecvBatch,
         k: usize,
         bot: &mut Bot,
-        (now, realtime_now): (Instant, Duration),
+        clocks: (Instant, Duration),
         window: (Instant, Instant),
         s: &mut Scratch,
     ) {
-        let (from, bytes) = batch.get(k);
-        let len = bytes.len();
-        s.recv[..len].copy_from_slice(bytes);
-        let at = (batch.arrival(k)).map_or(now, |t| t.to_instant(now, realtime_now));
+        let (from, len, at) = staged(batch, k, &mut s.recv, clocks);
         bot.deliver(at, from, len, window, s);
     }
 
@@ -587,6 +587,13 @@ impl SharedSockets {
     fn flush_if_full(&self, group: usize, s: &mut Scratch) {
         if s.outs.get(group).is_some_and(|out| out.len() >= SEND_BATCH) {
             self.flush(group, s);
+        }
+    }
+
+    /// Sends what every group's bots queued.
+    fn flush_all(&self, s: &mut Scratch) {
+        for g in 0..self.sockets.len() {
+            self.flush(g, s);
         }
     }
 
@@ -763,9 +770,7 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
             bot.flush_out(now, &mut scratch.outs);
         }
         if let Some(shared) = &shared {
-            for g in 0..PHASE_GROUPS as usize {
-                shared.flush(g, &mut scratch);
-            }
+            shared.flush_all(&mut scratch);
         }
         // A send deadline: every bot of this phase group sends its input for this tick. The
         // window is the clock's, not the schedule's: bots far behind their schedule would
@@ -886,9 +891,7 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         }
     }
     if let Some(shared) = &shared {
-        for g in 0..PHASE_GROUPS as usize {
-            shared.flush(g, &mut scratch);
-        }
+        shared.flush_all(&mut scratch);
     }
 
     let ClientHistograms {
@@ -1055,6 +1058,21 @@ fn bot_address(server: SocketAddr, i: u64) -> SocketAddr {
     }
 }
 
+/// Copies datagram `k` of `batch` into `recv`; its source, length and arrival, dated by the
+/// kernel's stamp with `clocks` (one reading of the monotonic and the realtime clock), or
+/// at the monotonic reading without one.
+fn staged(
+    batch: &RecvBatch,
+    k: usize,
+    recv: &mut [u8],
+    (now, realtime_now): (Instant, Duration),
+) -> (SocketAddr, usize, Instant) {
+    let (from, bytes) = batch.get(k);
+    recv[..bytes.len()].copy_from_slice(bytes);
+    let at = (batch.arrival(k)).map_or(now, |t| t.to_instant(now, realtime_now));
+    (from, bytes.len(), at)
+}
+
 /// The bot whose loopback address [`bot_address`] gave `ip` (127.1.x.y: bot 250x + y − 1);
 /// `None` for any other address.
 fn bot_index(ip: Ipv4Addr) -> Option<usize> {
@@ -1206,13 +1224,7 @@ impl Bot {
         if let Port::Own(socket) = &self.port {
             s.batch.fill(socket, &mut s.io);
             for i in 0..s.batch.len() {
-                let (from, bytes) = s.batch.get(i);
-                let len = bytes.len();
-                s.recv[..len].copy_from_slice(bytes);
-                let at = s
-                    .batch
-                    .arrival(i)
-                    .map_or(now, |t| t.to_instant(now, realtime_now));
+                let (from, len, at) = staged(&s.batch, i, &mut s.recv, (now, realtime_now));
                 self.deliver(at, from, len, window, s);
             }
         }
@@ -1222,6 +1234,22 @@ impl Bot {
             self.net.pool.push(held.bytes);
             self.handle(held.at, held.addr, len, window, s);
         }
+    }
+
+    /// One tick of this bot as the tests drive it: its held datagrams out, its socket read
+    /// (`realtime_now` read with `now`), its tick.
+    #[cfg(test)]
+    fn step(
+        &mut self,
+        (now, realtime_now): (Instant, Duration),
+        (window_start, window_end): (Instant, Instant),
+        config: &BotsConfig,
+        in_window: bool,
+        s: &mut Scratch,
+    ) {
+        self.flush_out(now, &mut s.outs);
+        self.receive(now, realtime_now, window_start, window_end, s);
+        self.tick(now, config, in_window, s);
     }
 
     /// Takes one datagram, `s.recv[..len]`, arrived at `at`: now, or, with the conditioner

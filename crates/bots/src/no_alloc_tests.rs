@@ -23,7 +23,7 @@ use tickforge_server::Match;
 use tickforge_shooter::Shooter;
 use tickforge_testkit::alloc::{allocations_in, Counting};
 
-use super::test_host::{Host, BOTS, PLAYERS};
+use super::test_host::{step_counting, Host, BOTS, PLAYERS};
 use super::*;
 
 #[global_allocator]
@@ -136,16 +136,16 @@ fn play(rtt: Duration, jitter: Duration, shared: bool) -> Played {
         }
         let realtime_now = stamped::realtime_now();
         let Some(shared) = &mut shared else {
-            for (i, bot) in bots.iter_mut().enumerate() {
-                let ((), n) = allocations_in(|| {
-                    bot.flush_out(now, &mut scratch.outs);
-                    bot.receive(now, realtime_now, window_start, window_end, &mut scratch);
-                    bot.tick(now, &config, in_window, &mut scratch);
-                });
-                if in_window && n > 0 {
-                    allocating.push((t, i, n));
-                }
-            }
+            let (clocks, window) = ((now, realtime_now), (window_start, window_end));
+            step_counting(
+                &mut bots,
+                (t, in_window),
+                clocks,
+                window,
+                &config,
+                &mut scratch,
+                &mut allocating,
+            );
             assert!(host.frame(now).is_none(), "the match goes on");
             continue;
         };
@@ -157,9 +157,7 @@ fn play(rtt: Duration, jitter: Duration, shared: bool) -> Played {
                 for i in (g..bots.len()).step_by(PHASE_GROUPS as usize) {
                     let bot = &mut bots[i];
                     shared.hand_over(i, bot, clocks, window, &mut scratch);
-                    bot.flush_out(now, &mut scratch.outs);
-                    bot.receive(now, realtime_now, window_start, window_end, &mut scratch);
-                    bot.tick(now, &config, in_window, &mut scratch);
+                    bot.step(clocks, window, &config, in_window, &mut scratch);
                     shared.flush_if_full(g, &mut scratch);
                 }
                 shared.flush(g, &mut scratch);

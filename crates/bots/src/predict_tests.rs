@@ -42,9 +42,8 @@ fn measure(
         let now = start + period * t;
         let realtime_now = stamped::realtime_now();
         for bot in &mut bots {
-            bot.flush_out(now, &mut scratch.outs);
-            bot.receive(now, realtime_now, start, window_end, &mut scratch);
-            bot.tick(now, &config, true, &mut scratch);
+            let clocks = (now, realtime_now);
+            bot.step(clocks, (start, window_end), &config, true, &mut scratch);
         }
         host.frame(now);
     }

@@ -194,3 +194,24 @@ fn hunter_cmd(world: &World, me: PlayerSlot) -> UserCmd {
         },
     }
 }
+
+/// Steps every bot once ([`Bot::step`]) at tick `t`, counting each one's allocations apart:
+/// `(t, bot, allocations)` is kept for each that allocated, when `in_window`.
+pub(crate) fn step_counting(
+    bots: &mut [Bot],
+    (t, in_window): (u32, bool),
+    clocks: (Instant, Duration),
+    window: (Instant, Instant),
+    config: &BotsConfig,
+    s: &mut Scratch,
+    allocating: &mut Vec<(u32, usize, u64)>,
+) {
+    for (i, bot) in bots.iter_mut().enumerate() {
+        let ((), n) = tickforge_testkit::alloc::allocations_in(|| {
+            bot.step(clocks, window, config, in_window, s);
+        });
+        if in_window && n > 0 {
+            allocating.push((t, i, n));
+        }
+    }
+}

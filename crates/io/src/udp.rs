@@ -252,7 +252,8 @@ impl RecvBatch {
     /// stamp ([`RecvBatch::arrival`]), for sockets with [`UdpSocket::enable_rx_timestamps`]
     /// on: one `recvmmsg` then gives what a `recv_stamped` loop took a call per datagram,
     /// plus one more to find the socket empty, for. The portable path has no kernel stamps:
-    /// there every arrival is `None`.
+    /// there every arrival is `None`. The same room holds each datagram's destination, for
+    /// a socket with [`UdpSocket::enable_destinations`] on ([`RecvBatch::destination`]).
     pub fn with_timestamps(capacity: usize) -> Self {
         let mut batch = Self::with_capacity(capacity);
         batch.sys.take_timestamps(capacity);
@@ -797,16 +798,10 @@ mod tests {
         want.push((Some([127, 0, 0, 1].into()), 9));
         assert_eq!(seen, want);
 
-        // Without the option, or without room for control messages, no destination.
+        // A batch without room for control messages gives no destination.
         let plain = loopback();
         plain
-            .send_to(
-                &[1],
-                shared
-                    .local_addr()
-                    .map(|a| SocketAddr::from(([127, 0, 0, 1], a.port())))
-                    .unwrap(),
-            )
+            .send_to(&[1], SocketAddr::from(([127, 0, 0, 1], port)))
             .unwrap();
         let mut bare = RecvBatch::with_capacity(2);
         let got = receive(&shared, &mut bare, &mut stats, 1);

@@ -201,10 +201,10 @@ pub fn stopped_because(
                 }
                 Some(SaturatedBy::Cpu) | None => "the bots saturated their core",
             };
-            match bots_cores {
-                Some(c) => format!("{how} (they would have needed {c:.2} cores to keep up): the server was not the limit"),
-                None => format!("{how}: the server was not the limit"),
-            }
+            let cores = bots_cores.map_or(String::new(), |c| {
+                format!(" (they would have needed {c:.2} cores to keep up)")
+            });
+            format!("{how}{cores}: the server was not the limit")
         }
         "host" => "the host: preemption or steal made too many ticks late to read the server's own account".to_string(),
         _ => "the last step held".to_string(),

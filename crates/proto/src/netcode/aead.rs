@@ -13,10 +13,7 @@
 //! The connect token's XChaCha20-Poly1305 stays RustCrypto's on every platform: it is
 //! opened once per connection, not per packet.
 
-use super::KEY_BYTES;
-
-/// Authentication tag bytes.
-pub const TAG_BYTES: usize = 16;
+use super::{KEY_BYTES, MAC_BYTES};
 
 /// The 96-bit IETF nonce of a sequence number: four zero bytes, then the sequence, least
 /// significant byte first.
@@ -50,7 +47,7 @@ use portable as backend;
 mod ring_backend {
     use ring::aead::{Aad, LessSafeKey, Nonce, Tag, UnboundKey, CHACHA20_POLY1305};
 
-    use super::{Forged, KEY_BYTES, TAG_BYTES};
+    use super::{Forged, KEY_BYTES, MAC_BYTES};
 
     #[derive(Clone)]
     pub struct Key(LessSafeKey);
@@ -62,7 +59,7 @@ mod ring_backend {
             Key(LessSafeKey::new(unbound))
         }
 
-        pub fn seal(&self, nonce: [u8; 12], ad: &[u8], body: &mut [u8]) -> [u8; TAG_BYTES] {
+        pub fn seal(&self, nonce: [u8; 12], ad: &[u8], body: &mut [u8]) -> [u8; MAC_BYTES] {
             let tag = self
                 .0
                 .seal_in_place_separate_tag(
@@ -71,7 +68,7 @@ mod ring_backend {
                     body,
                 )
                 .expect("ChaCha20-Poly1305 seals any body under 256 GiB");
-            let mut out = [0u8; TAG_BYTES];
+            let mut out = [0u8; MAC_BYTES];
             out.copy_from_slice(tag.as_ref());
             out
         }
@@ -81,7 +78,7 @@ mod ring_backend {
             nonce: [u8; 12],
             ad: &[u8],
             body: &mut [u8],
-            tag: [u8; TAG_BYTES],
+            tag: [u8; MAC_BYTES],
         ) -> Result<(), Forged> {
             self.0
                 .open_in_place_separate_tag(
@@ -109,7 +106,7 @@ mod portable {
     use chacha20poly1305::aead::{AeadInPlace, KeyInit};
     use chacha20poly1305::{ChaCha20Poly1305, Nonce, Tag};
 
-    use super::{Forged, KEY_BYTES, TAG_BYTES};
+    use super::{Forged, KEY_BYTES, MAC_BYTES};
 
     #[derive(Clone)]
     pub struct Key(ChaCha20Poly1305);
@@ -119,7 +116,7 @@ mod portable {
             Key(ChaCha20Poly1305::new(key.into()))
         }
 
-        pub fn seal(&self, nonce: [u8; 12], ad: &[u8], body: &mut [u8]) -> [u8; TAG_BYTES] {
+        pub fn seal(&self, nonce: [u8; 12], ad: &[u8], body: &mut [u8]) -> [u8; MAC_BYTES] {
             self.0
                 .encrypt_in_place_detached(&Nonce::from(nonce), ad, body)
                 .expect("ChaCha20-Poly1305 seals any body under 256 GiB")
@@ -131,7 +128,7 @@ mod portable {
             nonce: [u8; 12],
             ad: &[u8],
             body: &mut [u8],
-            tag: [u8; TAG_BYTES],
+            tag: [u8; MAC_BYTES],
         ) -> Result<(), Forged> {
             self.0
                 .decrypt_in_place_detached(&Nonce::from(nonce), ad, body, &Tag::from(tag))
@@ -152,7 +149,7 @@ impl PacketKey {
 
     /// Encrypts `body` in place under the nonce of `sequence` and authenticates it with
     /// `ad`; returns the tag.
-    pub fn seal(&self, sequence: u64, ad: &[u8], body: &mut [u8]) -> [u8; TAG_BYTES] {
+    pub fn seal(&self, sequence: u64, ad: &[u8], body: &mut [u8]) -> [u8; MAC_BYTES] {
         self.0.seal(nonce_bytes(sequence), ad, body)
     }
 
@@ -163,7 +160,7 @@ impl PacketKey {
         sequence: u64,
         ad: &[u8],
         body: &mut [u8],
-        tag: [u8; TAG_BYTES],
+        tag: [u8; MAC_BYTES],
     ) -> Result<(), Forged> {
         self.0.open(nonce_bytes(sequence), ad, body, tag)
     }
@@ -189,8 +186,8 @@ mod tests {
         rfc_8439_vector(portable::Key::new, portable::Key::seal, portable::Key::open);
     }
 
-    type Seal<K> = fn(&K, [u8; 12], &[u8], &mut [u8]) -> [u8; TAG_BYTES];
-    type Open<K> = fn(&K, [u8; 12], &[u8], &mut [u8], [u8; TAG_BYTES]) -> Result<(), Forged>;
+    type Seal<K> = fn(&K, [u8; 12], &[u8], &mut [u8]) -> [u8; MAC_BYTES];
+    type Open<K> = fn(&K, [u8; 12], &[u8], &mut [u8], [u8; MAC_BYTES]) -> Result<(), Forged>;
 
     fn rfc_8439_vector<K>(new: fn(&[u8; KEY_BYTES]) -> K, seal: Seal<K>, open: Open<K>) {
         let key: [u8; 32] = std::array::from_fn(|i| 0x80 + i as u8);
@@ -255,15 +252,15 @@ tip for the future, sunscreen would be it.";
 
             // One flipped bit in body ‖ tag ‖ ad.
             let (mut b, mut t, mut a) = (body.clone(), tag, ad.clone());
-            let bits = 8 * (b.len() + TAG_BYTES + a.len());
+            let bits = 8 * (b.len() + MAC_BYTES + a.len());
             let at = flip.index(bits);
             let (byte, bit) = (at / 8, 1u8 << (at % 8));
             if byte < b.len() {
                 b[byte] ^= bit;
-            } else if byte < b.len() + TAG_BYTES {
+            } else if byte < b.len() + MAC_BYTES {
                 t[byte - b.len()] ^= bit;
             } else {
-                a[byte - b.len() - TAG_BYTES] ^= bit;
+                a[byte - b.len() - MAC_BYTES] ^= bit;
             }
             prop_assert_eq!(k.open(sequence, &a, &mut b, t), Err(Forged));
             // And under another sequence.

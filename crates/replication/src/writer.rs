@@ -884,27 +884,26 @@ impl Replicator {
                     scratch.candidates.push(candidate(c.priority[e], e, 0));
                 }
             }
-            // About as many as the last write sent are sorted first.
-            let first = usize::from(c.last_states) + 2 * MISFITS_IN_A_ROW as usize;
-            let mut order = Descending::new(&mut scratch.candidates, first);
-            let mut misfits = 0;
-            while misfits < MISFITS_IN_A_ROW && room >= MIN_RECORD_BYTES {
-                let Some(k) = order.next() else { break };
-                if order.just_sorted {
-                    warm(entities, c, order.ahead());
-                }
-                let e = candidate_id(k);
-                let (enc, size) = encode(entities, c, e, now, default_back, stats);
-                if size <= room {
-                    room -= size;
-                    scratch.enc[e] = enc;
-                    set_bit(&mut scratch.sel_states, e);
-                    count += 1;
-                    misfits = 0;
-                } else {
-                    misfits += 1;
-                }
-            }
+            // All but a few of as many as the last write sent are taken unsorted when they
+            // fit (the room of a crowd's packets changes little from tick to tick); the
+            // rest, up to a few more than it sent, are sorted first.
+            let last = usize::from(c.last_states);
+            let (sure, first) = (
+                last.saturating_sub(MISFITS_IN_A_ROW as usize),
+                last + 2 * MISFITS_IN_A_ROW as usize,
+            );
+            let mut write = CrowdWrite {
+                entities: &mut *entities,
+                c: &mut *c,
+                now,
+                default_back,
+                stats: &mut *stats,
+                enc: &mut scratch.enc,
+                selected: &mut scratch.sel_states,
+                count: 0,
+            };
+            take_by_priority(&mut scratch.candidates, sure, first, &mut room, &mut write);
+            count += write.count;
         }
         // What was relevant and not sent was deferred.
         for (w, d) in scratch.deferred.iter_mut().enumerate() {
@@ -1054,9 +1053,127 @@ fn candidate_size(k: u64) -> usize {
     (k & 0xffff) as usize
 }
 
+/// What [`take_by_priority`] asks of the write it selects for.
+trait Selection {
+    /// Starts loading what sizing the candidates `ahead` will read.
+    fn warm(&mut self, ahead: &[u64]);
+    /// The size of entity `e`'s record (encoding it).
+    fn size(&mut self, e: usize) -> usize;
+    /// Entity `e` goes out.
+    fn take(&mut self, e: usize);
+}
+
+/// A crowded [`Replicator::write`]'s side of [`take_by_priority`].
+struct CrowdWrite<'a> {
+    entities: &'a mut Entities,
+    c: &'a mut Conn,
+    now: u32,
+    default_back: u32,
+    stats: &'a mut ReplicationStats,
+    enc: &'a mut [Enc],
+    selected: &'a mut [u64],
+    count: usize,
+}
+
+impl Selection for CrowdWrite<'_> {
+    fn warm(&mut self, ahead: &[u64]) {
+        warm(self.entities, self.c, ahead);
+    }
+
+    fn size(&mut self, e: usize) -> usize {
+        let (enc, size) = encode(
+            self.entities,
+            self.c,
+            e,
+            self.now,
+            self.default_back,
+            self.stats,
+        );
+        self.enc[e] = enc;
+        size
+    }
+
+    fn take(&mut self, e: usize) {
+        set_bit(self.selected, e);
+        self.count += 1;
+    }
+}
+
+/// The crowd's selection: walks `candidates` from the highest priority down (of equal
+/// ones, the lower id first), taking each whose record fits what is left of `room`, until
+/// [`MISFITS_IN_A_ROW`] in a row do not fit or nothing more could.
+///
+/// The walk's order matters only where the room runs out. So the `sure` highest are first
+/// selected (linear, unsorted) and sized; when they fit together, every one of them would
+/// have fitted in order too, and they are taken without a sort. Only the rest are sorted,
+/// as far as they are taken ([`Descending`], from a chunk of `first`). When the `sure` do
+/// not fit together they are sorted and walked as the rest are; they were all sized, where
+/// the walk might have stopped before the last of them.
+fn take_by_priority(
+    candidates: &mut [u64],
+    sure: usize,
+    first: usize,
+    room: &mut usize,
+    write: &mut impl Selection,
+) {
+    let sure = sure.min(candidates.len());
+    let mut misfits = 0;
+    let mut walk = |k: u64, size: usize, room: &mut usize, write: &mut _| {
+        if size <= *room {
+            *room -= size;
+            Selection::take(write, candidate_id(k));
+            misfits = 0;
+        } else {
+            misfits += 1;
+        }
+        misfits < MISFITS_IN_A_ROW && *room >= MIN_RECORD_BYTES
+    };
+    if sure > 0 {
+        if sure < candidates.len() {
+            candidates.select_nth_unstable_by(sure - 1, |a, b| b.cmp(a));
+        }
+        let top = &mut candidates[..sure];
+        write.warm(top);
+        let mut total = 0;
+        for k in top.iter_mut() {
+            let size = write.size(candidate_id(*k));
+            // The size's bits are below the id's: the order is unchanged.
+            *k |= size as u64;
+            total += size;
+        }
+        if total <= *room {
+            *room -= total;
+            for &k in top.iter() {
+                write.take(candidate_id(k));
+            }
+        } else {
+            top.sort_unstable_by(|a, b| b.cmp(a));
+            for &k in top.iter() {
+                if !walk(k, candidate_size(k), room, write) {
+                    return;
+                }
+            }
+        }
+    }
+    if *room < MIN_RECORD_BYTES {
+        return;
+    }
+    let mut order = Descending::new(&mut candidates[sure..], first.saturating_sub(sure));
+    while let Some(k) = order.next() {
+        if order.just_sorted {
+            write.warm(order.ahead());
+        }
+        let size = write.size(candidate_id(k));
+        if !walk(k, size, room, write) {
+            return;
+        }
+    }
+}
+
 /// Candidates from the first to go out to the last, sorted only as far as they are taken:
 /// a chunk at a time, each found by selection (linear) and then sorted, each twice the size
-/// of the one before. A crowd's write takes ~150 of 1,000, so it sorts ~150.
+/// of the one before. A crowd's write takes ~150 of 1,000, most of them unsorted
+/// ([`take_by_priority`]), and sorts a few dozen around where its room runs out.
 struct Descending<'a> {
     all: &'a mut [u64],
     /// `all[..sorted]` is in order, and holds the largest.
@@ -1291,6 +1408,60 @@ mod tests {
             let set = CacheSet { keys, used, ..CacheSet::default() };
             let want = keys[..usize::from(used)].iter().position(|&k| k == key);
             prop_assert_eq!(set.find(key), want);
+        }
+
+        /// The crowd's selection takes what a walk of the fully sorted candidates takes,
+        /// and leaves the same room: whatever part of them is taken unsorted, whether
+        /// it fits whole or not, and however the sizes and the room stop the walk.
+        #[test]
+        fn the_selection_takes_what_the_sorted_walk_takes(
+            entities in proptest::collection::vec((0u8..8, 2usize..40), 0..300),
+            room in 0usize..3000,
+            sure in 0usize..320,
+            first in 0usize..60,
+        ) {
+            struct Sizes {
+                sizes: Vec<usize>,
+                taken: Vec<usize>,
+            }
+            impl Selection for Sizes {
+                fn warm(&mut self, _: &[u64]) {}
+                fn size(&mut self, e: usize) -> usize {
+                    self.sizes[e]
+                }
+                fn take(&mut self, e: usize) {
+                    self.taken.push(e);
+                }
+            }
+            let mut keys: Vec<u64> = entities
+                .iter()
+                .enumerate()
+                .map(|(e, &(p, _))| candidate(f32::from(p) * 0.5 - 1.0, e, 0))
+                .collect();
+            // The walk of the old write: everything sorted, in order.
+            let mut sorted = keys.clone();
+            sorted.sort_unstable_by(|a, b| b.cmp(a));
+            let (mut want, mut want_room, mut misfits) = (Vec::new(), room, 0);
+            for &k in &sorted {
+                if misfits >= MISFITS_IN_A_ROW || want_room < MIN_RECORD_BYTES {
+                    break;
+                }
+                let e = candidate_id(k);
+                if entities[e].1 <= want_room {
+                    want_room -= entities[e].1;
+                    want.push(e);
+                    misfits = 0;
+                } else {
+                    misfits += 1;
+                }
+            }
+            let mut got = Sizes { sizes: entities.iter().map(|&(_, s)| s).collect(), taken: vec![] };
+            let mut got_room = room;
+            take_by_priority(&mut keys, sure, first, &mut got_room, &mut got);
+            want.sort_unstable();
+            got.taken.sort_unstable();
+            prop_assert_eq!(got.taken, want);
+            prop_assert_eq!(got_room, want_room);
         }
 
         /// The crowd's candidates come out in the order a full sort gives: the higher

@@ -35,6 +35,12 @@ const JUDGED_LOST: u64 = 1 << 34;
 /// then costs that line, its slot's record and the baselines, rather than a line per table.
 #[repr(C, align(64))]
 pub(crate) struct Conn {
+    /// Acked ticks whose per-entity changes wait for the next write, in the order they
+    /// came ([`Conn::on_ack`]): the first `pending_len`.
+    pending: Box<[u32]>,
+    pending_len: u32,
+    ring: u32,
+    pub active: bool,
     /// Per ring slot, `1 + 2 × words` words: a head word (the tick, and whether the packet
     /// was written, acked, judged lost), then `words` words of the entities whose state the
     /// packet carried, then `words` words of those it carried a gone record for.
@@ -45,9 +51,7 @@ pub(crate) struct Conn {
     pub newest_acked: Option<u32>,
     /// Packets before this tick have been judged.
     judged_through: u32,
-    ring: u32,
     words: u32,
-    pub active: bool,
     pub own: Option<NetId>,
     /// Per entity, what it has accumulated towards being sent; reset when it is.
     pub priority: Box<[f32]>,
@@ -79,7 +83,10 @@ pub(crate) struct Conn {
 }
 
 const _: () = assert!(
-    std::mem::offset_of!(Conn, active) < 64,
+    std::mem::offset_of!(Conn, pending) + 16 <= 64
+        && std::mem::offset_of!(Conn, pending_len) + 4 <= 64
+        && std::mem::offset_of!(Conn, ring) + 4 <= 64
+        && std::mem::offset_of!(Conn, active) < 64,
     "what an ack reads fits the first cache line"
 );
 
@@ -90,6 +97,8 @@ impl Conn {
             slots: vec![0; ring_ticks as usize * (1 + 2 * words)].into_boxed_slice(),
             baselines: vec![NO_BASELINE; max_entities].into_boxed_slice(),
             newest_acked: None,
+            pending: vec![0; ring_ticks as usize].into_boxed_slice(),
+            pending_len: 0,
             judged_through: 0,
             ring: ring_ticks,
             words: words as u32,
@@ -125,6 +134,7 @@ impl Conn {
         self.baselines.fill(NO_BASELINE);
         self.slots.fill(0);
         self.newest_acked = None;
+        self.pending_len = 0;
         self.judged_through = 0;
         self.bucket = TokenBucket::default();
         self.last_states = 0;
@@ -148,8 +158,17 @@ impl Conn {
     }
 
     /// The packet for `tick` arrived. `now` is the current tick; acks for packets no
-    /// longer in the ring, or never written, change nothing. Returns the packets this ack
-    /// shows lost.
+    /// longer in the ring, or never written, or acked already change nothing. Returns the
+    /// packets this ack shows lost.
+    ///
+    /// What the ack changes per entity (the baselines of the states it carried, the gone
+    /// records it confirmed) is applied at the connection's next write
+    /// ([`Conn::apply_acks`]), which loads the same lines of those tables anyway, rather
+    /// than now, when they are cold: a worker reads a crowd's acks between its writes,
+    /// each ack a hundred baselines spread over the table. Nothing but a write reads
+    /// those tables or changes what applying them reads, so the write sees what it would
+    /// have. The packet's own flags, the newest ack and the losses it shows are settled
+    /// now, as before.
     pub fn on_ack(&mut self, tick: u32, now: u32, lost_bump: f32) -> u32 {
         if tick > now || now - tick >= self.ring {
             return 0;
@@ -160,6 +179,39 @@ impl Conn {
             return 0;
         }
         self.slots[at] = head | ACKED;
+        // A slot is acked once per packet written in it, and only a write (which applies
+        // the queue first) writes one: the queue never holds more than the ring.
+        let len = self.pending_len as usize;
+        if len < self.pending.len() {
+            self.pending[len] = tick;
+            self.pending_len += 1;
+        } else {
+            self.apply_acks();
+            self.apply_ack(tick);
+        }
+        if self.newest_acked.is_some_and(|n| n >= tick) {
+            return 0;
+        }
+        self.newest_acked = Some(tick);
+        self.judge_losses(tick, lost_bump)
+    }
+
+    /// Applies what the acks since the last write change per entity, in the order they
+    /// came ([`Conn::on_ack`]).
+    pub fn apply_acks(&mut self) {
+        for k in 0..self.pending_len as usize {
+            self.apply_ack(self.pending[k]);
+        }
+        self.pending_len = 0;
+    }
+
+    /// What the ack of the packet of `tick`, still in its slot, changes per entity.
+    fn apply_ack(&mut self, tick: u32) {
+        let at = self.slot_at(tick);
+        debug_assert_eq!(
+            self.slots[at] as u32, tick,
+            "a write applies its acks first"
+        );
         let words = self.words as usize;
         let (states, gone) = self.slots[at + 1..at + 1 + 2 * words].split_at(words);
         for (chunk, &bits) in self.baselines.chunks_mut(64).zip(states) {
@@ -187,11 +239,6 @@ impl Conn {
             self.gone[w] &= !done;
             self.known[w] &= !done;
         }
-        if self.newest_acked.is_some_and(|n| n >= tick) {
-            return 0;
-        }
-        self.newest_acked = Some(tick);
-        self.judge_losses(tick, lost_bump)
     }
 
     /// Judges lost every unacked packet at least [`LOSS_ACK_GAP`] older than `newest`.
@@ -249,9 +296,58 @@ mod tests {
         c.record_packet(11, &bits(&[1]), &bits(&[]));
         assert_eq!(c.on_ack(11, 12, 1.0), 0);
         assert_eq!(c.on_ack(10, 12, 1.0), 0, "a late ack");
+        assert_eq!(c.baselines[1], NO_BASELINE, "applied at the next write");
+        c.apply_acks();
         assert_eq!((c.baselines[1], c.baselines[70]), (11, 10));
         assert_eq!(c.on_ack(10, 12, 1.0), 0, "a duplicate");
         assert_eq!(c.baselines[2], NO_BASELINE);
+    }
+
+    proptest::proptest! {
+        /// Acks whose per-entity changes wait for the next write leave a connection, once
+        /// applied, as acks applied whole when they came ([`Conn::on_ack`] before the
+        /// queue): in any order, with duplicates, acks of ticks never written or past the
+        /// ring, and lost packets judged on the way.
+        #[test]
+        fn acks_applied_at_the_next_write_leave_what_acks_applied_at_once_did(
+            writes in proptest::collection::vec(
+                (proptest::array::uniform2(proptest::prelude::any::<u64>()),
+                 proptest::array::uniform2(proptest::prelude::any::<u64>()),
+                 proptest::collection::vec(0u32..40, 0..12)),
+                1..30,
+            ),
+        ) {
+            let (mut at_once, mut deferred) = (conn(), conn());
+            let (mut lost_at_once, mut lost_deferred) = (0, 0);
+            for (now, (states, gone, acks)) in writes.iter().enumerate() {
+                let now = now as u32 + 1;
+                // A write starts with the acks since the last.
+                deferred.apply_acks();
+                for c in [&mut at_once, &mut deferred] {
+                    // What the write sends, it knows; gone records go to entities known.
+                    for w in 0..2 {
+                        c.known[w] |= states[w] | gone[w];
+                        c.gone[w] |= gone[w];
+                    }
+                    c.record_packet(now, states, gone);
+                }
+                // Acks come between writes, of this tick or older ones (or none).
+                for &back in acks {
+                    let tick = now.saturating_sub(back);
+                    lost_at_once += at_once.on_ack(tick, now, 1.0);
+                    at_once.apply_acks();
+                    lost_deferred += deferred.on_ack(tick, now, 1.0);
+                }
+                proptest::prop_assert_eq!(lost_at_once, lost_deferred);
+            }
+            deferred.apply_acks();
+            proptest::prop_assert_eq!(&at_once.baselines, &deferred.baselines);
+            proptest::prop_assert_eq!(&at_once.gone, &deferred.gone);
+            proptest::prop_assert_eq!(&at_once.known, &deferred.known);
+            proptest::prop_assert_eq!(&at_once.priority, &deferred.priority);
+            proptest::prop_assert_eq!(&at_once.slots, &deferred.slots);
+            proptest::prop_assert_eq!(at_once.newest_acked, deferred.newest_acked);
+        }
     }
 
     #[test]
@@ -277,6 +373,7 @@ mod tests {
         assert_eq!(c.priority[11], 0.0);
         assert_eq!(c.on_ack(14, 15, 5.0), 1, "11 now");
         assert_eq!(c.on_ack(11, 15, 5.0), 0, "judged lost, then acked late");
+        c.apply_acks();
         assert_eq!(c.baselines[11], 11);
         assert_eq!(c.priority[10], 5.0, "judged once");
     }
@@ -293,6 +390,7 @@ mod tests {
         c.gone[0] &= !six[0];
         c.relevant[0] |= six[0];
         c.on_ack(3, 4, 1.0);
+        c.apply_acks();
         let has = |row: &[u64], e: usize| row[e / 64] >> (e % 64) & 1 != 0;
         assert!(!has(&c.gone, 5) && !has(&c.known, 5), "5 forgotten");
         assert!(has(&c.relevant, 6) && has(&c.known, 6), "6 kept");

@@ -683,7 +683,8 @@ impl Replicator {
 
     /// The snapshot written for `tick` reached connection `conn`'s client (as the
     /// transport learned it from the client's acks). Ticks older than the ring, never
-    /// written, or already acked are ignored.
+    /// written, or already acked are ignored. What it changes per entity (baselines, gone
+    /// records confirmed) is applied at the connection's next [`Replicator::write`].
     ///
     /// # Panics
     /// If `conn` is not below `max_connections`.
@@ -728,6 +729,8 @@ impl Replicator {
             return WriteInfo::default();
         }
         prefetch_tables(c);
+        // The acks since the last write, while the lines they touch are being loaded.
+        c.apply_acks();
         let per_tick = f64::from(cfg.bytes_per_second) / f64::from(cfg.tick_hz);
         let allowed = c
             .bucket

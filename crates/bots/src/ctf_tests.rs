@@ -4,7 +4,7 @@
 //! spawns, and an attacker reaches the enemy flag), they read every snapshot, and a warm
 //! bot allocates nothing.
 
-use super::test_host::step_counting;
+use super::test_host::{step_counting, Counted};
 use tickforge_api::{MatchSetup, Seat};
 use tickforge_ctf::{Ctf, Kind};
 use tickforge_io::udp::SendBatch;
@@ -119,27 +119,15 @@ fn ctf_bots_play_by_their_replicas_and_allocate_nothing_warm() {
     let mut bots: Vec<Bot> = (0..u64::from(SEATS))
         .map(|i| Bot::new(&config, i, MatchId(1), Role::Wander, &map, start, None).unwrap())
         .collect();
-    let mut scratch = Scratch::new();
+    let mut counted = Counted::new();
     let window_start = start + period * WARMUP_TICKS;
-    let window_end = start + period * (TICKS + 1);
+    let window = (window_start, start + period * (TICKS + 1));
     let spawns: Vec<[f32; 2]> = (0..SEATS).map(|s| config.ctf.spawn(s, SEATS)).collect();
     let mut farthest = [0f32; SEATS as usize];
     let mut flag_carried = false;
-    let mut allocating = Vec::new();
     for t in 0..TICKS {
         let now = start + period * t;
-        let in_window = t >= WARMUP_TICKS;
-        let realtime_now = stamped::realtime_now();
-        let (clocks, window) = ((now, realtime_now), (window_start, window_end));
-        step_counting(
-            &mut bots,
-            (t, in_window),
-            clocks,
-            window,
-            &config,
-            &mut scratch,
-            &mut allocating,
-        );
+        step_counting(&mut bots, (t, now), window, &config, &mut counted);
         host.frame(now);
         let game = host.m.game();
         for seat in 0..SEATS {
@@ -152,6 +140,10 @@ fn ctf_bots_play_by_their_replicas_and_allocate_nothing_warm() {
             .filter_map(|id| game.state(id))
             .any(|f| f.kind == Kind::Flag && f.carrying);
     }
+    let Counted {
+        scratch,
+        allocating,
+    } = counted;
     assert!(
         allocating.is_empty(),
         "(tick, bot, allocations): {allocating:?}"

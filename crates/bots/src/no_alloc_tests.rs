@@ -23,7 +23,7 @@ use tickforge_server::Match;
 use tickforge_shooter::Shooter;
 use tickforge_testkit::alloc::{allocations_in, Counting};
 
-use super::test_host::{step_counting, Host, BOTS, PLAYERS};
+use super::test_host::{step_counting, Counted, Host, BOTS, PLAYERS};
 use super::*;
 
 #[global_allocator]
@@ -112,11 +112,11 @@ fn play(rtt: Duration, jitter: Duration, shared: bool) -> Played {
         })
         .map(Result::unwrap)
         .collect();
-    let mut scratch = Scratch::new();
+    let mut counted = Counted::new();
     // The bots count what arrives in the window; it ends when the test stops.
     let window_start = start + period * WARMUP_TICKS;
     let window_end = start + period * (WARMUP_TICKS + MAX_MEASURED_TICKS + 1);
-    let mut allocating = Vec::new();
+    let measured = (window_start, window_end);
     let mut window = Window::default();
     for t in 0.. {
         let now = start + period * t;
@@ -134,40 +134,34 @@ fn play(rtt: Duration, jitter: Duration, shared: bool) -> Played {
                 "the match played out as planned: {window:?}"
             );
         }
-        let realtime_now = stamped::realtime_now();
         let Some(shared) = &mut shared else {
-            let (clocks, window) = ((now, realtime_now), (window_start, window_end));
-            step_counting(
-                &mut bots,
-                (t, in_window),
-                clocks,
-                window,
-                &config,
-                &mut scratch,
-                &mut allocating,
-            );
+            step_counting(&mut bots, (t, now), measured, &config, &mut counted);
             assert!(host.frame(now).is_none(), "the match goes on");
             continue;
         };
-        let clocks = (now, realtime_now);
-        let window = (window_start, window_end);
+        let clocks = (now, stamped::realtime_now());
+        let scratch = &mut counted.scratch;
         for g in 0..PHASE_GROUPS as usize {
             let ((), n) = allocations_in(|| {
-                shared.receive(g, &mut bots, clocks, window, &mut scratch);
+                shared.receive(g, &mut bots, clocks, measured, scratch);
                 for i in (g..bots.len()).step_by(PHASE_GROUPS as usize) {
                     let bot = &mut bots[i];
-                    shared.hand_over(i, bot, clocks, window, &mut scratch);
-                    bot.step(clocks, window, &config, in_window, &mut scratch);
-                    shared.flush_if_full(g, &mut scratch);
+                    shared.hand_over(i, bot, clocks, measured, scratch);
+                    bot.step(clocks, measured, &config, in_window, scratch);
+                    shared.flush_if_full(g, scratch);
                 }
-                shared.flush(g, &mut scratch);
+                shared.flush(g, scratch);
             });
             if in_window && n > 0 {
-                allocating.push((t, g, n));
+                counted.allocating.push((t, g, n));
             }
         }
         assert!(host.frame(now).is_none(), "the match goes on");
     }
+    let Counted {
+        scratch,
+        allocating,
+    } = counted;
     Played {
         allocating,
         bots,

@@ -150,6 +150,16 @@ fn same_on_wire(a: &PlayerState, b: &PlayerState) -> bool {
     qa.0[..4] == qb.0[..4] && qa.0[6..9] == qb.0[6..9]
 }
 
+/// Whether `a` and `b` are the same state to the bit (`==` takes -0.0 for 0.0).
+fn same_bits(a: &PlayerState, b: &PlayerState) -> bool {
+    let bits = |s: &PlayerState| {
+        let (o, v) = (s.origin, s.velocity);
+        [o.x, o.y, o.z, v.x, v.y, v.z].map(f32::to_bits)
+    };
+    bits(a) == bits(b)
+        && (a.yaw, a.pitch, a.on_ground, a.crouched) == (b.yaw, b.pitch, b.on_ground, b.crouched)
+}
+
 impl Predictor {
     /// A predictor on the built-in `map` (and its barriers) at `tick_hz`.
     pub fn new(map: BuiltinMap, tick_hz: u32) -> Predictor {
@@ -243,7 +253,11 @@ impl Predictor {
         if m == n {
             if let Some(s) = self.chained(base, ack) {
                 // Every test that reads snapshots checks it.
-                debug_assert_eq!(Some(s), self.stepped(base, tick, ack), "chain ≠ model");
+                debug_assert!(
+                    self.stepped(base, tick, ack)
+                        .is_some_and(|m| same_bits(&m, &s)),
+                    "chain ≠ model"
+                );
                 return Some(s);
             }
         }
@@ -280,7 +294,7 @@ impl Predictor {
     /// chain's state after `ack` is the model's to the bit, without its steps: a bot whose
     /// inputs all arrive steps its movement once a tick, not twice.
     fn chained(&self, base: &Base, ack: u32) -> Option<PlayerState> {
-        if base.ack < self.chain_from || self.entry(base.ack)?.state != base.state {
+        if base.ack < self.chain_from || !same_bits(&self.entry(base.ack)?.state, &base.state) {
             return None;
         }
         let how = How {
@@ -529,8 +543,8 @@ mod tests {
     }
 
     /// The chain's shortcut ([`Predictor::chained`]) gives the stepped model's state to the
-    /// bit whenever it applies (one input applied a tick), through the wire's quanta (so replays happen), lost inputs
-    /// and unseen snapshots; and it applies to most snapshots.
+    /// bit whenever it applies (one input applied a tick), through the wire's quanta (so
+    /// replays happen), lost inputs and unseen snapshots; and it applies to most snapshots.
     #[test]
     fn the_chain_is_the_model_to_the_bit() {
         let mut server = Server::new();
@@ -553,14 +567,19 @@ mod tests {
                 .filter(|b| tick > b.tick && ack - b.ack == tick - b.tick)
             {
                 if let Some(s) = p.chained(&b, ack) {
-                    assert_eq!(Some(s), p.stepped(&b, tick, ack), "snapshot {i}");
+                    let m = p.stepped(&b, tick, ack).expect("the ring holds the inputs");
+                    assert!(same_bits(&s, &m), "snapshot {i}: {s:?} against {m:?}");
                     chained += 1;
                 }
             }
             p.snapshot(tick, ack, Some(&own));
         }
-        assert!(p.counts.reconciled > 10, "{:?}", p.counts);
-        assert!(chained > 200, "the chain served {chained} of 290 snapshots");
+        // Measured: 199 of 293 measured snapshots reconciled, the chain served 289.
+        assert!(p.counts.reconciled >= 150, "{:?}", p.counts);
+        assert!(
+            chained >= 280,
+            "the chain served {chained} of 293 snapshots"
+        );
     }
 
     /// An input lost on the way (the server repeats the previous command on its tick), the

@@ -195,23 +195,40 @@ fn hunter_cmd(world: &World, me: PlayerSlot) -> UserCmd {
     }
 }
 
-/// Steps every bot once ([`Bot::step`]) at tick `t`, counting each one's allocations apart:
-/// `(t, bot, allocations)` is kept for each that allocated, when `in_window`.
+/// What stepping bots with their allocations counted keeps: the bots' shared scratch, and
+/// `(tick, bot, allocations)` for each step that allocated in the measured window.
+pub(crate) struct Counted {
+    pub scratch: Scratch,
+    pub allocating: Vec<(u32, usize, u64)>,
+}
+
+impl Counted {
+    pub fn new() -> Counted {
+        Counted {
+            scratch: Scratch::new(),
+            allocating: Vec::new(),
+        }
+    }
+}
+
+/// Steps every bot once ([`Bot::step`]) at tick `t`, which falls at `now`, counting each
+/// one's allocations apart, and keeps those made within the measured `window` (its start
+/// and end) in `counted`.
 pub(crate) fn step_counting(
     bots: &mut [Bot],
-    (t, in_window): (u32, bool),
-    clocks: (Instant, Duration),
+    (t, now): (u32, Instant),
     window: (Instant, Instant),
     config: &BotsConfig,
-    s: &mut Scratch,
-    allocating: &mut Vec<(u32, usize, u64)>,
+    counted: &mut Counted,
 ) {
+    let clocks = (now, stamped::realtime_now());
+    let in_window = now >= window.0;
     for (i, bot) in bots.iter_mut().enumerate() {
         let ((), n) = tickforge_testkit::alloc::allocations_in(|| {
-            bot.step(clocks, window, config, in_window, s);
+            bot.step(clocks, window, config, in_window, &mut counted.scratch);
         });
         if in_window && n > 0 {
-            allocating.push((t, i, n));
+            counted.allocating.push((t, i, n));
         }
     }
 }

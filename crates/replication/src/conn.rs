@@ -36,9 +36,8 @@ const JUDGED_LOST: u64 = 1 << 34;
 #[repr(C, align(64))]
 pub(crate) struct Conn {
     /// Acked ticks whose per-entity changes wait for the next write, in the order they
-    /// came ([`Conn::on_ack`]): the first `pending_len`.
-    pending: Box<[u32]>,
-    pending_len: u32,
+    /// came ([`Conn::on_ack`]); room for the ring, made once.
+    pending: Vec<u32>,
     ring: u32,
     pub active: bool,
     /// Per ring slot, `1 + 2 × words` words: a head word (the tick, and whether the packet
@@ -83,8 +82,7 @@ pub(crate) struct Conn {
 }
 
 const _: () = assert!(
-    std::mem::offset_of!(Conn, pending) + 16 <= 64
-        && std::mem::offset_of!(Conn, pending_len) + 4 <= 64
+    std::mem::offset_of!(Conn, pending) + std::mem::size_of::<Vec<u32>>() <= 64
         && std::mem::offset_of!(Conn, ring) + 4 <= 64
         && std::mem::offset_of!(Conn, active) < 64,
     "what an ack reads fits the first cache line"
@@ -97,8 +95,7 @@ impl Conn {
             slots: vec![0; ring_ticks as usize * (1 + 2 * words)].into_boxed_slice(),
             baselines: vec![NO_BASELINE; max_entities].into_boxed_slice(),
             newest_acked: None,
-            pending: vec![0; ring_ticks as usize].into_boxed_slice(),
-            pending_len: 0,
+            pending: Vec::with_capacity(ring_ticks as usize),
             judged_through: 0,
             ring: ring_ticks,
             words: words as u32,
@@ -134,7 +131,7 @@ impl Conn {
         self.baselines.fill(NO_BASELINE);
         self.slots.fill(0);
         self.newest_acked = None;
-        self.pending_len = 0;
+        self.pending.clear();
         self.judged_through = 0;
         self.bucket = TokenBucket::default();
         self.last_states = 0;
@@ -181,10 +178,8 @@ impl Conn {
         self.slots[at] = head | ACKED;
         // A slot is acked once per packet written in it, and only a write (which applies
         // the queue first) writes one: the queue never holds more than the ring.
-        let len = self.pending_len as usize;
-        if len < self.pending.len() {
-            self.pending[len] = tick;
-            self.pending_len += 1;
+        if self.pending.len() < self.ring as usize {
+            self.pending.push(tick);
         } else {
             self.apply_acks();
             self.apply_ack(tick);
@@ -199,10 +194,10 @@ impl Conn {
     /// Applies what the acks since the last write change per entity, in the order they
     /// came ([`Conn::on_ack`]).
     pub fn apply_acks(&mut self) {
-        for k in 0..self.pending_len as usize {
+        for k in 0..self.pending.len() {
             self.apply_ack(self.pending[k]);
         }
-        self.pending_len = 0;
+        self.pending.clear();
     }
 
     /// What the ack of the packet of `tick`, still in its slot, changes per entity.

@@ -173,8 +173,30 @@ fn interleave(x: u32, y: u32) -> u64 {
 }
 
 fn deinterleave(v: u64) -> (u32, u32) {
+    if v >> 16 == 0 {
+        // Most pairs are a byte or two: each byte gives four bits of each, from a table.
+        let (lo, hi) = (GATHERED[(v & 0xff) as usize], GATHERED[(v >> 8) as usize]);
+        let x = u32::from(lo & 0xf) | u32::from(hi & 0xf) << 4;
+        let y = u32::from(lo >> 4) | u32::from(hi >> 4) << 4;
+        return (x, y);
+    }
     (gather(v), gather(v >> 1))
 }
+
+/// Per byte: its even bits gathered in the low nibble, its odd bits in the high one.
+const GATHERED: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let mut k = 0;
+        while k < 4 {
+            t[b] |= ((b >> (2 * k) & 1) << k | (b >> (2 * k + 1) & 1) << (k + 4)) as u8;
+            k += 1;
+        }
+        b += 1;
+    }
+    t
+};
 
 fn spread(v: u32) -> u64 {
     let mut v = u64::from(v);
@@ -332,6 +354,19 @@ impl<'a> Cursor<'a> {
     /// the one or two bytes most varints are.
     #[inline(always)]
     pub fn varint(&mut self, bits: u32) -> Result<u64, FieldError> {
+        // Most are one byte: below 0x80, and in range when `bits` holds 7.
+        if let Some(&b) = self.buf.get(self.at) {
+            if b < 0x80 && (bits >= 7 || b >> bits == 0) {
+                self.at += 1;
+                return Ok(u64::from(b));
+            }
+        }
+        self.varint_long(bits)
+    }
+
+    /// [`Cursor::varint`] past its one-byte case.
+    #[inline(never)]
+    fn varint_long(&mut self, bits: u32) -> Result<u64, FieldError> {
         let mut v = 0u64;
         let mut shift = 0u32;
         loop {
@@ -374,38 +409,77 @@ pub(crate) fn decode_fields_into(
 ) -> Result<(), FieldError> {
     // A field neither changed nor predicted is what it was expected to be: the baseline's
     // (a stored state, whose angles are already within their turn), or 0. Only the others
-    // are visited, lowest first, so a rate is decoded before the fields it predicts.
-    let mut todo = match base {
-        Base::Delta { state, .. } => {
+    // are visited, lowest first, so a rate is decoded before the fields it predicts. The
+    // two bases take apart loops, so that neither asks per lane which base it has.
+    match base {
+        Base::Delta { state, back, rate } => {
             *cur = *state;
-            mask | schema.predicted_mask()
+            let todo = mask | schema.predicted_mask();
+            decode_rows::<true>(schema, state, back, rate, todo, mask, r, cur)
         }
         Base::Zero => {
             *cur = Lanes::ZERO;
-            mask
+            let rate = Rate::new(1);
+            decode_rows::<false>(schema, &Lanes::ZERO, 0, rate, mask, mask, r, cur)
         }
+    }
+}
+
+/// [`decode_fields_into`]'s loop over the fields in `todo`, against `state` (`DELTA`) or
+/// zeros. `cur` holds the baseline's lanes on entry: a lane not yet decoded is its own
+/// baseline value.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn decode_rows<const DELTA: bool>(
+    schema: &Schema,
+    state: &Lanes,
+    back: u32,
+    rate: Rate,
+    mut todo: u16,
+    mask: u16,
+    r: &mut Cursor<'_>,
+    cur: &mut Lanes,
+) -> Result<(), FieldError> {
+    let rows = schema.rows();
+    // The value lane `l` (of `row`) is expected to hold: as [`expected`], with the base
+    // known.
+    let expect = |row: &Row, l: usize, cur: &Lanes| -> i32 {
+        if !DELTA {
+            return 0;
+        }
+        let b = cur.0[lane(l)];
+        if row.rate == NO_RATE {
+            return b;
+        }
+        let v = usize::from(row.rate) + (l - usize::from(row.lane));
+        let num = (i64::from(state.0[lane(v)]) + i64::from(cur.0[lane(v)])) * i64::from(back);
+        if num == 0 {
+            return b;
+        }
+        let n = 2 * num + (rate.d / 2) as i64;
+        b.wrapping_add(rate.floor_div(n) as i32)
     };
     while todo != 0 {
         let bit = todo.trailing_zeros() as usize;
         todo &= todo - 1;
-        let Some(row) = schema.rows().get(bit) else {
+        let Some(row) = rows.get(bit) else {
             break;
         };
         let l = usize::from(row.lane);
         let changed = mask & (1 << bit) != 0;
-        let e0 = expected(base, row, l, cur);
         match row.kind {
             Kind::Pair => {
-                let e1 = expected(base, row, l + 1, cur);
+                let (e0, e1) = (expect(row, l, cur), expect(row, l + 1, cur));
                 let (dx, dy) = if changed {
                     deinterleave(r.varint(64)?)
                 } else {
                     (0, 0)
                 };
                 cur.0[lane(l)] = lane_apply(row.wrap_bits, e0, unzigzag(dx));
-                cur.0[lane(l + 1)] = lane_apply(0, e1, unzigzag(dy));
+                cur.0[lane(l + 1)] = e1.wrapping_add(unzigzag(dy));
             }
             Kind::Scalar => {
+                let e0 = expect(row, l, cur);
                 let d = if changed {
                     unzigzag(r.varint(32)? as u32)
                 } else {
@@ -414,7 +488,10 @@ pub(crate) fn decode_fields_into(
                 cur.0[lane(l)] = lane_apply(row.wrap_bits, e0, d);
             }
             Kind::Byte => {
-                cur.0[lane(l)] = if changed { i32::from(r.u8()?) } else { e0 };
+                // Unchanged, it is its baseline value already.
+                if changed {
+                    cur.0[lane(l)] = i32::from(r.u8()?);
+                }
             }
         }
     }
@@ -509,6 +586,33 @@ mod tests {
 
     fn schemas() -> impl Strategy<Value = &'static Schema> {
         prop_oneof![Just(&SHOOTER_LIKE), Just(&MIXED)]
+    }
+
+    #[test]
+    fn the_table_deinterleaves_two_bytes_as_the_shifts_do() {
+        for v in 0..1u64 << 16 {
+            assert_eq!(deinterleave(v), (gather(v), gather(v >> 1)), "{v:#x}");
+            let (x, y) = deinterleave(v);
+            assert_eq!(interleave(x, y), v);
+        }
+    }
+
+    #[test]
+    fn a_one_byte_varint_past_its_bits_is_overlong() {
+        for bits in 1..8u32 {
+            for b in 0..0x80u8 {
+                let got = Cursor::new(&[b]).varint(bits);
+                let fits = u32::from(b) < 1 << bits;
+                assert_eq!(
+                    got,
+                    if fits {
+                        Ok(u64::from(b))
+                    } else {
+                        Err(FieldError::Overlong)
+                    }
+                );
+            }
+        }
     }
 
     #[test]

@@ -412,53 +412,29 @@ pub(crate) fn decode_fields_into(
     // are visited, lowest first, so a rate is decoded before the fields it predicts. The
     // two bases take apart loops, so that neither asks per lane which base it has.
     match base {
-        Base::Delta { state, back, rate } => {
+        Base::Delta { state, .. } => {
             *cur = *state;
-            let todo = mask | schema.predicted_mask();
-            decode_rows::<true>(schema, state, back, rate, todo, mask, r, cur)
+            decode_rows(schema, base, mask | schema.predicted_mask(), mask, r, cur)
         }
         Base::Zero => {
             *cur = Lanes::ZERO;
-            let rate = Rate::new(1);
-            decode_rows::<false>(schema, &Lanes::ZERO, 0, rate, mask, mask, r, cur)
+            decode_rows(schema, Base::Zero, mask, mask, r, cur)
         }
     }
 }
 
-/// [`decode_fields_into`]'s loop over the fields in `todo`, against `state` (`DELTA`) or
-/// zeros. `cur` holds the baseline's lanes on entry: a lane not yet decoded is its own
-/// baseline value.
-#[allow(clippy::too_many_arguments)]
+/// [`decode_fields_into`]'s loop over the fields in `todo`, against `base`, whose kind is
+/// known where it is inlined, so that the loop does not ask it per lane.
 #[inline(always)]
-fn decode_rows<const DELTA: bool>(
+fn decode_rows(
     schema: &Schema,
-    state: &Lanes,
-    back: u32,
-    rate: Rate,
+    base: Base<'_>,
     mut todo: u16,
     mask: u16,
     r: &mut Cursor<'_>,
     cur: &mut Lanes,
 ) -> Result<(), FieldError> {
     let rows = schema.rows();
-    // The value lane `l` (of `row`) is expected to hold: as [`expected`], with the base
-    // known.
-    let expect = |row: &Row, l: usize, cur: &Lanes| -> i32 {
-        if !DELTA {
-            return 0;
-        }
-        let b = cur.0[lane(l)];
-        if row.rate == NO_RATE {
-            return b;
-        }
-        let v = usize::from(row.rate) + (l - usize::from(row.lane));
-        let num = (i64::from(state.0[lane(v)]) + i64::from(cur.0[lane(v)])) * i64::from(back);
-        if num == 0 {
-            return b;
-        }
-        let n = 2 * num + (rate.d / 2) as i64;
-        b.wrapping_add(rate.floor_div(n) as i32)
-    };
     while todo != 0 {
         let bit = todo.trailing_zeros() as usize;
         todo &= todo - 1;
@@ -469,7 +445,7 @@ fn decode_rows<const DELTA: bool>(
         let changed = mask & (1 << bit) != 0;
         match row.kind {
             Kind::Pair => {
-                let (e0, e1) = (expect(row, l, cur), expect(row, l + 1, cur));
+                let (e0, e1) = (expected(base, row, l, cur), expected(base, row, l + 1, cur));
                 let (dx, dy) = if changed {
                     deinterleave(r.varint(64)?)
                 } else {
@@ -479,7 +455,7 @@ fn decode_rows<const DELTA: bool>(
                 cur.0[lane(l + 1)] = e1.wrapping_add(unzigzag(dy));
             }
             Kind::Scalar => {
-                let e0 = expect(row, l, cur);
+                let e0 = expected(base, row, l, cur);
                 let d = if changed {
                     unzigzag(r.varint(32)? as u32)
                 } else {

@@ -452,7 +452,7 @@ fn decode_rows(
                     (0, 0)
                 };
                 cur.0[lane(l)] = lane_apply(row.wrap_bits, e0, unzigzag(dx));
-                cur.0[lane(l + 1)] = e1.wrapping_add(unzigzag(dy));
+                cur.0[lane(l + 1)] = lane_apply(0, e1, unzigzag(dy));
             }
             Kind::Scalar => {
                 let e0 = expected(base, row, l, cur);
@@ -464,10 +464,12 @@ fn decode_rows(
                 cur.0[lane(l)] = lane_apply(row.wrap_bits, e0, d);
             }
             Kind::Byte => {
-                // Unchanged, it is its baseline value already.
-                if changed {
-                    cur.0[lane(l)] = i32::from(r.u8()?);
-                }
+                // Unchanged, a byte is what was expected: its baseline, or its prediction.
+                cur.0[lane(l)] = if changed {
+                    i32::from(r.u8()?)
+                } else {
+                    expected(base, row, l, cur)
+                };
             }
         }
     }
@@ -534,6 +536,17 @@ mod tests {
         Err(_) => panic!("a valid table"),
     };
 
+    /// A byte predicted from a byte: the schema allows it, and an unchanged one decodes to
+    /// its prediction, not its baseline.
+    static PREDICTED_BYTE: Schema = match Schema::new(&[
+        Field::new("rate", Coding::Byte, Quantum::Whole),
+        Field::new("level", Coding::Byte, Quantum::Whole).predicted_from("rate"),
+        Field::new("s", Coding::Scalar, Quantum::Whole),
+    ]) {
+        Ok(s) => s,
+        Err(_) => panic!("a valid table"),
+    };
+
     /// Lanes as `schema` allows them: angles within their turn, bytes within a byte, lanes
     /// past the table zero.
     fn lanes(schema: &'static Schema) -> impl Strategy<Value = Lanes> {
@@ -561,7 +574,7 @@ mod tests {
     }
 
     fn schemas() -> impl Strategy<Value = &'static Schema> {
-        prop_oneof![Just(&SHOOTER_LIKE), Just(&MIXED)]
+        prop_oneof![Just(&SHOOTER_LIKE), Just(&MIXED), Just(&PREDICTED_BYTE)]
     }
 
     #[test]

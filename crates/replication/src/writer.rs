@@ -274,21 +274,33 @@ const _: () = assert!(
 );
 /// Key of a full state: no baseline.
 const FULL_KEY: u8 = 0;
+/// Key of a way not filled this tick: none that `find` is asked for, as a baseline is
+/// fewer than `ring_ticks` (at most 255) back.
+const EMPTY_KEY: u8 = u8::MAX;
 /// The arena's offsets fit a way's 24 bits (two widest bodies per entity), its lengths 8.
 const _: () = assert!(2 * MAX_ENTITIES * MAX_ANY_BODY_BYTES + COPY_BYTES < 1 << 24);
 const _: () = assert!(MAX_ANY_BODY_BYTES < 1 << 8);
 
 impl CacheSet {
-    /// The way keyed `key`, among the `used` filled.
+    /// Empties the set for a new tick: no way is filled, and every way's key is
+    /// [`EMPTY_KEY`], so that [`CacheSet::find`] needs no mask of the filled.
+    fn clear(&mut self, generation: u32) {
+        self.generation = generation;
+        self.used = 0;
+        self.keys = [EMPTY_KEY; CACHE_WAYS];
+    }
+
+    /// The way keyed `key` (not [`EMPTY_KEY`]), among the `used` filled.
     fn find(&self, key: u8) -> Option<usize> {
         const ONES: u64 = u64::from_le_bytes([1; CACHE_WAYS]);
         const HIGHS: u64 = ONES << 7;
+        debug_assert_ne!(key, EMPTY_KEY);
         // Bytes equal to `key` become zero; the lowest zero byte of a word is the lowest
         // byte with its high bit set in `(x - ONES) & !x & HIGHS` (higher ones may be
-        // false, from the borrow): eight ways compared in a few instructions.
+        // false, from the borrow): eight ways compared in a few instructions. A way not
+        // filled holds `EMPTY_KEY`, which never equals `key`.
         let x = u64::from_le_bytes(self.keys) ^ (ONES * u64::from(key));
-        let used = ((1u128 << (8 * self.used)) - 1) as u64;
-        let zero = x.wrapping_sub(ONES) & !x & HIGHS & used;
+        let zero = x.wrapping_sub(ONES) & !x & HIGHS;
         (zero != 0).then(|| zero.trailing_zeros() as usize / 8)
     }
 }
@@ -413,8 +425,7 @@ impl Entities {
         let generation = self.generation;
         let set = &mut self.cache[e];
         if set.generation != generation {
-            set.generation = generation;
-            set.used = 0;
+            set.clear(generation);
         }
         // Only usable baselines are ever cached, and a tick's ring slots hold still once
         // written: a hit needs no further check. A baseline too old for the ring, or in
@@ -1401,15 +1412,32 @@ mod tests {
             prop_assert_eq!(scanned, queried);
         }
 
-        /// A set finds the first filled way holding a key, and nothing past those filled.
+        /// A set finds the first filled way holding a key, and nothing past those filled,
+        /// whatever the ways past them held before it was cleared.
         #[test]
         fn a_cache_set_finds_the_first_filled_way_with_a_key(
-            keys in proptest::array::uniform8(0u8..6),
+            before in proptest::array::uniform8(0u8..=254),
+            keys in proptest::array::uniform8(0u8..=254),
             used in 0u8..=8,
-            key in 0u8..6,
+            key in 0u8..=254,
         ) {
-            let set = CacheSet { keys, used, ..CacheSet::default() };
+            let mut set = CacheSet { keys: before, used: 8, generation: 1, ..CacheSet::default() };
+            set.clear(2);
+            for &k in &keys[..usize::from(used)] {
+                set.keys[usize::from(set.used)] = k;
+                set.used += 1;
+            }
             let want = keys[..usize::from(used)].iter().position(|&k| k == key);
+            prop_assert_eq!(set.find(key), want);
+            // And with the keys few, so that the sought one recurs.
+            let key = key % 4;
+            let mut set = CacheSet::default();
+            set.clear(3);
+            for &k in &keys[..usize::from(used)] {
+                set.keys[usize::from(set.used)] = k % 4;
+                set.used += 1;
+            }
+            let want = keys[..usize::from(used)].iter().position(|&k| k % 4 == key);
             prop_assert_eq!(set.find(key), want);
         }
 

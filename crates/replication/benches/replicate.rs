@@ -113,6 +113,13 @@ impl Match {
     /// ack in 6 lost so that baselines differ between clients.
     fn fight(n: usize) -> Match {
         const PHASES: usize = 4;
+        // The disc the players run in: 320 m by default (~143 relevant of 1,000);
+        // `TICKFORGE_REPLICATE_FIGHT_DISC=250` crowds them as the server's bench fight
+        // does (~230 relevant).
+        let disc_m: f32 = std::env::var("TICKFORGE_REPLICATE_FIGHT_DISC")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(320.0);
         let config = ReplicationConfig {
             max_entities: n,
             max_connections: n,
@@ -145,7 +152,7 @@ impl Match {
             r,
             n,
             states: (0..TICKS)
-                .map(|t| (0..n).map(|i| disc_state(i, t, 320.0)).collect())
+                .map(|t| (0..n).map(|i| disc_state(i, t, disc_m)).collect())
                 .collect(),
             fog: None,
             outs: (0..n).map(|_| Vec::with_capacity(1500)).collect(),

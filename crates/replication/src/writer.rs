@@ -864,13 +864,12 @@ impl Replicator {
         // A connection whose last write left some out (a crowd behind fog: 120 relevant,
         // 90 sent) goes by priority too, rather than encoding all to send three in four.
         if relevant_count * MIN_RECORD_BYTES <= room && !c.crowded {
-            scratch.candidates.clear();
-            for (w, &relevant) in c.relevant.iter().enumerate() {
-                for b in BitIter(relevant) {
-                    let e = w * 64 + b;
-                    scratch.candidates.push(candidate(c.priority[e], e, 0));
-                }
-            }
+            gather_candidates(
+                &c.relevant,
+                &c.priority,
+                relevant_count,
+                &mut scratch.candidates,
+            );
             let mut total = 0usize;
             for cand in &mut scratch.candidates {
                 let e = candidate_id(*cand);
@@ -891,13 +890,12 @@ impl Replicator {
                 }
             }
         } else {
-            scratch.candidates.clear();
-            for (w, &relevant) in c.relevant.iter().enumerate() {
-                for b in BitIter(relevant) {
-                    let e = w * 64 + b;
-                    scratch.candidates.push(candidate(c.priority[e], e, 0));
-                }
-            }
+            gather_candidates(
+                &c.relevant,
+                &c.priority,
+                relevant_count,
+                &mut scratch.candidates,
+            );
             // All but a few of as many as the last write sent are taken unsorted when they
             // fit (the room of a crowd's packets changes little from tick to tick); the
             // rest, up to a few more than it sent, are sorted first.
@@ -1057,6 +1055,23 @@ fn candidate(priority: f32, e: usize, size: usize) -> u64 {
     };
     debug_assert!(e < usize::from(u16::MAX) && size <= usize::from(u16::MAX));
     u64::from(ordered) << 32 | u64::from(u16::MAX - e as u16) << 16 | size as u64
+}
+
+/// Sets `out` to the [`candidate`] keys of the `count` entities set in `relevant`, in id
+/// order. Written by index into room made first: a push a candidate kept the length in
+/// memory, and checked the capacity, each time.
+fn gather_candidates(relevant: &[u64], priority: &[f32], count: usize, out: &mut Vec<u64>) {
+    out.clear();
+    out.resize(count, 0);
+    let mut n = 0;
+    for (w, &bits) in relevant.iter().enumerate() {
+        for b in BitIter(bits) {
+            let e = w * 64 + b;
+            out[n] = candidate(priority[e], e, 0);
+            n += 1;
+        }
+    }
+    debug_assert_eq!(n, count, "relevant entities counted");
 }
 
 fn candidate_id(k: u64) -> usize {

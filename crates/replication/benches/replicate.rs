@@ -113,9 +113,9 @@ impl Match {
     /// ack in 6 lost so that baselines differ between clients.
     fn fight(n: usize) -> Match {
         const PHASES: usize = 4;
-        // The disc the players run in: 320 m by default (~143 relevant of 1,000);
-        // `TICKFORGE_REPLICATE_FIGHT_DISC=250` crowds them as the server's bench fight
-        // does (~230 relevant).
+        // The disc the players run in: 320 m by default (~143 relevant of 1,000, ~83
+        // sent); `TICKFORGE_REPLICATE_FIGHT_DISC=200` crowds them about as densely as the
+        // server's bench fight (~239 relevant; ~73 sent, as its records fill 560 B).
         let disc_m: f32 = std::env::var("TICKFORGE_REPLICATE_FIGHT_DISC")
             .ok()
             .and_then(|v| v.parse().ok())

@@ -290,6 +290,17 @@ impl CacheSet {
         self.keys = [EMPTY_KEY; CACHE_WAYS];
     }
 
+    /// Fills the next free way (the caller checked there is one) with the encoding keyed
+    /// `key` (not [`EMPTY_KEY`]): its place in the arena `at` and its change `mask`.
+    fn fill(&mut self, key: u8, at: u32, mask: u16) {
+        debug_assert_ne!(key, EMPTY_KEY);
+        let w = usize::from(self.used);
+        self.keys[w] = key;
+        self.at[w] = at;
+        self.masks[w] = mask;
+        self.used += 1;
+    }
+
     /// The way keyed `key` (not [`EMPTY_KEY`]), among the `used` filled.
     fn find(&self, key: u8) -> Option<usize> {
         const ONES: u64 = u64::from_le_bytes([1; CACHE_WAYS]);
@@ -486,11 +497,7 @@ impl Entities {
             "measured size equals written size"
         );
         if in_arena {
-            let w = usize::from(set.used);
-            set.keys[w] = key;
-            set.at[w] = start as u32 | len << 24;
-            set.masks[w] = mask;
-            set.used += 1;
+            set.fill(key, start as u32 | len << 24, mask);
         }
         Enc {
             start: start as u32,
@@ -1438,19 +1445,20 @@ mod tests {
         ) {
             let mut set = CacheSet { keys: before, used: 8, generation: 1, ..CacheSet::default() };
             set.clear(2);
-            for &k in &keys[..usize::from(used)] {
-                set.keys[usize::from(set.used)] = k;
-                set.used += 1;
+            for (w, &k) in keys[..usize::from(used)].iter().enumerate() {
+                set.fill(k, w as u32, 0);
             }
             let want = keys[..usize::from(used)].iter().position(|&k| k == key);
             prop_assert_eq!(set.find(key), want);
+            if let Some(w) = want {
+                prop_assert_eq!(set.at[w], w as u32, "the way filled with it");
+            }
             // And with the keys few, so that the sought one recurs.
             let key = key % 4;
             let mut set = CacheSet::default();
             set.clear(3);
             for &k in &keys[..usize::from(used)] {
-                set.keys[usize::from(set.used)] = k % 4;
-                set.used += 1;
+                set.fill(k % 4, 0, 0);
             }
             let want = keys[..usize::from(used)].iter().position(|&k| k % 4 == key);
             prop_assert_eq!(set.find(key), want);

@@ -39,7 +39,8 @@ use std::fmt;
 
 pub use serde_json::{Map, Value};
 pub use tickforge_replication::{
-    Coding, Field, Lanes, NetId, Position, Quantum, Schema, SchemaError, Viewer, MAX_ENTITIES,
+    Coding, Field, Lanes, NetId, Position, Quantum, RateByDistance, Schema, SchemaError, Viewer,
+    MAX_ENTITIES,
 };
 pub use tickforge_sim as sim;
 pub use tickforge_sim::spatial::Grid;
@@ -178,6 +179,17 @@ pub trait Game: Sized + Send + 'static {
     /// The most entities a match of `config` with `seats` seats holds at once: the
     /// runtime reserves that many network ids and replication slots.
     fn max_entities(config: &Self::Config, seats: u16) -> u16;
+
+    /// How often the runtime may send each entity to a client by its distance from the
+    /// client's [`Viewer`]: every tick within `halve_every_m`, then half as often with each
+    /// further step, down to one tick in `slowest_every_ticks` ([`RateByDistance`]). A
+    /// crowd's far players then cost a packet less room and a client less reading. The
+    /// runtime refuses a configuration whose rate is out of range. Default: every relevant
+    /// entity may go every tick.
+    fn rate_by_distance(config: &Self::Config) -> RateByDistance {
+        let _ = config;
+        RateByDistance::EVERY_TICK
+    }
 
     /// A new match at tick 0, every seat empty. Spawn the entities that exist from the
     /// start here (the shooter: one per seat, in seat order, so a seat's entity has the

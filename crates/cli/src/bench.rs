@@ -62,6 +62,11 @@ impl BenchGame {
             for (flag, given) in [
                 ("--pose-every", args.pose_every.is_some()),
                 ("--fow-every", args.fow_every.is_some()),
+                ("--rate-halves-every-m", args.rate_halves_every_m.is_some()),
+                (
+                    "--rate-slowest-every-ticks",
+                    args.rate_slowest_every_ticks.is_some(),
+                ),
                 ("--max-rewind-ms", args.max_rewind_ms.is_some()),
                 ("--replay", args.replay.is_some()),
             ] {
@@ -204,6 +209,14 @@ pub struct BenchArgs {
     /// Trace the fog of war's enemy pairs every Nth tick on the server [default: 4].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=16))]
     pub fow_every: Option<u8>,
+    /// The server sends a player half as often for each further this many metres from a
+    /// client, down to one tick in `--rate-slowest-every-ticks` [default: 50].
+    #[arg(long, value_name = "M")]
+    pub rate_halves_every_m: Option<f64>,
+    /// The rate by distance's slowest, one tick in N (1, 2, 4, 8 or 16) [default: 1, off:
+    /// every relevant player every tick, room allowing].
+    #[arg(long, value_name = "N")]
+    pub rate_slowest_every_ticks: Option<u32>,
     /// Run the server's worker and the bots in the real-time FIFO class at this priority
     /// where the host permits (root or CAP_SYS_NICE), so ticks start when due on a busy
     /// machine; 0: normal scheduling. The report says what each side got.
@@ -648,6 +661,14 @@ fn serve_game_args(args: &BenchArgs, game: BenchGame) -> Vec<String> {
             v.extend(s.max_health_hp().map(|hp| format!("--max-health-hp={hp}")));
             v.extend(args.pose_every.map(|n| format!("--pose-every={n}")));
             v.extend(args.fow_every.map(|n| format!("--fow-every={n}")));
+            v.extend(
+                args.rate_halves_every_m
+                    .map(|m| format!("--rate-halves-every-m={m}")),
+            );
+            v.extend(
+                args.rate_slowest_every_ticks
+                    .map(|n| format!("--rate-slowest-every-ticks={n}")),
+            );
             v.push(format!("--max-rewind-ms={}", max_rewind_ms(args)));
             v
         }
@@ -868,7 +889,7 @@ mod tests {
             .collect()
     }
 
-    const SHOOTER_ONLY: [&str; 9] = [
+    const SHOOTER_ONLY: [&str; 11] = [
         "--map",
         "--buy-s",
         "--round-s",
@@ -876,6 +897,8 @@ mod tests {
         "--pose-every",
         "--fow-every",
         "--max-rewind-ms",
+        "--rate-halves-every-m",
+        "--rate-slowest-every-ticks",
         "--behaviour",
         "--game-set",
     ];

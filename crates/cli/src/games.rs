@@ -87,6 +87,22 @@ pub struct ShooterFlags {
         help_heading = "Shooter (the [game] table\'s keys)"
     )]
     pub max_rewind_ms: Option<u32>,
+    /// Send a player half as often for each further this many metres from a client, down
+    /// to one tick in `--rate-slowest-every-ticks` [default: 50].
+    #[arg(
+        long,
+        value_name = "M",
+        help_heading = "Shooter (the [game] table\'s keys)"
+    )]
+    pub rate_halves_every_m: Option<f64>,
+    /// The rate by distance's slowest: one tick in N (1, 2, 4, 8 or 16); 1 sends every
+    /// relevant player every tick, room allowing [default: 1].
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "Shooter (the [game] table\'s keys)"
+    )]
+    pub rate_slowest_every_ticks: Option<u32>,
 }
 
 impl ServeCmd {
@@ -106,6 +122,14 @@ impl ServeCmd {
             ("pose_every", f.pose_every.map(Value::from)),
             ("fow_every", f.fow_every.map(Value::from)),
             ("max_rewind_ms", f.max_rewind_ms.map(Value::from)),
+            (
+                "rate_halves_every_m",
+                f.rate_halves_every_m.map(Value::from),
+            ),
+            (
+                "rate_slowest_every_ticks",
+                f.rate_slowest_every_ticks.map(Value::from),
+            ),
         ]
         .into_iter()
         .filter_map(|(k, v)| Some((k.to_string(), v?)))

@@ -416,10 +416,18 @@ pub fn bench(r: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "  entities      {} sent per snapshot (max {}) of {} relevant; what was left out had gone unsent {} ticks on average",
+        "  entities      {} sent per snapshot (max {}) of {} relevant{}; what was left out had gone unsent {} ticks on average",
         rep.states_per_snapshot.map_or("n/a".into(), |x| format!("{x:.1}")),
         rep.max_states_per_snapshot,
         rep.relevant_per_snapshot.map_or("n/a".into(), |x| format!("{x:.1}")),
+        match (rep.rate_halves_every_m, rep.waiting_per_snapshot) {
+            (Some(m), w) => format!(
+                ", {} waiting for their distance's tick (rate halves every {m:.0} m, to 1 tick in {})",
+                w.map_or("n/a".into(), |x| format!("{x:.1}")),
+                rep.rate_slowest_every_ticks
+            ),
+            (None, _) => String::new(),
+        },
         rep.deferred_staleness_ticks.map_or("n/a".into(), |x| format!("{x:.1}")),
     );
     if shoots(&r.game) {

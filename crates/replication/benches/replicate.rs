@@ -24,7 +24,9 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion};
-use tickforge_replication::{NetId, Replica, ReplicaConfig, ReplicationConfig, Replicator, Viewer};
+use tickforge_replication::{
+    NetId, RateByDistance, Replica, ReplicaConfig, ReplicationConfig, Replicator, Viewer,
+};
 
 // The shooter-like state and schema the tests use: the bench measures the shooter's table.
 #[path = "../tests/common/mod.rs"]
@@ -120,10 +122,23 @@ impl Match {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(320.0);
+        // `TICKFORGE_REPLICATE_FIGHT_RATE=STEP,SLOWEST`: the rate by distance
+        // (`halve_every_m`, `slowest_every_ticks`); off by default.
+        let (step, slowest) = std::env::var("TICKFORGE_REPLICATE_FIGHT_RATE")
+            .ok()
+            .and_then(|v| {
+                let (a, b) = v.split_once(',')?;
+                Some((a.parse().ok()?, b.parse().ok()?))
+            })
+            .unwrap_or((50.0, 1));
         let config = ReplicationConfig {
             max_entities: n,
             max_connections: n,
             tick_hz: 30,
+            rate_by_distance: RateByDistance {
+                halve_every_m: step,
+                slowest_every_ticks: slowest,
+            },
             ..ReplicationConfig::default()
         };
         let mut r = Replicator::new(config, &SCHEMA);

@@ -16,6 +16,22 @@ impl Iterator for BitIter {
     }
 }
 
+/// The word whose bit `i` is `lanes[i]`, each lane 0 or 1: eight lanes to a multiply,
+/// which moves each lane's low bit to its place among the top eight (the partial products
+/// that would collide fall below them or past the word), where a loop of shifts would
+/// take an instruction or two a lane.
+#[inline(always)]
+pub(crate) fn pack(lanes: &[u8; 64]) -> u64 {
+    const GATHER: u64 = 0x0102_0408_1020_4080;
+    let mut bits = 0;
+    for (k, eight) in lanes.chunks_exact(8).enumerate() {
+        let x = u64::from_le_bytes(eight.try_into().expect("8 lanes"));
+        debug_assert_eq!(x & !0x0101_0101_0101_0101, 0, "lanes are 0 or 1");
+        bits |= (x.wrapping_mul(GATHER) >> 56) << (8 * k);
+    }
+    bits
+}
+
 /// Asks the CPU to start loading the cache line holding `p`, and returns at once: a write
 /// issues these for the lines of a connection's tables it is about to touch, so that
 /// their misses overlap rather than stall it one after another. Only a hint: it reads
@@ -41,5 +57,13 @@ mod tests {
         assert_eq!(BitIter(0).count(), 0);
         let v: Vec<usize> = BitIter(1 | 1 << 5 | 1 << 63).collect();
         assert_eq!(v, vec![0, 5, 63]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn packed_lanes_are_the_bits(word: u64) {
+            let lanes: [u8; 64] = std::array::from_fn(|i| (word >> i & 1) as u8);
+            proptest::prop_assert_eq!(pack(&lanes), word);
+        }
     }
 }

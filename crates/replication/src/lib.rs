@@ -36,7 +36,7 @@ mod state;
 mod writer;
 
 pub use conn::LOSS_ACK_GAP;
-pub use priority::{PriorityConfig, Viewer};
+pub use priority::{PriorityConfig, RateByDistance, Viewer};
 pub use reader::{ReadError, ReadInfo, Replica, ReplicaConfig, ReplicaStats};
 pub use schema::{Coding, Field, Lanes, Quantum, Schema, SchemaError, MAX_FIELDS, MAX_LANES};
 pub use state::{NetId, Position, MAX_ENTITIES};

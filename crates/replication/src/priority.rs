@@ -6,6 +6,7 @@
 //! them to zero, so an entity left out keeps growing until it wins: nothing starves. An
 //! entity in a packet that was lost gets a bump, so its correction goes out first.
 
+use crate::bits::{pack, BitIter};
 use crate::state::Position;
 
 /// Where a connection's player looks from: the centre of its relevancy and priority.
@@ -77,10 +78,15 @@ impl ViewerFrame {
 
     /// The per-tick weight of an entity at (`x`, `y`) on the ground plane. Written with
     /// selects, not branches, so that [`ViewerFrame::accumulate`]'s loop is vectorized.
-    #[inline(always)]
+    #[cfg(test)]
     pub fn weight(&self, c: &PriorityConfig, x: f32, y: f32) -> f32 {
         let (dx, dy) = (x - self.x, y - self.y);
-        let d = (dx * dx + dy * dy).sqrt();
+        self.weight_at(c, dx, dy, (dx * dx + dy * dy).sqrt())
+    }
+
+    /// [`ViewerFrame::weight`] at (`dx`, `dy`) from the viewer, `d` metres away.
+    #[inline(always)]
+    fn weight_at(&self, c: &PriorityConfig, dx: f32, dy: f32, d: f32) -> f32 {
         let near = (1.0 - d * self.inv_radius).max(0.0);
         let ahead = (dx * self.forward.0 + dy * self.forward.1) / d;
         let facing = if d > 1e-3 { ahead } else { 1.0 };
@@ -106,19 +112,140 @@ impl ViewerFrame {
     /// Adds this tick's weight to `priority[i]` for each bit `i` set in `mask`, the
     /// entities at (`xs[i]`, `ys[i]`): 64 at a time, several to an instruction. A crowd's
     /// word of entities is mostly relevant, and a lane computed for a clear bit costs
-    /// less than the branch that would skip it.
-    pub fn accumulate(
+    /// less than the branch that would skip it. Returns the bits of the 64 due by `tiers`
+    /// on a tick whose phase with entity `i` is `phase + i` ([`RateTiers::due`]), set or
+    /// not in `mask`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn accumulate<const TIERS: bool>(
         &self,
         c: &PriorityConfig,
+        tiers: &RateTiers,
         xs: &[f32; 64],
         ys: &[f32; 64],
         priority: &mut [f32; 64],
         mask: u64,
-    ) {
+        phase: u32,
+    ) -> u64 {
+        let mut due = [1u8; 64];
         for i in 0..64 {
-            let w = self.weight(c, xs[i], ys[i]);
+            let (dx, dy) = (xs[i] - self.x, ys[i] - self.y);
+            let d = (dx * dx + dy * dy).sqrt();
+            let w = self.weight_at(c, dx, dy, d);
             priority[i] += if mask >> i & 1 != 0 { w } else { 0.0 };
+            if TIERS {
+                due[i] = u8::from(tiers.due(d, phase.wrapping_add(i as u32)));
+            }
         }
+        if TIERS {
+            pack(&due)
+        } else {
+            u64::MAX
+        }
+    }
+
+    /// [`ViewerFrame::accumulate`], or when `dense` is false the same one entity at a
+    /// time: for a word with only a few bits of `mask` set, where lanes for the others
+    /// would cost more than the loop. `TIERS` false: every entity is due (the rate by
+    /// distance is off), and no lane works it out.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub fn weigh<const TIERS: bool>(
+        &self,
+        c: &PriorityConfig,
+        tiers: &RateTiers,
+        xs: &[f32; 64],
+        ys: &[f32; 64],
+        priority: &mut [f32; 64],
+        mask: u64,
+        phase: u32,
+        dense: bool,
+    ) -> u64 {
+        if dense {
+            return self.accumulate::<TIERS>(c, tiers, xs, ys, priority, mask, phase);
+        }
+        let mut due = if TIERS { 0 } else { u64::MAX };
+        for i in BitIter(mask) {
+            let (dx, dy) = (xs[i] - self.x, ys[i] - self.y);
+            let d = (dx * dx + dy * dy).sqrt();
+            priority[i] += self.weight_at(c, dx, dy, d);
+            if TIERS {
+                due |= u64::from(tiers.due(d, phase.wrapping_add(i as u32))) << i;
+            }
+        }
+        due
+    }
+}
+
+/// How often an entity may be sent to a client by its distance from the client's viewer
+/// (what Unreal's replication graph calls spatial frequency): within `halve_every_m`
+/// every tick, within twice that every 2nd tick, thrice every 4th, and so on, down to one
+/// tick in `slowest_every_ticks`. An entity waits for its tick even when the packet has
+/// room; the ones a client has not been sent yet, and its own, never wait. The ticks are
+/// fixed by the entity's id, so every client that far sends it on the same ticks and
+/// shares its encodings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RateByDistance {
+    /// Metres, finite and positive.
+    pub halve_every_m: f32,
+    /// 1, 2, 4, 8 or 16; 1: every relevant entity may go every tick (the rate is off).
+    pub slowest_every_ticks: u32,
+}
+
+impl RateByDistance {
+    /// Every relevant entity may go every tick.
+    pub const EVERY_TICK: RateByDistance = RateByDistance {
+        halve_every_m: 50.0,
+        slowest_every_ticks: 1,
+    };
+    /// The most `slowest_every_ticks` may be.
+    pub const MAX_EVERY: u32 = 16;
+
+    /// Whether the fields are in range.
+    pub fn is_valid(&self) -> bool {
+        let (every, step) = (self.slowest_every_ticks, self.halve_every_m);
+        every.is_power_of_two() && every <= Self::MAX_EVERY && step.is_finite() && step > 0.0
+    }
+}
+
+impl Default for RateByDistance {
+    fn default() -> Self {
+        Self::EVERY_TICK
+    }
+}
+
+/// [`RateByDistance`] prepared once per write.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RateTiers {
+    /// Distances past which the wait doubles: 1, 2, 3 and 4 steps, metres.
+    limits: [f32; 4],
+    /// `slowest_every_ticks - 1`: the most low bits of a tick that must be clear.
+    slowest_mask: u32,
+}
+
+impl RateTiers {
+    pub fn new(rate: &RateByDistance) -> RateTiers {
+        RateTiers {
+            limits: std::array::from_fn(|k| (k + 1) as f32 * rate.halve_every_m),
+            slowest_mask: rate.slowest_every_ticks.saturating_sub(1),
+        }
+    }
+
+    /// Every entity may go every tick.
+    pub fn off(&self) -> bool {
+        self.slowest_mask == 0
+    }
+
+    /// Whether an entity `d` metres away may go on a tick whose phase (the tick plus the
+    /// entity's id) is `phase`: within one step always, within `k + 1` steps when `phase`
+    /// is a multiple of `2^k`, up to the slowest. NaN is due every tick.
+    #[inline(always)]
+    pub fn due(&self, d: f32, phase: u32) -> bool {
+        let [a, b, c, e] = self.limits;
+        let wait = u32::from(d > a)
+            | u32::from(d > b) << 1
+            | u32::from(d > c) << 2
+            | u32::from(d > e) << 3;
+        phase & wait & self.slowest_mask == 0
     }
 }
 
@@ -200,22 +327,101 @@ mod tests {
         (xs[9], ys[9]) = (3.0, -2.0);
         let before: [f32; 64] = std::array::from_fn(|i| i as f32 * 0.25);
         let mask = 0xf0f0_0000_ffff_0a2bu64 | 1 << 5 | 1 << 9;
-        let mut after = before;
-        v.accumulate(&c, &xs, &ys, &mut after, mask);
-        for i in 0..64 {
-            let want = if mask >> i & 1 != 0 {
-                before[i] + v.weight(&c, xs[i], ys[i])
-            } else {
-                before[i]
-            };
-            assert_eq!(after[i].to_bits(), want.to_bits(), "entity {i}");
+        let tiers = RateTiers::new(&RateByDistance {
+            halve_every_m: 30.0,
+            slowest_every_ticks: 8,
+        });
+        for dense in [true, false] {
+            let mut after = before;
+            let due = v.weigh::<true>(&c, &tiers, &xs, &ys, &mut after, mask, 1000, dense);
+            let mut off = before;
+            let every = v.weigh::<false>(&c, &tiers, &xs, &ys, &mut off, mask, 1000, dense);
+            assert_eq!(
+                every & mask,
+                mask,
+                "dense {dense}: with the rate off, all due"
+            );
+            for i in 0..64 {
+                let want = if mask >> i & 1 != 0 {
+                    before[i] + v.weight(&c, xs[i], ys[i])
+                } else {
+                    before[i]
+                };
+                assert_eq!(
+                    after[i].to_bits(),
+                    want.to_bits(),
+                    "dense {dense}: entity {i}"
+                );
+                assert_eq!(
+                    off[i].to_bits(),
+                    want.to_bits(),
+                    "dense {dense}: entity {i}"
+                );
+                if mask >> i & 1 != 0 {
+                    let d = v.distance2(xs[i], ys[i]).sqrt();
+                    let want = tiers.due(d, 1000 + i as u32);
+                    assert_eq!(due >> i & 1 != 0, want, "dense {dense}: entity {i} due");
+                }
+            }
+            assert!(after[5].is_finite(), "a NaN position adds a finite weight");
+            assert_eq!(
+                after[9],
+                before[9] + 3.0 + 1.0,
+                "at the viewer: near and ahead in full"
+            );
+            assert!(due & mask != mask && due & mask != 0, "{due:x}: some wait");
         }
-        assert!(after[5].is_finite(), "a NaN position adds a finite weight");
+    }
+
+    #[test]
+    fn the_rate_halves_with_each_step_of_distance_down_to_the_slowest() {
+        let tiers = |slowest| {
+            RateTiers::new(&RateByDistance {
+                halve_every_m: 10.0,
+                slowest_every_ticks: slowest,
+            })
+        };
+        let due_ticks = |t: &RateTiers, d: f32| -> Vec<u32> {
+            (0..32).filter(|&phase| t.due(d, phase)).collect()
+        };
+        let every = |n: usize| -> Vec<u32> { (0..32).step_by(n).collect() };
+        let four = tiers(4);
+        assert_eq!(due_ticks(&four, 0.0), every(1));
+        assert_eq!(due_ticks(&four, 10.0), every(1), "one step out, every tick");
+        assert_eq!(due_ticks(&four, 10.5), every(2));
+        assert_eq!(due_ticks(&four, 25.0), every(4));
         assert_eq!(
-            after[9],
-            before[9] + 3.0 + 1.0,
-            "at the viewer: near and ahead in full"
+            due_ticks(&four, 45.0),
+            every(4),
+            "no slower than the slowest"
         );
+        assert_eq!(due_ticks(&four, f32::NAN), every(1));
+        let sixteen = tiers(16);
+        assert_eq!(due_ticks(&sixteen, 35.0), every(8));
+        assert_eq!(due_ticks(&sixteen, 45.0), every(16));
+        assert_eq!(due_ticks(&sixteen, 1e9), every(16));
+        assert_eq!(due_ticks(&tiers(1), 1e9), every(1), "off: every tick");
+    }
+
+    #[test]
+    fn a_rate_by_distance_out_of_range_is_refused() {
+        let ok = |halve_every_m, slowest_every_ticks| {
+            RateByDistance {
+                halve_every_m,
+                slowest_every_ticks,
+            }
+            .is_valid()
+        };
+        assert!(RateByDistance::EVERY_TICK.is_valid());
+        for every in [1, 2, 4, 8, 16] {
+            assert!(ok(40.0, every), "{every}");
+        }
+        for every in [0, 3, 6, 32] {
+            assert!(!ok(40.0, every), "{every}");
+        }
+        for m in [0.0, -1.0, f32::NAN, f32::INFINITY] {
+            assert!(!ok(m, 4), "{m}");
+        }
     }
 
     #[test]

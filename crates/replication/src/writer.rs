@@ -14,7 +14,7 @@ use crate::delta::{
     encode_fields, head, put_varint, varint_len, Base, Measure, Rate, Sink, KIND_DELTA_BACK,
     KIND_DELTA_DEFAULT, KIND_FULL, KIND_GONE, MAX_HEADER_BYTES,
 };
-use crate::priority::{PriorityConfig, Viewer, ViewerFrame};
+use crate::priority::{PriorityConfig, RateByDistance, RateTiers, Viewer, ViewerFrame};
 use crate::schema::{Lanes, Schema, MAX_ANY_BODY_BYTES};
 use crate::state::{NetId, Position, Stored, MAX_ENTITIES};
 use tickforge_sim::spatial::Grid;
@@ -45,6 +45,9 @@ pub struct ReplicationConfig {
     pub tick_hz: u32,
     /// Priority weights.
     pub priority: PriorityConfig,
+    /// How often an entity may be sent by its distance from the viewer; default: every
+    /// tick.
+    pub rate_by_distance: RateByDistance,
 }
 
 impl Default for ReplicationConfig {
@@ -67,6 +70,7 @@ impl Default for ReplicationConfig {
             // 128 Hz: VALORANT's tick; 7.8125 ms.
             tick_hz: 128,
             priority: PriorityConfig::default(),
+            rate_by_distance: RateByDistance::EVERY_TICK,
         }
     }
 }
@@ -90,6 +94,12 @@ pub enum ConfigError {
     /// `tick_hz` and `burst_ticks` must be at least 1.
     #[error("tick_hz and burst_ticks must be at least 1")]
     Rate,
+    /// `rate_by_distance.slowest_every_ticks` must be 1, 2, 4, 8 or 16, and its
+    /// `halve_every_m` finite and positive.
+    #[error(
+        "rate_by_distance: slowest_every_ticks must be 1, 2, 4, 8 or 16, halve_every_m positive"
+    )]
+    RateByDistance,
 }
 
 impl ReplicationConfig {
@@ -110,6 +120,9 @@ impl ReplicationConfig {
         }
         if self.tick_hz == 0 || self.burst_ticks == 0 {
             return Err(ConfigError::Rate);
+        }
+        if !self.rate_by_distance.is_valid() {
+            return Err(ConfigError::RateByDistance);
         }
         Ok(())
     }
@@ -155,6 +168,9 @@ pub struct ReplicationStats {
     /// Ticks since each deferred entity was last sent, summed over the deferrals: with
     /// `deferred`, how stale what is relevant but unsent runs on average.
     pub deferred_staleness_ticks: u64,
+    /// Times a relevant entity was not sent because it waited for its distance's tick
+    /// ([`ReplicationConfig::rate_by_distance`]); not counted in `deferred`.
+    pub waiting: u64,
 }
 
 impl ReplicationStats {
@@ -182,6 +198,7 @@ impl ReplicationStats {
                 .max(later.max_states_per_snapshot),
             deferred_staleness_ticks: self.deferred_staleness_ticks
                 + later.deferred_staleness_ticks,
+            waiting: self.waiting + later.waiting,
         }
     }
 
@@ -210,6 +227,9 @@ pub struct WriteInfo {
     pub gone: u16,
     /// Relevant entities left out for lack of room.
     pub deferred: u16,
+    /// Relevant entities not sent because they wait for their distance's tick
+    /// ([`ReplicationConfig::rate_by_distance`]).
+    pub waiting: u16,
 }
 
 /// Encoding cache ways per entity: distinct baselines one entity is encoded against in a
@@ -532,8 +552,12 @@ struct Scratch {
     candidates: Vec<u64>,
     /// Entities in range of this write's viewer.
     near: Vec<u64>,
-    /// Entities relevant to this write and not sent.
+    /// Relevant entities that may be sent this tick (their distance's rate allows it).
+    due: Vec<u64>,
+    /// Entities due for this write and not sent.
     deferred: Vec<u64>,
+    /// Entities relevant to this write and not due (the rate by distance).
+    waiting: Vec<u64>,
     /// Per entity, this write's encoding.
     enc: Vec<Enc>,
     sel_states: Vec<u64>,
@@ -608,7 +632,9 @@ impl Replicator {
                 seen: vec![0; words],
                 candidates: Vec::with_capacity(n),
                 near: vec![0; words],
+                due: vec![0; words],
                 deferred: vec![0; words],
+                waiting: vec![0; words],
                 enc: vec![Enc::NONE; n],
                 sel_states: vec![0; words],
                 sel_gone: vec![0; words],
@@ -792,7 +818,9 @@ impl Replicator {
         // in range now, or relevant or gone and still within the hysteresis, or the
         // connection's own entity.
         let enter_bump = cfg.priority.enter_bump;
+        let tiers = RateTiers::new(&cfg.rate_by_distance);
         let mut relevant_count = 0usize;
+        let mut due_count = 0usize;
         for (w, &near) in scratch.near.iter().enumerate() {
             let (was, gone) = (c.relevant[w], c.gone[w]);
             for b in BitIter(c.near[w] & !near) {
@@ -815,19 +843,24 @@ impl Replicator {
             let at = w * 64..w * 64 + 64;
             let priority: &mut [f32; 64] = (&mut c.priority[at.clone()]).try_into().expect("64");
             let others = relevant & !own_bit;
-            if others.count_ones() >= DENSE_WEIGHTS {
-                let (x, y) = (&xs[at.clone()], &ys[at]);
-                let (x, y) = (x.try_into().expect("64"), y.try_into().expect("64"));
-                frame.accumulate(&cfg.priority, x, y, priority, others);
+            let (x, y) = (&xs[at.clone()], &ys[at]);
+            let (x, y) = (x.try_into().expect("64"), y.try_into().expect("64"));
+            let dense = others.count_ones() >= DENSE_WEIGHTS;
+            let (p, phase) = (&cfg.priority, now.wrapping_add((w * 64) as u32));
+            let on_time = if tiers.off() {
+                frame.weigh::<false>(p, &tiers, x, y, priority, others, phase, dense)
             } else {
-                for b in BitIter(others) {
-                    priority[b] += frame.weight(&cfg.priority, xs[w * 64 + b], ys[w * 64 + b]);
-                }
-            }
+                frame.weigh::<true>(p, &tiers, x, y, priority, others, phase, dense)
+            };
             if own_bit != 0 {
                 priority[own_bit.trailing_zeros() as usize] += cfg.priority.own;
             }
             relevant_count += relevant.count_ones() as usize;
+            // Off its distance's tick, an entity the client has waits; one it has not (new
+            // to it, or dropped) and the viewer's own do not.
+            let due = relevant & (on_time | own_bit | !was | !c.known[w]);
+            scratch.due[w] = due;
+            due_count += due.count_ones() as usize;
         }
         c.near_tick = now;
 
@@ -870,11 +903,11 @@ impl Replicator {
         scratch.sel_states.fill(0);
         // A connection whose last write left some out (a crowd behind fog: 120 relevant,
         // 90 sent) goes by priority too, rather than encoding all to send three in four.
-        if relevant_count * MIN_RECORD_BYTES <= room && !c.crowded {
+        if due_count * MIN_RECORD_BYTES <= room && !c.crowded {
             gather_candidates(
-                &c.relevant,
+                &scratch.due,
                 &c.priority,
-                relevant_count,
+                due_count,
                 &mut scratch.candidates,
             );
             let mut total = 0usize;
@@ -898,9 +931,9 @@ impl Replicator {
             }
         } else {
             gather_candidates(
-                &c.relevant,
+                &scratch.due,
                 &c.priority,
-                relevant_count,
+                due_count,
                 &mut scratch.candidates,
             );
             // All but a few of as many as the last write sent are taken unsorted when they
@@ -924,12 +957,25 @@ impl Replicator {
             take_by_priority(&mut scratch.candidates, sure, first, &mut room, &mut write);
             count += write.count;
         }
-        // What was relevant and not sent was deferred.
-        for (w, d) in scratch.deferred.iter_mut().enumerate() {
-            *d = c.relevant[w] & !scratch.sel_states[w];
+        // What was due and not sent was deferred for room; what was relevant and not due,
+        // waits for its tick.
+        for (w, (d, waiting)) in scratch
+            .deferred
+            .iter_mut()
+            .zip(&mut scratch.waiting)
+            .enumerate()
+        {
+            *d = scratch.due[w] & !scratch.sel_states[w];
+            *waiting = c.relevant[w] & !scratch.due[w];
         }
         let (deferred, stale_sum, worst) = staleness(&c.last_sent, &scratch.deferred, now);
+        let (waiting, _, worst_waiting) = if tiers.off() {
+            (0, 0, 0)
+        } else {
+            staleness(&c.last_sent, &scratch.waiting, now)
+        };
         info.deferred = deferred as u16;
+        info.waiting = waiting as u16;
         stats.deferred_staleness_ticks += stale_sum;
         stats.rate_limited += u64::from(rate_bound && info.deferred > 0);
 
@@ -985,7 +1031,7 @@ impl Replicator {
         c.bucket.spend(info.bytes);
         c.last_states = info.states;
         c.crowded = info.deferred > 0;
-        note_staleness(stats, worst);
+        note_staleness(stats, worst.max(worst_waiting));
 
         stats.snapshots += 1;
         stats.bytes += info.bytes as u64;
@@ -993,6 +1039,7 @@ impl Replicator {
         stats.delta_records += u64::from(info.states - info.full);
         stats.gone_records += u64::from(info.gone);
         stats.deferred += u64::from(info.deferred);
+        stats.waiting += u64::from(info.waiting);
         stats.relevant += relevant_count as u64;
         stats.max_states_per_snapshot = stats.max_states_per_snapshot.max(u32::from(info.states));
         info

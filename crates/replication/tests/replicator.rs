@@ -8,7 +8,7 @@ use common::{
     assert_view, config_small, running, viewer_of, EntityState, Push, Shown, Vec3, SCHEMA,
 };
 use tickforge_replication::{
-    NetId, Replica, ReplicaConfig, ReplicationConfig, Replicator, Viewer, WriteInfo,
+    NetId, RateByDistance, Replica, ReplicaConfig, ReplicationConfig, Replicator, Viewer, WriteInfo,
 };
 
 const ORIGIN: Vec3 = Vec3::new(0.0, 0.0, 0.0);
@@ -128,6 +128,66 @@ fn an_entity_leaving_range_stays_for_the_hysteresis_then_is_gone_until_acked() {
     let info = r.write(0, &viewer, None, 1400, &mut body);
     assert_eq!((info.states, info.gone), (0, 0));
     assert!(!r.is_relevant(0, NetId(1)));
+}
+
+#[test]
+fn far_entities_wait_for_their_distance_tick_and_newcomers_do_not() {
+    // Every tick within 10 m, every 2nd within 20 m, every 4th past that (the slowest).
+    let config = ReplicationConfig {
+        rate_by_distance: RateByDistance {
+            halve_every_m: 10.0,
+            slowest_every_ticks: 4,
+        },
+        ..config_small()
+    };
+    let mut r = Replicator::new(config, &SCHEMA);
+    let mut replica = Replica::new(ReplicaConfig::matching(&config), &SCHEMA);
+    r.connect(0, Some(NetId(0)));
+    let viewer = Viewer::default();
+    // (id, metres from the viewer); 0 is the viewer's own entity, 5 arrives at tick 6.
+    let placed = [(0u16, 45.0f32), (1, 5.0), (2, 15.0), (3, 25.0), (4, 45.0)];
+    let mut body = Vec::new();
+    for t in 0..24u32 {
+        r.begin_tick(t);
+        // A step a tick, so that every record has something to say.
+        let step = 0.01 * t as f32;
+        for (id, d) in placed {
+            r.push(NetId(id), &at(d + step, 0.0));
+        }
+        if t >= 6 {
+            r.push(NetId(5), &at(0.0, 25.0 + step));
+        }
+        body.clear();
+        let info = r.write(0, &viewer, None, 1400, &mut body);
+        replica.read(&body).expect("reads");
+        let sent: Vec<u16> = replica
+            .last_read()
+            .filter_map(|(id, q)| q.map(|_| id.0))
+            .collect();
+        // An entity's ticks are those where the tick plus its id is a multiple of its
+        // wait; everything goes on the first tick (new to the client), and so does 5 on
+        // its first (tick 6, though 6 + 5 is odd).
+        let due = |id: u32, every: u32| t == 0 || (t + id).is_multiple_of(every);
+        let mut want = vec![0, 1];
+        want.extend(due(2, 2).then_some(2));
+        want.extend(due(3, 4).then_some(3));
+        want.extend(due(4, 4).then_some(4));
+        want.extend((t == 6 || (t > 6 && due(5, 4))).then_some(5));
+        assert_eq!(sent, want, "tick {t}");
+        let relevant = if t >= 6 { 6 } else { 5 };
+        assert_eq!(
+            (info.deferred, usize::from(info.waiting)),
+            (0, relevant - want.len()),
+            "tick {t}: nothing left out for room, the rest waits"
+        );
+        r.on_ack(0, t);
+    }
+    let s = r.stats();
+    assert_eq!(s.deferred, 0);
+    assert_eq!(
+        s.worst_staleness_ticks, 3,
+        "the slowest waits 3 ticks between sends"
+    );
 }
 
 #[test]

@@ -236,6 +236,7 @@ impl<G: Game> Match<G> {
             max_entities: usize::from(max_entities),
             max_connections: seats.max(1),
             tick_hz: setup.tick_hz,
+            rate_by_distance: G::rate_by_distance(&config),
             ..ReplicationConfig::default()
         };
         Match {
@@ -663,7 +664,9 @@ impl<G: Game> HostedMatch for Match<G> {
                         .write(i, &view.viewer, view.visible, budget, &mut self.body);
                 self.counters.snapshots += 1;
                 self.counters.body_bytes += self.body.len() as u64;
-                let shown = usize::from(written.states) + usize::from(written.deferred);
+                let shown = usize::from(written.states)
+                    + usize::from(written.deferred)
+                    + usize::from(written.waiting);
                 self.counters.full_state_bytes += G::full_state_bytes(shown) as u64;
                 self.message.clear();
                 ServerMsg::Snapshot {

@@ -40,6 +40,8 @@ pub trait MatchMaker: Send + Sync + fmt::Debug {
     fn make(&self, id: MatchId, setup: MatchSetup, start: Instant) -> Box<dyn HostedMatch>;
     /// The settings the matches play with, every key filled ([`Game::settings`]).
     fn settings(&self) -> ConfigTable;
+    /// How often replication sends an entity by its distance ([`Game::rate_by_distance`]).
+    fn rate_by_distance(&self) -> tickforge_api::RateByDistance;
 }
 
 struct Kind<G>(PhantomData<fn() -> G>);
@@ -75,6 +77,18 @@ impl<G: Game> GameKind for Kind<G> {
             game: G::NAME,
             error,
         })?;
+        let rate = G::rate_by_distance(&config);
+        if !rate.is_valid() {
+            let error = tickforge_api::ConfigError::new(
+                "rate_by_distance",
+                "halve_every_m finite and above 0, slowest_every_ticks 1, 2, 4, 8 or 16",
+                format!("{rate:?}"),
+            );
+            return Err(GameError::Config {
+                game: G::NAME,
+                error,
+            });
+        }
         Ok(Arc::new(Maker::<G> {
             config: Arc::new(config),
         }))
@@ -100,6 +114,10 @@ impl<G: Game> MatchMaker for Maker<G> {
 
     fn settings(&self) -> ConfigTable {
         G::settings(&self.config)
+    }
+
+    fn rate_by_distance(&self) -> tickforge_api::RateByDistance {
+        G::rate_by_distance(&self.config)
     }
 }
 

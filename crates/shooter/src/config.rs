@@ -12,6 +12,8 @@
 //! pose_every = 4       # pose players every Nth tick and lerp between (1: every tick)
 //! fow_every = 4        # the fog of war traces each enemy pair every Nth tick
 //! max_rewind_ms = 200  # lag compensation rewinds at most this far (cap 1000)
+//! rate_halves_every_m = 50.0   # a player this much further away is sent half as often
+//! rate_slowest_every_ticks = 1 # down to one tick in this many (1, 2, 4, 8, 16; 1: off)
 //! ```
 //!
 //! Every key is optional; a bad one is refused with the key and the form it takes.
@@ -20,7 +22,7 @@ use std::num::{NonZeroU16, NonZeroU8};
 use std::time::Duration;
 
 use serde::Deserialize;
-use tickforge_api::{ConfigError, ConfigTable, ReadTable};
+use tickforge_api::{ConfigError, ConfigTable, RateByDistance, ReadTable};
 use tickforge_game::history::{HistoryConfig, MAX_REWIND_CAP};
 use tickforge_game::rules::RulesConfig;
 use tickforge_game::{BuiltinMap, WorldConfig};
@@ -41,6 +43,9 @@ pub struct ShooterConfig {
     pub fow_every: NonZeroU8,
     /// How far back lag compensation rewinds at most.
     pub max_rewind: Duration,
+    /// How often a player is sent to a client by its distance (off by default: a crowd of
+    /// a thousand turns it on, the 10-player arena has no use for it).
+    pub rate_by_distance: RateByDistance,
 }
 
 impl Default for ShooterConfig {
@@ -52,6 +57,7 @@ impl Default for ShooterConfig {
             pose_every: world.history.pose_every,
             fow_every: world.fow.trace_every_ticks,
             max_rewind: world.history.max_rewind,
+            rate_by_distance: RateByDistance::EVERY_TICK,
         }
     }
 }
@@ -87,6 +93,7 @@ impl ShooterConfig {
             pose_every: world.history.pose_every,
             fow_every: world.fow.trace_every_ticks,
             max_rewind: world.history.max_rewind,
+            rate_by_distance: RateByDistance::EVERY_TICK,
         };
         let setup = tickforge_api::MatchSetup {
             seats: world.players,
@@ -143,12 +150,35 @@ impl ShooterConfig {
             None => d.max_rewind,
             Some(ms) => Duration::from_millis(ms as u64),
         };
+        let rate_by_distance = RateByDistance {
+            halve_every_m: match t.rate_halves_every_m {
+                None => d.rate_by_distance.halve_every_m,
+                Some(m) if m.is_finite() && m > 0.0 && m <= 10_000.0 => m as f32,
+                Some(m) => {
+                    return Err(ConfigError::new(
+                        "rate_halves_every_m",
+                        form("rate_halves_every_m"),
+                        m,
+                    ))
+                }
+            },
+            slowest_every_ticks: match t.rate_slowest_every_ticks {
+                None => d.rate_by_distance.slowest_every_ticks,
+                Some(n @ (1 | 2 | 4 | 8 | 16)) => n as u32,
+                Some(n) => {
+                    let key = "rate_slowest_every_ticks";
+                    return Err(ConfigError::new(key, form(key), n));
+                }
+            },
+        };
+        debug_assert!(rate_by_distance.is_valid());
         Ok(ShooterConfig {
             map,
             rules,
             pose_every,
             fow_every,
             max_rewind,
+            rate_by_distance,
         })
     }
 }
@@ -159,7 +189,7 @@ const ROUND_FORM: &str = "seconds, more than 0 and at most 86400";
 const SECONDS_FORM: &str = "seconds from 0 to 86400";
 
 /// Each key and the form it takes, as a refusal states it.
-const FORMS: [(&str, &str); 9] = [
+const FORMS: [(&str, &str); 11] = [
     ("map", MAP_FORM),
     ("buy_s", SECONDS_FORM),
     ("round_s", ROUND_FORM),
@@ -169,6 +199,14 @@ const FORMS: [(&str, &str); 9] = [
     ("pose_every", "an integer from 1 to 32 (ticks)"),
     ("fow_every", "an integer from 1 to 16 (ticks)"),
     ("max_rewind_ms", "milliseconds from 0 to 1000"),
+    (
+        "rate_halves_every_m",
+        "metres, more than 0 and at most 10000",
+    ),
+    (
+        "rate_slowest_every_ticks",
+        "1, 2, 4, 8 or 16 (ticks; 1: every tick)",
+    ),
 ];
 
 /// The form `key` takes, from [`FORMS`].
@@ -194,6 +232,8 @@ struct Table {
     pose_every: Option<i64>,
     fow_every: Option<i64>,
     max_rewind_ms: Option<i64>,
+    rate_halves_every_m: Option<f64>,
+    rate_slowest_every_ticks: Option<i64>,
 }
 
 fn seconds(key: &str, value: Option<f64>, default: Duration) -> Result<Duration, ConfigError> {
@@ -239,8 +279,19 @@ mod tests {
         assert_eq!((c.pose_every.get(), c.fow_every.get()), (1, 8));
         assert_eq!(c.max_rewind, Duration::from_millis(300));
         assert_eq!(c.rules.max_health_hp.get(), 150);
+        assert_eq!(
+            c.rate_by_distance,
+            RateByDistance::EVERY_TICK,
+            "off unless set"
+        );
         let w = c.world(10, 64);
         assert_eq!((w.players, w.tick_hz, w.map), (10, 64, BuiltinMap::Flat2km));
+        let r = read(r#"{"rate_halves_every_m": 40, "rate_slowest_every_ticks": 8}"#).unwrap();
+        let want = RateByDistance {
+            halve_every_m: 40.0,
+            slowest_every_ticks: 8,
+        };
+        assert_eq!(r.rate_by_distance, want);
     }
 
     #[test]
@@ -257,6 +308,18 @@ mod tests {
             (
                 r#"{"rounds": 0}"#,
                 "rounds: expected an integer from 1 to 255, got 0",
+            ),
+            (
+                r#"{"rate_slowest_every_ticks": 3}"#,
+                "rate_slowest_every_ticks: expected 1, 2, 4, 8 or 16 (ticks; 1: every tick), got 3",
+            ),
+            (
+                r#"{"rate_halves_every_m": 0}"#,
+                "rate_halves_every_m: expected metres, more than 0 and at most 10000, got 0",
+            ),
+            (
+                r#"{"rate_halves_every_m": "far"}"#,
+                r#"rate_halves_every_m: expected metres, more than 0 and at most 10000, got string "far""#,
             ),
             (
                 r#"{"rounds": 256}"#,

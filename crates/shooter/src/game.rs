@@ -11,7 +11,7 @@
 
 use tickforge_api::{
     Category, ConfigError, ConfigTable, Entities, EntityId, Events, Game, GameCounters, InputInfo,
-    MatchEnd, MatchSetup, Schema, Seat, StepContext, Target, View,
+    MatchEnd, MatchSetup, RateByDistance, Schema, Seat, StepContext, Target, View,
 };
 use tickforge_game::fow::Neighbours;
 use tickforge_game::replay::Recorder;
@@ -141,6 +141,10 @@ impl Game for Shooter {
 
     fn max_entities(_config: &ShooterConfig, seats: u16) -> u16 {
         seats.max(1)
+    }
+
+    fn rate_by_distance(config: &ShooterConfig) -> RateByDistance {
+        config.rate_by_distance
     }
 
     fn new(config: &ShooterConfig, setup: &MatchSetup, entities: &mut Entities) -> Shooter {
@@ -282,6 +286,9 @@ impl Game for Shooter {
             "max_rewind_ms",
             (config.max_rewind.as_millis() as u64).into(),
         );
+        let rate = &config.rate_by_distance;
+        put("rate_halves_every_m", f64::from(rate.halve_every_m).into());
+        put("rate_slowest_every_ticks", rate.slowest_every_ticks.into());
         t
     }
 
@@ -424,12 +431,14 @@ mod tests {
     #[test]
     fn the_settings_read_back_as_the_same_config() {
         let table: ConfigTable = serde_json::from_str(
-            r#"{"map": "flat2km", "rounds": 3, "buy_s": 0.5, "max_rewind_ms": 150}"#,
+            r#"{"map": "flat2km", "rounds": 3, "buy_s": 0.5, "max_rewind_ms": 150,
+                "rate_halves_every_m": 40, "rate_slowest_every_ticks": 8}"#,
         )
         .unwrap();
         let config = Shooter::configure(&table).unwrap();
         let settings = Shooter::settings(&config);
-        assert_eq!(settings.len(), 9, "every key: {settings:?}");
+        assert_eq!(settings.len(), 11, "every key: {settings:?}");
+        assert_eq!(settings["rate_slowest_every_ticks"], 8);
         assert_eq!(settings["map"], "flat2km");
         assert_eq!(settings["max_rewind_ms"], 150);
         assert_eq!(Shooter::configure(&settings).unwrap(), config);

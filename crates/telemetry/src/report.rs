@@ -634,6 +634,17 @@ pub struct Replication {
     /// over the deferrals (`max_staleness_ticks` is the most).
     #[serde(default)]
     pub deferred_staleness_ticks: Option<f64>,
+    /// Relevant entities per snapshot not sent because they waited for their distance's
+    /// tick (the rate by distance; 0 when it is off), on average: not in `deferred`.
+    #[serde(default)]
+    pub waiting_per_snapshot: Option<f64>,
+    /// The rate by distance: an entity this many metres further from a client is sent
+    /// half as often (`None`: off, every relevant entity may go every tick)...
+    #[serde(default)]
+    pub rate_halves_every_m: Option<f64>,
+    /// ... down to one tick in this many (1: off).
+    #[serde(default)]
+    pub rate_slowest_every_ticks: u32,
 }
 
 /// A process's memory (`/proc/self/smaps_rollup`): how much is resident, and how much of

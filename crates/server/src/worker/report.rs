@@ -247,6 +247,7 @@ pub struct WorkerFigures {
     rt_priority: Option<u8>,
     warmup: Duration,
     max_rewind: Duration,
+    rate_by_distance: tickforge_api::RateByDistance,
     window_s: f64,
     measure: Measure,
     io: IoStats,
@@ -384,6 +385,7 @@ impl Worker {
                     .and_then(|v| v.as_u64())
                     .unwrap_or(0),
             ),
+            rate_by_distance: self.maker.rate_by_distance(),
             window_s: close.saturating_duration_since(window.start).as_secs_f64(),
             measure,
             io: self.io,
@@ -564,6 +566,10 @@ impl WorkerFigures {
                 .then(|| s.relevant as f64 / s.snapshots as f64),
             deferred_staleness_ticks: (s.deferred > 0)
                 .then(|| s.deferred_staleness_ticks as f64 / s.deferred as f64),
+            waiting_per_snapshot: (s.snapshots > 0).then(|| s.waiting as f64 / s.snapshots as f64),
+            rate_halves_every_m: (self.rate_by_distance.slowest_every_ticks > 1)
+                .then_some(f64::from(self.rate_by_distance.halve_every_m)),
+            rate_slowest_every_ticks: self.rate_by_distance.slowest_every_ticks,
         }
     }
 }

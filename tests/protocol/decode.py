@@ -234,7 +234,7 @@ class Replica:
 
 
 # Section 9: the scenarios' entity counts.
-ENTITIES = {"arena": 10, "churn": 70, "crowd": 80}
+ENTITIES = {"arena": 10, "churn": 70, "crowd": 80, "crowd by distance": 80}
 
 
 def entries(data):

@@ -5,7 +5,9 @@ mod common;
 
 use common::{running, viewer_of, EntityState, Push, Rng, Shown, Vec3, SCHEMA};
 use proptest::prelude::*;
-use tickforge_replication::{NetId, Replica, ReplicaConfig, ReplicationConfig, Replicator};
+use tickforge_replication::{
+    NetId, RateByDistance, Replica, ReplicaConfig, ReplicationConfig, Replicator,
+};
 
 const CLIENTS: usize = 8;
 const ENTITIES: u16 = 40;
@@ -35,10 +37,11 @@ fn fog_row(c: usize, t: u32) -> [u64; 1] {
 /// A datagram on the way: (tick it arrives, connection, payload).
 type InFlight<T> = Vec<(u32, usize, T)>;
 
-fn run(seed: u64) {
+fn run(seed: u64, rate_by_distance: RateByDistance) {
     let config = ReplicationConfig {
         max_entities: 64,
         max_connections: CLIENTS,
+        rate_by_distance,
         ..ReplicationConfig::default()
     };
     let mut r = Replicator::new(config, &SCHEMA);
@@ -53,8 +56,11 @@ fn run(seed: u64) {
     let mut up: InFlight<u32> = Vec::new();
     const LOSSY: u32 = 400;
     const END: u32 = LOSSY + 80;
-    // Ticks of clean link after which every view must be exact.
+    // Ticks of clean link after which every view must be exact: each entity as of its
+    // last tick, within the rate by distance's slowest wait of now.
     const SETTLE: u32 = 8;
+    let every = rate_by_distance.slowest_every_ticks;
+    assert!(every <= SETTLE);
     for t in 0..END {
         let lossy = t < LOSSY;
         r.begin_tick(t);
@@ -109,13 +115,19 @@ fn run(seed: u64) {
         }
         if t >= LOSSY + SETTLE {
             for (c, replica) in replicas.iter().enumerate() {
-                let want: Vec<(NetId, EntityState)> = (0..ENTITIES)
+                let want: Vec<NetId> = (0..ENTITIES)
                     .map(NetId)
                     .filter(|&e| r.is_relevant(c, e))
-                    .map(|e| (e, state(e.0, t).quantized()))
                     .collect();
                 let got: Vec<(NetId, EntityState)> = replica.states();
-                assert_eq!(got, want, "seed {seed} tick {t} client {c}");
+                let ids: Vec<NetId> = got.iter().map(|&(id, _)| id).collect();
+                assert_eq!(ids, want, "seed {seed} tick {t} client {c}");
+                for (id, shown) in got {
+                    let at = replica.entity_tick(id).expect("a state was read");
+                    let context = format!("seed {seed} tick {t} client {c} {id:?} as of {at}");
+                    assert!(t - at < every, "{context}: waited too long");
+                    assert_eq!(shown, state(id.0, at).quantized(), "{context}");
+                }
             }
         }
     }
@@ -125,6 +137,7 @@ fn run(seed: u64) {
         "{s:?}"
     );
     assert!(s.worst_staleness_ticks < 32, "{s:?}");
+    assert_eq!(s.waiting > 0, every > 1, "{s:?}");
     for replica in &replicas {
         let rs = replica.stats();
         assert_eq!((rs.missing_baseline, rs.malformed), (0, 0), "{rs:?}");
@@ -138,7 +151,18 @@ fn run(seed: u64) {
 #[test]
 fn views_match_the_server_soon_after_a_lossy_link_clears() {
     for seed in [1, 2, 3] {
-        run(seed);
+        run(seed, RateByDistance::EVERY_TICK);
+    }
+}
+
+#[test]
+fn with_a_rate_by_distance_views_match_the_server_as_of_each_entity_s_last_tick() {
+    let rate = RateByDistance {
+        halve_every_m: 30.0,
+        slowest_every_ticks: 8,
+    };
+    for seed in [1, 2, 3] {
+        run(seed, rate);
     }
 }
 

@@ -63,7 +63,7 @@ fn scenario(name: &str) -> (usize, u32) {
     match name {
         "arena" => (10, 64),
         "churn" => (70, 12),
-        "crowd" => (80, 64),
+        "crowd" | "crowd by distance" => (80, 64),
         _ => panic!("unknown scenario {name}"),
     }
 }

@@ -30,7 +30,7 @@ mod common;
 
 use common::Rng;
 use tickforge_game::Vec3;
-use tickforge_replication::{NetId, ReplicationConfig, Replicator, Viewer};
+use tickforge_replication::{NetId, RateByDistance, ReplicationConfig, Replicator, Viewer};
 use tickforge_shooter::{flags, position, push, schema, EntityState};
 
 const FIXTURE: &str = "tests/fixtures/wire.bin";
@@ -381,7 +381,7 @@ fn record(plan: &Plan, out: &mut Vec<Entry>) {
     }
 }
 
-fn plans() -> [Plan; 3] {
+fn plans() -> [Plan; 4] {
     [
         // The server's 10-player match: one entity and one connection per player.
         Plan {
@@ -436,6 +436,30 @@ fn plans() -> [Plan; 3] {
             config: ReplicationConfig {
                 max_entities: 80,
                 max_connections: 4,
+                ..ReplicationConfig::default()
+            },
+            steady: 80,
+            half_side_16ths: 30 * 16,
+            budgets: &[200, 350],
+            fog: 0.0,
+            fog_ticks: 32,
+            ack_loss: 0.1,
+            max_ack_delay: 4,
+            churn: false,
+        },
+        // The same crowd with a rate by distance: who waits for their tick, and what the
+        // rest of the room takes.
+        Plan {
+            name: "crowd by distance",
+            seed: 4,
+            ticks: 24,
+            config: ReplicationConfig {
+                max_entities: 80,
+                max_connections: 4,
+                rate_by_distance: RateByDistance {
+                    halve_every_m: 8.0,
+                    slowest_every_ticks: 4,
+                },
                 ..ReplicationConfig::default()
             },
             steady: 80,
@@ -542,6 +566,7 @@ fn the_scenarios_exercise_what_the_fixture_pins() {
                 "{last}"
             ),
             "crowd" => assert!(has("deferred:"), "{last}"),
+            "crowd by distance" => assert!(has("deferred:") && has("waiting:"), "{last}"),
             _ => {}
         }
         let mut kinds = [0u32; 4];

@@ -77,7 +77,7 @@ impl ViewerFrame {
     }
 
     /// The per-tick weight of an entity at (`x`, `y`) on the ground plane. Written with
-    /// selects, not branches, so that [`ViewerFrame::accumulate`]'s loop is vectorized.
+    /// selects, not branches, so that [`ViewerFrame::weigh`]'s loop is vectorized.
     #[cfg(test)]
     pub fn weight(&self, c: &PriorityConfig, x: f32, y: f32) -> f32 {
         let (dx, dy) = (x - self.x, y - self.y);
@@ -110,13 +110,16 @@ impl ViewerFrame {
     }
 
     /// Adds this tick's weight to `priority[i]` for each bit `i` set in `mask`, the
-    /// entities at (`xs[i]`, `ys[i]`): 64 at a time, several to an instruction. A crowd's
-    /// word of entities is mostly relevant, and a lane computed for a clear bit costs
-    /// less than the branch that would skip it. Returns the bits of the 64 due by `tiers`
-    /// on a tick whose phase with entity `i` is `phase + i` ([`RateTiers::due`]), set or
-    /// not in `mask`.
+    /// entities at (`xs[i]`, `ys[i]`), and returns the bits of those due by `tiers` on a
+    /// tick whose phase with entity `i` is `phase + i` ([`RateTiers::due`]). `dense`: all
+    /// 64 at a time, several to an instruction (a crowd's word of entities is mostly
+    /// relevant, and a lane computed for a clear bit costs less than the branch that would
+    /// skip it), and the due bits of all 64 returned; else one set bit at a time, for a
+    /// word with only a few. `TIERS` false: every entity is due (the rate by distance is
+    /// off), and no lane works it out.
     #[allow(clippy::too_many_arguments)]
-    pub fn accumulate<const TIERS: bool>(
+    #[inline(always)]
+    pub fn weigh<const TIERS: bool>(
         &self,
         c: &PriorityConfig,
         tiers: &RateTiers,
@@ -125,7 +128,20 @@ impl ViewerFrame {
         priority: &mut [f32; 64],
         mask: u64,
         phase: u32,
+        dense: bool,
     ) -> u64 {
+        if !dense {
+            let mut due = if TIERS { 0 } else { u64::MAX };
+            for i in BitIter(mask) {
+                let (dx, dy) = (xs[i] - self.x, ys[i] - self.y);
+                let d = (dx * dx + dy * dy).sqrt();
+                priority[i] += self.weight_at(c, dx, dy, d);
+                if TIERS {
+                    due |= u64::from(tiers.due(d, phase.wrapping_add(i as u32))) << i;
+                }
+            }
+            return due;
+        }
         let mut due = [1u8; 64];
         for i in 0..64 {
             let (dx, dy) = (xs[i] - self.x, ys[i] - self.y);
@@ -141,38 +157,6 @@ impl ViewerFrame {
         } else {
             u64::MAX
         }
-    }
-
-    /// [`ViewerFrame::accumulate`], or when `dense` is false the same one entity at a
-    /// time: for a word with only a few bits of `mask` set, where lanes for the others
-    /// would cost more than the loop. `TIERS` false: every entity is due (the rate by
-    /// distance is off), and no lane works it out.
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    pub fn weigh<const TIERS: bool>(
-        &self,
-        c: &PriorityConfig,
-        tiers: &RateTiers,
-        xs: &[f32; 64],
-        ys: &[f32; 64],
-        priority: &mut [f32; 64],
-        mask: u64,
-        phase: u32,
-        dense: bool,
-    ) -> u64 {
-        if dense {
-            return self.accumulate::<TIERS>(c, tiers, xs, ys, priority, mask, phase);
-        }
-        let mut due = if TIERS { 0 } else { u64::MAX };
-        for i in BitIter(mask) {
-            let (dx, dy) = (xs[i] - self.x, ys[i] - self.y);
-            let d = (dx * dx + dy * dy).sqrt();
-            priority[i] += self.weight_at(c, dx, dy, d);
-            if TIERS {
-                due |= u64::from(tiers.due(d, phase.wrapping_add(i as u32))) << i;
-            }
-        }
-        due
     }
 }
 

@@ -245,7 +245,7 @@ const MAX_RECORD_HEAD_BYTES: usize = 3 + 2 + 1;
 /// The smallest record: a head and an id gap of a byte each, no field.
 const MIN_RECORD_BYTES: usize = 2;
 /// Relevant entities in a word of 64 from which a write weighs the whole word at once
-/// ([`ViewerFrame::accumulate`](crate::priority::ViewerFrame::accumulate)) rather than
+/// ([`ViewerFrame::weigh`](crate::priority::ViewerFrame::weigh)) rather than
 /// one entity at a time.
 const DENSE_WEIGHTS: u32 = 12;
 /// What finding the entities in range costs, in about a nanosecond each: a grid cell

@@ -218,6 +218,7 @@ impl Mover {
 }
 
 /// What a scenario does beyond moving its entities.
+#[derive(Clone, Copy)]
 struct Plan {
     name: &'static str,
     seed: u64,
@@ -382,6 +383,24 @@ fn record(plan: &Plan, out: &mut Vec<Entry>) {
 }
 
 fn plans() -> [Plan; 4] {
+    let crowd = Plan {
+        name: "crowd",
+        seed: 3,
+        ticks: 24,
+        config: ReplicationConfig {
+            max_entities: 80,
+            max_connections: 4,
+            ..ReplicationConfig::default()
+        },
+        steady: 80,
+        half_side_16ths: 30 * 16,
+        budgets: &[200, 350],
+        fog: 0.0,
+        fog_ticks: 32,
+        ack_loss: 0.1,
+        max_ack_delay: 4,
+        churn: false,
+    };
     [
         // The server's 10-player match: one entity and one connection per player.
         Plan {
@@ -429,47 +448,20 @@ fn plans() -> [Plan; 4] {
             churn: true,
         },
         // A crowd that does not fit: priority order and deferral decide every packet.
-        Plan {
-            name: "crowd",
-            seed: 3,
-            ticks: 24,
-            config: ReplicationConfig {
-                max_entities: 80,
-                max_connections: 4,
-                ..ReplicationConfig::default()
-            },
-            steady: 80,
-            half_side_16ths: 30 * 16,
-            budgets: &[200, 350],
-            fog: 0.0,
-            fog_ticks: 32,
-            ack_loss: 0.1,
-            max_ack_delay: 4,
-            churn: false,
-        },
+        crowd,
         // The same crowd with a rate by distance: who waits for their tick, and what the
         // rest of the room takes.
         Plan {
             name: "crowd by distance",
             seed: 4,
-            ticks: 24,
             config: ReplicationConfig {
-                max_entities: 80,
-                max_connections: 4,
                 rate_by_distance: RateByDistance {
                     halve_every_m: 8.0,
                     slowest_every_ticks: 4,
                 },
-                ..ReplicationConfig::default()
+                ..crowd.config
             },
-            steady: 80,
-            half_side_16ths: 30 * 16,
-            budgets: &[200, 350],
-            fog: 0.0,
-            fog_ticks: 32,
-            ack_loss: 0.1,
-            max_ack_delay: 4,
-            churn: false,
+            ..crowd
         },
     ]
 }

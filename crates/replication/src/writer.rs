@@ -894,12 +894,14 @@ impl Replicator {
             }
         }
 
-        // Then the states. While a packet could hold every relevant entity at its smallest,
-        // each is encoded, all go when they fit, and otherwise they go by priority, each
-        // that fits what is left. Past that (a crowd: 1,000 relevant, ~150 sent), only what
-        // comes up in priority order is encoded (ties: the lower id first), until
-        // [`MISFITS_IN_A_ROW`] in a row do not fit or nothing more could: the work grows
-        // with what is sent, not with what is relevant. What is left is deferred.
+        // Then the states of the due entities (the relevant ones, less those waiting for
+        // their distance's tick). While a packet could hold every due entity at its
+        // smallest, each is encoded, all go when they fit, and otherwise they go by
+        // priority, each that fits what is left. Past that (a crowd: 1,000 relevant, ~150
+        // sent), only what comes up in priority order is encoded (ties: the lower id
+        // first), until [`MISFITS_IN_A_ROW`] in a row do not fit or nothing more could:
+        // the work grows with what is sent, not with what is relevant. What is left is
+        // deferred.
         scratch.sel_states.fill(0);
         // A connection whose last write left some out (a crowd behind fog: 120 relevant,
         // 90 sent) goes by priority too, rather than encoding all to send three in four.

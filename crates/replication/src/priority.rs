@@ -76,15 +76,17 @@ impl ViewerFrame {
         dx * dx + dy * dy
     }
 
-    /// The per-tick weight of an entity at (`x`, `y`) on the ground plane. Written with
-    /// selects, not branches, so that [`ViewerFrame::weigh`]'s loop is vectorized.
+    /// The per-tick weight of an entity at (`x`, `y`) on the ground plane, as
+    /// [`ViewerFrame::weigh`] adds it: for the tests.
     #[cfg(test)]
     pub fn weight(&self, c: &PriorityConfig, x: f32, y: f32) -> f32 {
         let (dx, dy) = (x - self.x, y - self.y);
         self.weight_at(c, dx, dy, (dx * dx + dy * dy).sqrt())
     }
 
-    /// [`ViewerFrame::weight`] at (`dx`, `dy`) from the viewer, `d` metres away.
+    /// The per-tick weight of an entity at (`dx`, `dy`) from the viewer, `d` metres away.
+    /// Written with selects, not branches, so that [`ViewerFrame::weigh`]'s loop is
+    /// vectorized.
     #[inline(always)]
     fn weight_at(&self, c: &PriorityConfig, dx: f32, dy: f32, d: f32) -> f32 {
         let near = (1.0 - d * self.inv_radius).max(0.0);

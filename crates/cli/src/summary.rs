@@ -420,14 +420,7 @@ pub fn bench(r: &Report) -> String {
         rep.states_per_snapshot.map_or("n/a".into(), |x| format!("{x:.1}")),
         rep.max_states_per_snapshot,
         rep.relevant_per_snapshot.map_or("n/a".into(), |x| format!("{x:.1}")),
-        match (rep.rate_halves_every_m, rep.waiting_per_snapshot) {
-            (Some(m), w) => format!(
-                ", {} waiting for their distance's tick (rate halves every {m:.0} m, to 1 tick in {})",
-                w.map_or("n/a".into(), |x| format!("{x:.1}")),
-                rep.rate_slowest_every_ticks
-            ),
-            (None, _) => String::new(),
-        },
+        waiting(rep),
         rep.deferred_staleness_ticks.map_or("n/a".into(), |x| format!("{x:.1}")),
     );
     if shoots(&r.game) {
@@ -498,9 +491,46 @@ pub fn utc(unix_s: u64) -> String {
     t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string()
 }
 
+/// With the rate by distance on, how many relevant entities a snapshot left waiting and
+/// the rate; nothing when it is off.
+fn waiting(rep: &tickforge_telemetry::report::Replication) -> String {
+    let Some(rate) = rep.rate_by_distance else {
+        return String::new();
+    };
+    format!(
+        ", {} waiting for their distance's tick (rate halves every {:.0} m, to 1 tick in {})",
+        rep.waiting_per_snapshot
+            .map_or("n/a".into(), |x| format!("{x:.1}")),
+        rate.halve_every_m,
+        rate.slowest_every_ticks
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use tickforge_telemetry::report::Memory;
+
+    #[test]
+    fn entities_waiting_for_their_tick_are_named_only_with_the_rate_on() {
+        use tickforge_telemetry::report::{RateByDistance, Replication};
+        let off = Replication {
+            waiting_per_snapshot: Some(0.0),
+            ..Replication::default()
+        };
+        assert_eq!(super::waiting(&off), "");
+        let on = Replication {
+            waiting_per_snapshot: Some(140.56),
+            rate_by_distance: Some(RateByDistance {
+                halve_every_m: 40.0,
+                slowest_every_ticks: 8,
+            }),
+            ..Replication::default()
+        };
+        assert_eq!(
+            super::waiting(&on),
+            ", 140.6 waiting for their distance's tick (rate halves every 40 m, to 1 tick in 8)"
+        );
+    }
 
     #[test]
     fn bots_that_could_not_keep_their_tick_say_whether_their_core_was_full() {

@@ -188,8 +188,18 @@ impl RateByDistance {
 
     /// Whether the fields are in range.
     pub fn is_valid(&self) -> bool {
-        let (every, step) = (self.slowest_every_ticks, self.halve_every_m);
-        every.is_power_of_two() && every <= Self::MAX_EVERY && step.is_finite() && step > 0.0
+        Self::halve_every_m_ok(self.halve_every_m)
+            && Self::slowest_every_ticks_ok(self.slowest_every_ticks)
+    }
+
+    /// `halve_every_m` is finite and positive.
+    pub fn halve_every_m_ok(m: f32) -> bool {
+        m.is_finite() && m > 0.0
+    }
+
+    /// `slowest_every_ticks` is 1, 2, 4, 8 or 16.
+    pub fn slowest_every_ticks_ok(n: u32) -> bool {
+        n.is_power_of_two() && n <= Self::MAX_EVERY
     }
 }
 
@@ -408,6 +418,14 @@ mod tests {
         for m in [0.0, -1.0, f32::NAN, f32::INFINITY] {
             assert!(!ok(m, 4), "{m}");
         }
+        let bad = crate::ReplicationConfig {
+            rate_by_distance: RateByDistance {
+                halve_every_m: 40.0,
+                slowest_every_ticks: 3,
+            },
+            ..crate::ReplicationConfig::default()
+        };
+        assert_eq!(bad.validate(), Err(crate::ConfigError::RateByDistance));
     }
 
     #[test]

@@ -153,7 +153,7 @@ impl ShooterConfig {
         let rate_by_distance = RateByDistance {
             halve_every_m: match t.rate_halves_every_m {
                 None => d.rate_by_distance.halve_every_m,
-                Some(m) if m.is_finite() && m > 0.0 && m <= 10_000.0 => m as f32,
+                Some(m) if m <= 10_000.0 && RateByDistance::halve_every_m_ok(m as f32) => m as f32,
                 Some(m) => {
                     return Err(ConfigError::new(
                         "rate_halves_every_m",
@@ -164,7 +164,9 @@ impl ShooterConfig {
             },
             slowest_every_ticks: match t.rate_slowest_every_ticks {
                 None => d.rate_by_distance.slowest_every_ticks,
-                Some(n @ (1 | 2 | 4 | 8 | 16)) => n as u32,
+                Some(n) if u32::try_from(n).is_ok_and(RateByDistance::slowest_every_ticks_ok) => {
+                    n as u32
+                }
                 Some(n) => {
                     let key = "rate_slowest_every_ticks";
                     return Err(ConfigError::new(key, form(key), n));

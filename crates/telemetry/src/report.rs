@@ -638,13 +638,18 @@ pub struct Replication {
     /// tick (the rate by distance; 0 when it is off), on average: not in `deferred`.
     #[serde(default)]
     pub waiting_per_snapshot: Option<f64>,
-    /// The rate by distance: an entity this many metres further from a client is sent
-    /// half as often (`None`: off, every relevant entity may go every tick)...
+    /// The rate by distance; `None`: off, every relevant entity may go every tick.
     #[serde(default)]
-    pub rate_halves_every_m: Option<f64>,
-    /// ... down to one tick in this many (1: off).
-    #[serde(default)]
-    pub rate_slowest_every_ticks: u32,
+    pub rate_by_distance: Option<RateByDistance>,
+}
+
+/// The rate by distance a run's matches replicated with: an entity `halve_every_m`
+/// further from a client is sent half as often, down to one tick in
+/// `slowest_every_ticks`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RateByDistance {
+    pub halve_every_m: f64,
+    pub slowest_every_ticks: u32,
 }
 
 /// A process's memory (`/proc/self/smaps_rollup`): how much is resident, and how much of

@@ -269,6 +269,96 @@ mod tests {
         assert_eq!(most_seats(bound, |_| false), 0);
     }
 
+    /// A game whose rate by distance is its setting, and which plays nothing.
+    struct Rated;
+
+    static RATED_SCHEMA: tickforge_api::Schema =
+        match tickforge_api::Schema::new(&[tickforge_api::Field::new(
+            "n",
+            tickforge_api::Coding::Scalar,
+            tickforge_api::Quantum::Whole,
+        )]) {
+            Ok(s) => s,
+            Err(_) => panic!("a valid table"),
+        };
+
+    impl Game for Rated {
+        type Config = tickforge_api::RateByDistance;
+        type Input = ();
+        const NAME: &'static str = "rated";
+        const ABOUT: &'static str = "a rate by distance and nothing else";
+
+        fn schema() -> &'static tickforge_api::Schema {
+            &RATED_SCHEMA
+        }
+        fn configure(table: &ConfigTable) -> Result<Self::Config, tickforge_api::ConfigError> {
+            let number = |key: &str, default: f64| {
+                table.get(key).and_then(|v| v.as_f64()).unwrap_or(default)
+            };
+            Ok(tickforge_api::RateByDistance {
+                halve_every_m: number("halve_every_m", 50.0) as f32,
+                slowest_every_ticks: number("slowest_every_ticks", 1.0) as u32,
+            })
+        }
+        fn rate_by_distance(config: &Self::Config) -> tickforge_api::RateByDistance {
+            *config
+        }
+        fn max_entities(_: &Self::Config, _: u16) -> u16 {
+            1
+        }
+        fn new(_: &Self::Config, _: &MatchSetup, _: &mut tickforge_api::Entities) -> Rated {
+            Rated
+        }
+        fn decode_input(_: &[u8]) -> Option<()> {
+            Some(())
+        }
+        fn apply_input(&mut self, _: tickforge_api::Seat, _: &(), _: tickforge_api::InputInfo) {}
+        fn step(&mut self, _: &mut tickforge_api::StepContext<'_>) {}
+        fn view(&self, _: tickforge_api::Seat) -> tickforge_api::View<'_> {
+            tickforge_api::View::default()
+        }
+        fn is_over(&self) -> bool {
+            false
+        }
+        fn finish(&mut self) -> tickforge_api::MatchEnd {
+            tickforge_api::MatchEnd::default()
+        }
+    }
+
+    #[test]
+    fn a_games_rate_by_distance_out_of_range_stops_it_before_any_match() {
+        let kind = Kind::<Rated>(PhantomData);
+        let table = |pairs: &[(&str, f64)]| -> ConfigTable {
+            (pairs.iter())
+                .map(|&(k, v)| (k.to_string(), serde_json::Value::from(v)))
+                .collect()
+        };
+        // In range: configured, and its matches get that rate.
+        let maker = kind
+            .configure(&table(&[
+                ("halve_every_m", 40.0),
+                ("slowest_every_ticks", 8.0),
+            ]))
+            .expect("a valid rate");
+        assert_eq!(maker.rate_by_distance().slowest_every_ticks, 8);
+        assert_eq!(maker.rate_by_distance().halve_every_m, 40.0);
+        // Out of range, either field: refused, naming the game and the key.
+        for bad in [
+            table(&[("slowest_every_ticks", 3.0)]),
+            table(&[("slowest_every_ticks", 32.0)]),
+            table(&[("halve_every_m", 0.0), ("slowest_every_ticks", 4.0)]),
+            table(&[("halve_every_m", -5.0), ("slowest_every_ticks", 2.0)]),
+        ] {
+            match kind.configure(&bad) {
+                Err(GameError::Config { game, error }) => {
+                    assert_eq!(game, "rated");
+                    assert_eq!(error.key, "rate_by_distance", "{error}");
+                }
+                other => panic!("{bad:?} was not refused: {other:?}"),
+            }
+        }
+    }
+
     #[test]
     fn settings_read_json_or_fall_back_to_a_string() {
         assert_eq!(parse_setting("rounds=3"), Ok(("rounds".into(), 3.into())));

@@ -797,6 +797,9 @@ fn every_dashboard_query_names_a_metric_the_server_exports() {
         "tickforge_datagrams_dropped_total",
         "tickforge_round_frame_seconds_sum",
         "tickforge_budget_violations_total",
+        // And what replication left out, for a crowd's operators.
+        "tickforge_replication_left_out_total",
+        "tickforge_replication_max_staleness_ticks",
     ] {
         assert!(used.contains(metric), "no panel shows {metric}");
     }

@@ -170,6 +170,42 @@ fn post_matches_creates_matches_whose_tokens_connect_until_the_worker_is_full() 
             assert!(metrics.contains(&series), "{series} missing:\n{metrics}");
         }
     }
+    // What replication did reaches it too: the snapshots the player read, the states in
+    // them, and what was relevant (nothing left out: two players, an open packet).
+    let value = |text: &str, series: &str| -> Option<u64> {
+        let line = text.lines().find(|l| l.starts_with(series))?;
+        line.rsplit_once(' ')?.1.parse().ok()
+    };
+    let deadline = Instant::now() + BOUND;
+    let metrics = loop {
+        let (status, text) = http(admin, "GET", "/metrics", "");
+        assert_eq!(status, 200);
+        if value(&text, "tickforge_replication_snapshots_total ").is_some_and(|n| n >= 5) {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "no replication counted:\n{text}");
+        // A bounded poll of a condition the worker publishes once a second.
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let states = value(
+        &metrics,
+        "tickforge_replication_records_total{kind=\"state\"} ",
+    );
+    let relevant = value(&metrics, "tickforge_replication_relevant_total ");
+    assert!(states.is_some_and(|n| n >= 5), "{metrics}");
+    assert!(relevant >= states, "{metrics}");
+    assert_eq!(
+        value(
+            &metrics,
+            "tickforge_replication_left_out_total{reason=\"room\"} "
+        ),
+        Some(0),
+        "{metrics}"
+    );
+    assert!(
+        value(&metrics, "tickforge_replication_max_staleness_ticks ").is_some(),
+        "{metrics}"
+    );
     let (status, list) = http(admin, "GET", "/matches", "");
     assert_eq!(status, 200);
     let list: serde_json::Value = serde_json::from_str(&list).unwrap();

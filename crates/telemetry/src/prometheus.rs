@@ -29,6 +29,11 @@
 //! | `tickforge_results_written_total`, `tickforge_results_failed_total` | counter | — |
 //! | `tickforge_results_pending` | gauge | — |
 //! | `tickforge_matches_reclaimed_total` | counter | — |
+//! | `tickforge_replication_snapshots_total`, `tickforge_replication_relevant_total`, `tickforge_replication_packets_lost_total` | counter | — |
+//! | `tickforge_replication_records_total` | counter | `kind` (`state`, `gone`) |
+//! | `tickforge_replication_left_out_total` | counter | `reason` (`room`: no room in the packet; `distance`: waiting for its distance's tick) |
+//! | `tickforge_replication_encodings_total` | counter | `source` (`shared`: another client's this tick; `computed`) |
+//! | `tickforge_replication_max_staleness_ticks` | gauge | — |
 //! | `tickforge_admin_requests_total` | counter | `code` (only with [`render_with_matches`]) |
 //! | `tickforge_admin_connections_closed_total` | counter | `reason` (only with [`render_with_matches`]) |
 //! | `tickforge_match_ticks_total`, `tickforge_match_late_ticks_total`, `tickforge_match_hitches_total` | counter | `match` (the match id; only with [`render_with_matches`]) |
@@ -156,6 +161,51 @@ pub struct MetricsSnapshot {
     /// Late ticks by cause, in [`crate::report::LateCauses::NAMES`] order (they add up to
     /// `late_ticks`).
     pub late_by_cause: [u64; 5],
+    /// What replication did, over every match the worker hosted since it started.
+    pub replication: ReplicationCounts,
+}
+
+/// What replication did: how much of what mattered to clients reached them. A crowd
+/// whose packets cannot hold everything relevant shows it here first: `left_out_room`
+/// grows against `relevant`, and `max_staleness_ticks` climbs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplicationCounts {
+    /// Snapshot bodies written.
+    pub snapshots: u64,
+    /// Entity states sent (full or delta).
+    pub states: u64,
+    /// Gone records sent.
+    pub gone: u64,
+    /// Relevant entities summed over snapshots: what competed for room in each.
+    pub relevant: u64,
+    /// Relevant entities left out of a snapshot for lack of room.
+    pub left_out_room: u64,
+    /// Relevant entities left out to wait for their distance's tick (the rate by distance).
+    pub left_out_distance: u64,
+    /// Encodings copied from another client's this tick, and encodings computed.
+    pub encodings_shared: u64,
+    pub encodings_computed: u64,
+    /// Packets to clients judged lost from their acks.
+    pub packets_lost: u64,
+    /// The most ticks an entity relevant to some client has gone unsent, as of each
+    /// match's latest tick: the worst over matches.
+    pub max_staleness_ticks: u64,
+}
+
+impl ReplicationCounts {
+    /// Both together: sums, and the worse staleness.
+    pub fn merge(&mut self, other: &ReplicationCounts) {
+        self.snapshots += other.snapshots;
+        self.states += other.states;
+        self.gone += other.gone;
+        self.relevant += other.relevant;
+        self.left_out_room += other.left_out_room;
+        self.left_out_distance += other.left_out_distance;
+        self.encodings_shared += other.encodings_shared;
+        self.encodings_computed += other.encodings_computed;
+        self.packets_lost += other.packets_lost;
+        self.max_staleness_ticks = self.max_staleness_ticks.max(other.max_staleness_ticks);
+    }
 }
 
 /// Entries of one [`ReasonCounts`]: distinct reasons up to one less, and `other`, which
@@ -318,6 +368,7 @@ impl MetricsSnapshot {
         for (a, b) in self.late_by_cause.iter_mut().zip(&other.late_by_cause) {
             *a += b;
         }
+        self.replication.merge(&other.replication);
     }
 }
 
@@ -584,6 +635,7 @@ impl Collector for SnapshotCollector {
             "Admin-made matches removed because nobody joined them in time.",
             s.matches_reclaimed,
         )?;
+        replication(&mut enc, &s.replication)?;
         if !self.2.requests.is_empty() {
             let mut m = enc.encode_descriptor(
                 "tickforge_admin_requests",
@@ -743,6 +795,78 @@ fn by_reason(
     Ok(())
 }
 
+/// A counter family with one label, `label`, a sample per `(value, count)`.
+fn labelled(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    label: &str,
+    samples: &[(&str, u64)],
+) -> fmt::Result {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for &(value, n) in samples {
+        let labels = [(label, value)];
+        m.encode_family(&labels)?
+            .encode_counter::<NoLabelSet, _, u64>(&n, None)?;
+    }
+    Ok(())
+}
+
+/// The replication families.
+fn replication(enc: &mut DescriptorEncoder<'_>, r: &ReplicationCounts) -> fmt::Result {
+    counter(
+        enc,
+        "tickforge_replication_snapshots",
+        "Snapshot bodies written to clients.",
+        r.snapshots,
+    )?;
+    labelled(
+        enc,
+        "tickforge_replication_records",
+        "Entity records sent: states (full or delta) and gone records.",
+        "kind",
+        &[("state", r.states), ("gone", r.gone)],
+    )?;
+    counter(
+        enc,
+        "tickforge_replication_relevant",
+        "Relevant entities summed over snapshots: what competed for room in each.",
+        r.relevant,
+    )?;
+    labelled(
+        enc,
+        "tickforge_replication_left_out",
+        "Relevant entities left out of a snapshot: for lack of room in the packet (room), \
+         or waiting for their distance's tick (distance).",
+        "reason",
+        &[("room", r.left_out_room), ("distance", r.left_out_distance)],
+    )?;
+    labelled(
+        enc,
+        "tickforge_replication_encodings",
+        "Entity encodings copied from another client's of the same tick (shared), or \
+         computed.",
+        "source",
+        &[
+            ("shared", r.encodings_shared),
+            ("computed", r.encodings_computed),
+        ],
+    )?;
+    counter(
+        enc,
+        "tickforge_replication_packets_lost",
+        "Packets to clients judged lost from their acks.",
+        r.packets_lost,
+    )?;
+    gauge(
+        enc,
+        "tickforge_replication_max_staleness_ticks",
+        "The most ticks an entity relevant to some client has gone unsent, as of each \
+         match's latest tick: the worst over matches.",
+        r.max_staleness_ticks,
+    )
+}
+
 fn gauge(enc: &mut DescriptorEncoder<'_>, name: &str, help: &str, v: u64) -> fmt::Result {
     enc.encode_descriptor(name, help, None, MetricType::Gauge)?
         .encode_gauge(&v)
@@ -778,6 +902,18 @@ mod tests {
         s.results_failed = 3;
         s.results_pending = 1;
         s.matches_reclaimed = 6;
+        s.replication = ReplicationCounts {
+            snapshots: 40,
+            states: 300,
+            gone: 2,
+            relevant: 420,
+            left_out_room: 90,
+            left_out_distance: 30,
+            encodings_shared: 250,
+            encodings_computed: 50,
+            packets_lost: 1,
+            max_staleness_ticks: 7,
+        };
         let mut round = RoundSummary {
             round: Some(1),
             ticks: 128,
@@ -799,6 +935,21 @@ mod tests {
             Some((name, rest)) => (name, rest.strip_suffix('}').expect("labels close"), value),
             None => (head, "", value),
         }
+    }
+
+    #[test]
+    fn replication_counts_add_up_and_keep_the_worse_staleness() {
+        let mut a = sample();
+        let b = sample();
+        let mut c = sample();
+        c.replication.max_staleness_ticks = 30;
+        a.merge(&b);
+        assert_eq!(a.replication.states, 600);
+        assert_eq!(a.replication.left_out_room, 180);
+        assert_eq!(a.replication.max_staleness_ticks, 7);
+        a.merge(&c);
+        assert_eq!(a.replication.snapshots, 120);
+        assert_eq!(a.replication.max_staleness_ticks, 30);
     }
 
     #[test]
@@ -830,6 +981,13 @@ mod tests {
             ("tickforge_packets", "counter"),
             ("tickforge_players_connected", "gauge"),
             ("tickforge_matches", "gauge"),
+            ("tickforge_replication_snapshots", "counter"),
+            ("tickforge_replication_records", "counter"),
+            ("tickforge_replication_relevant", "counter"),
+            ("tickforge_replication_left_out", "counter"),
+            ("tickforge_replication_encodings", "counter"),
+            ("tickforge_replication_packets_lost", "counter"),
+            ("tickforge_replication_max_staleness_ticks", "gauge"),
         ] {
             assert!(
                 out.contains(&format!("# HELP {family} ")),
@@ -846,6 +1004,20 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("\ntickforge_players_connected 9\n"), "{out}");
+        for line in [
+            "tickforge_replication_snapshots_total 40",
+            "tickforge_replication_records_total{kind=\"state\"} 300",
+            "tickforge_replication_records_total{kind=\"gone\"} 2",
+            "tickforge_replication_relevant_total 420",
+            "tickforge_replication_left_out_total{reason=\"room\"} 90",
+            "tickforge_replication_left_out_total{reason=\"distance\"} 30",
+            "tickforge_replication_encodings_total{source=\"shared\"} 250",
+            "tickforge_replication_encodings_total{source=\"computed\"} 50",
+            "tickforge_replication_packets_lost_total 1",
+            "tickforge_replication_max_staleness_ticks 7",
+        ] {
+            assert!(out.contains(&format!("\n{line}\n")), "{line}\n{out}");
+        }
         assert!(out.ends_with("# EOF\n"), "{out}");
     }
 

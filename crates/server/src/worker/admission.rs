@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use tickforge_api::MatchSetup;
 use tickforge_io::time;
 use tickforge_proto::MatchId;
+use tickforge_replication::ReplicationStats;
+use tickforge_telemetry::prometheus::ReplicationCounts;
 
 use super::{Hosted, Worker};
 use crate::admin::{
@@ -241,6 +243,10 @@ impl Worker {
         self.metrics.packets_out = self.io.sent;
         self.metrics.players_connected = self.matches.iter().map(|m| m.connected() as u64).sum();
         self.metrics.matches = self.matches.len() as u64;
+        self.metrics.replication = replication_counts(
+            self.retired.replication(),
+            self.matches.iter().map(|m| m.replication_stats()),
+        );
         self.count_faults();
         let remaining = remaining_capacity(
             self.matches.len() as u32,
@@ -328,6 +334,32 @@ impl Worker {
 /// The start of the phase group (one of `groups` evenly spread over a period of
 /// `period_ns`) holding the fewest of `phases` (nanoseconds into the period); the earliest
 /// such group on a tie.
+/// `/metrics`' replication counters: what the matches that left did (`retired`) and what
+/// the hosted ones have done (`live`); the staleness is the live matches' alone.
+pub fn replication_counts(
+    retired: &ReplicationStats,
+    live: impl IntoIterator<Item = ReplicationStats>,
+) -> ReplicationCounts {
+    let mut all = *retired;
+    let mut stalest = 0;
+    for m in live {
+        stalest = stalest.max(m.max_staleness_ticks);
+        all = all.merged(&m);
+    }
+    ReplicationCounts {
+        snapshots: all.snapshots,
+        states: all.full_records + all.delta_records,
+        gone: all.gone_records,
+        relevant: all.relevant,
+        left_out_room: all.deferred,
+        left_out_distance: all.waiting,
+        encodings_shared: all.cache_hits,
+        encodings_computed: all.cache_misses,
+        packets_lost: all.packets_lost,
+        max_staleness_ticks: u64::from(stalest),
+    }
+}
+
 fn emptiest_group(phases: &[u64], period_ns: u64, groups: u32) -> u64 {
     let groups = u64::from(groups.max(1));
     let width = (period_ns / groups).max(1);
@@ -347,6 +379,34 @@ mod tests {
 
     /// 128 Hz.
     const PERIOD_NS: u64 = 7_812_500;
+
+    #[test]
+    fn replication_counters_add_the_retired_to_the_live_and_staleness_is_the_live_worst() {
+        let stats = |snapshots, deferred, waiting, stale| ReplicationStats {
+            snapshots,
+            full_records: snapshots,
+            delta_records: 3 * snapshots,
+            deferred,
+            waiting,
+            relevant: 10 * snapshots,
+            cache_hits: 2 * snapshots,
+            cache_misses: snapshots,
+            max_staleness_ticks: stale,
+            ..ReplicationStats::default()
+        };
+        let retired = stats(100, 7, 1, 90);
+        let c = replication_counts(&retired, [stats(10, 2, 0, 4), stats(20, 0, 5, 12)]);
+        assert_eq!(c.snapshots, 130);
+        assert_eq!(c.states, 4 * 130);
+        assert_eq!(c.relevant, 1300);
+        assert_eq!((c.left_out_room, c.left_out_distance), (9, 6));
+        assert_eq!((c.encodings_shared, c.encodings_computed), (260, 130));
+        assert_eq!(
+            c.max_staleness_ticks, 12,
+            "a match that left is not stale now"
+        );
+        assert_eq!(replication_counts(&retired, []).max_staleness_ticks, 0);
+    }
 
     #[test]
     fn capacity_is_the_budget_over_the_measured_cost() {

@@ -218,6 +218,11 @@ pub(super) struct Retired {
 }
 
 impl Retired {
+    /// What the matches that left did in replication.
+    pub(super) fn replication(&self) -> &ReplicationStats {
+        &self.replication
+    }
+
     /// Keeps what `m`, whose ticks were due from `grid` until before `end`, contributed.
     pub(super) fn add(&mut self, m: &dyn HostedMatch, grid: Instant, end: Instant) {
         self.replication = self.replication.merged(&m.replication_stats());

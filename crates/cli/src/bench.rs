@@ -235,8 +235,9 @@ pub struct BenchArgs {
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u32).range(0..=1000))]
     pub max_rewind_ms: Option<u32>,
     /// Raise the number of matches step by step (many-matches) until the server no
-    /// longer holds its ticks or the bots saturate, and report each step: the games-per-core
-    /// curve. Each step runs --warmup-s + --duration-s.
+    /// longer holds its ticks or the bots saturate, then try the counts between the last
+    /// that held and that one, halving the gap down to 5, and report each step: the
+    /// games-per-core curve. Each step runs --warmup-s + --duration-s.
     #[arg(long)]
     pub sweep: bool,
     /// The counts a sweep tries, in order: matches with --sweep

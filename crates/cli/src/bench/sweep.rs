@@ -19,6 +19,10 @@ use super::{run_in, BenchArgs, Plan};
 pub const ON_TIME: f64 = 0.995;
 /// Match counts tried, in order; the sweep ends at the first that does not hold.
 const STEPS: [u32; 12] = [1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 100, 120];
+/// Past the steps, the match counts between the last step that held and the first that
+/// did not are tried, halving the gap, until they are this close: the steps are 10 apart
+/// past 20, and the figure should not be a multiple of 10 for want of trying.
+const RESOLUTION: u32 = 5;
 /// Players in the one match of `saturation`, in order (the Quake paper's 1 … 128+).
 const PLAYER_STEPS: [u32; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
 
@@ -37,6 +41,19 @@ pub(super) enum Axis {
 /// none did), with the whole curve in [`Report::sweep`]. `--sweep-every-step` runs the
 /// steps past the one that ended the sweep too, for the curve alone.
 pub(super) fn run(args: &BenchArgs, dir: &Path, plan: &Plan, axis: Axis) -> Result<Report> {
+    run_with(args, plan, axis, |step_plan, n, name, again| {
+        run_step(args, dir, step_plan, n, name, axis, again)
+    })
+}
+
+/// [`run`], each step run by `run_step(plan, n, name, again)` (`again`: a step over
+/// matches that fails its first run may run once more).
+fn run_with(
+    args: &BenchArgs,
+    plan: &Plan,
+    axis: Axis,
+    mut run_step: impl FnMut(&Plan, u32, &str, bool) -> Result<(Report, SweepStep)>,
+) -> Result<Report> {
     let mut steps = Vec::new();
     let mut held: Option<Report> = None;
     let mut first: Option<Report> = None;
@@ -73,31 +90,7 @@ pub(super) fn run(args: &BenchArgs, dir: &Path, plan: &Plan, axis: Axis) -> Resu
                 format!("{n} player(s)"),
             ),
         };
-        if !args.quiet {
-            eprintln!("sweep: {name}…");
-        }
-        // Each step writes its own key, logs and reports.
-        let step_dir = dir.join(format!("step-{n}"));
-        std::fs::create_dir_all(&step_dir)?;
-        let mut report = run_in(args, &step_dir, &step_plan)?;
-        let mut step = step_of(&report, 1);
-        if !args.quiet {
-            eprintln!("{}", crate::summary::sweep_step(&step));
-        }
-        // A step that failed its first run runs once more: the second run's verdict stands.
-        let failed_once = step.verdict.as_ref().map(verdict::next) == Some(Next::RunAgain);
-        if axis == Axis::Matches && !ended && failed_once {
-            if !args.quiet {
-                eprintln!("sweep: {name} again (the first run did not hold)…");
-            }
-            let again_dir = dir.join(format!("step-{n}-again"));
-            std::fs::create_dir_all(&again_dir)?;
-            report = run_in(args, &again_dir, &step_plan)?;
-            step = step_of(&report, 2);
-            if !args.quiet {
-                eprintln!("{}", crate::summary::sweep_step(&step));
-            }
-        }
+        let (report, step) = run_step(&step_plan, n, &name, !ended)?;
         let holds = step.on_time_rate.is_some_and(|r| r >= ON_TIME) && step.skipped == 0;
         steps.push(step.clone());
         first.get_or_insert_with(|| report.clone());
@@ -144,6 +137,45 @@ pub(super) fn run(args: &BenchArgs, dir: &Path, plan: &Plan, axis: Axis) -> Resu
         }
         ended = true;
     }
+    // Between the last step that held and the one that stopped the sweep.
+    let refine = axis == Axis::Matches && args.sweep_steps.is_empty() && !args.sweep_every_step;
+    if let (true, Some(mut below), Some(mut above)) = (
+        refine,
+        held.as_ref().map(|r| r.matches),
+        (limited_by != "steps")
+            .then(|| steps.last().map(|s: &SweepStep| s.matches))
+            .flatten(),
+    ) {
+        while let Some(n) = between(below, above) {
+            let step_plan = Plan {
+                matches: n,
+                ..*plan
+            };
+            let name = format!("{n} match(es), between {below} and {above}");
+            let (report, step) = run_step(&step_plan, n, &name, true)?;
+            let v = step.verdict.as_ref().expect("a matches step is judged");
+            match verdict::failure(v) {
+                None => {
+                    below = n;
+                    held = Some(report);
+                }
+                Some(reason) => {
+                    above = n;
+                    limited_by = reason;
+                    stopped_because = verdict::stopped_because(
+                        reason,
+                        n,
+                        v,
+                        &step.late_causes,
+                        (step.bots_saturated_by, step.bots_cores_to_keep_up),
+                    );
+                }
+            }
+            steps.push(step);
+        }
+        // The curve, and the figures read from it, in order of match count.
+        steps.sort_by_key(|s| s.matches);
+    }
     let judged: Vec<(u32, &_)> = (steps.iter())
         .filter_map(|s: &SweepStep| s.verdict.as_ref().map(|v| (s.matches, v)))
         .collect();
@@ -180,6 +212,50 @@ pub(super) fn run(args: &BenchArgs, dir: &Path, plan: &Plan, axis: Axis) -> Resu
         .to_string(),
     });
     Ok(report)
+}
+
+/// The match count halfway between `held`, the most that held, and `failed`, the fewest
+/// that did not; `None` once they are within [`RESOLUTION`].
+fn between(held: u32, failed: u32) -> Option<u32> {
+    (failed > held.saturating_add(RESOLUTION)).then(|| held + (failed - held) / 2)
+}
+
+/// Runs step `n` (`plan`) in its own directory and judges it; a step over matches that
+/// failed its first run runs once more when `again`, and the second run's verdict stands.
+fn run_step(
+    args: &BenchArgs,
+    dir: &Path,
+    plan: &Plan,
+    n: u32,
+    name: &str,
+    axis: Axis,
+    again: bool,
+) -> Result<(Report, SweepStep)> {
+    if !args.quiet {
+        eprintln!("sweep: {name}…");
+    }
+    // Each step writes its own key, logs and reports.
+    let step_dir = dir.join(format!("step-{n}"));
+    std::fs::create_dir_all(&step_dir)?;
+    let mut report = run_in(args, &step_dir, plan)?;
+    let mut step = step_of(&report, 1);
+    if !args.quiet {
+        eprintln!("{}", crate::summary::sweep_step(&step));
+    }
+    let failed_once = step.verdict.as_ref().map(verdict::next) == Some(Next::RunAgain);
+    if axis == Axis::Matches && again && failed_once {
+        if !args.quiet {
+            eprintln!("sweep: {name} again (the first run did not hold)…");
+        }
+        let again_dir = dir.join(format!("step-{n}-again"));
+        std::fs::create_dir_all(&again_dir)?;
+        report = run_in(args, &again_dir, plan)?;
+        step = step_of(&report, 2);
+        if !args.quiet {
+            eprintln!("{}", crate::summary::sweep_step(&step));
+        }
+    }
+    Ok((report, step))
 }
 
 /// The figures of one step, judged on its windows (`runs`: this is the step's first run
@@ -221,6 +297,118 @@ fn step_of(r: &Report, runs: u32) -> SweepStep {
 mod tests {
     use super::*;
     use tickforge_telemetry::report::{Percentiles, Ticks};
+
+    #[test]
+    fn between_a_held_step_and_a_failed_one_the_gap_halves_down_to_five() {
+        assert_eq!(between(60, 70), Some(65));
+        assert_eq!(between(60, 65), None);
+        assert_eq!(between(65, 70), None);
+        assert_eq!(between(20, 30), Some(25));
+        assert_eq!(between(100, 120), Some(110));
+        assert_eq!(between(110, 120), Some(115));
+        assert_eq!(between(1, 5), None);
+        assert_eq!(between(5, 10), None);
+        // Never outside the two, whatever they are.
+        for held in 0..130 {
+            for failed in held + 1..140 {
+                if let Some(n) = between(held, failed) {
+                    assert!(held < n && n < failed, "{held} {failed} -> {n}");
+                }
+            }
+        }
+    }
+
+    /// A sweep over matches whose step `n` holds while `holds(n)`, each step's verdict as
+    /// after its second run: the match counts run, in order, and the report.
+    fn sweep(flags: &[&str], holds: impl Fn(u32) -> bool) -> (Vec<u32>, Report) {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            bench: BenchArgs,
+        }
+        crate::games::register();
+        let args = Cli::try_parse_from(
+            ["bench", "--scenario", "many-matches", "--sweep", "--quiet"]
+                .into_iter()
+                .chain(flags.iter().copied()),
+        )
+        .expect("valid flags")
+        .bench;
+        let plan = Plan {
+            game: super::super::BenchGame::of(&args).expect("the shooter"),
+            matches: 10,
+            players: 10,
+            warmup_s: 1.0,
+            duration_s: 1.0,
+            server_core: None,
+            bots_core: None,
+        };
+        let mut ran = Vec::new();
+        let report = run_with(&args, &plan, Axis::Matches, |p, n, _, _| {
+            assert_eq!(p.matches, n);
+            ran.push(n);
+            let outcome = if holds(n) { "held" } else { "server" };
+            let step = SweepStep {
+                matches: n,
+                verdict: Some(tickforge_telemetry::report::StepVerdict {
+                    held: holds(n),
+                    held_strict: holds(n),
+                    runs: 2,
+                    outcome: outcome.into(),
+                    ..Default::default()
+                }),
+                ..SweepStep::default()
+            };
+            let report = Report {
+                matches: n,
+                ..Report::default()
+            };
+            Ok((report, step))
+        })
+        .expect("the sweep runs");
+        (ran, report)
+    }
+
+    #[test]
+    fn past_the_steps_the_sweep_tries_between_the_last_held_and_the_first_failed() {
+        // 60 holds, 70 does not: 65 is tried, and holds.
+        let (ran, r) = sweep(&[], |n| n <= 67);
+        assert_eq!(ran, [1, 5, 10, 20, 30, 40, 50, 60, 70, 65]);
+        let s = r.sweep.as_ref().unwrap();
+        let curve: Vec<u32> = s.steps.iter().map(|s| s.matches).collect();
+        assert_eq!(curve, [1, 5, 10, 20, 30, 40, 50, 60, 65, 70], "in order");
+        assert_eq!(s.measured_games_per_core, Some(65));
+        assert_eq!(r.matches, 65, "the report is the last step that held");
+        assert!(
+            s.stopped_because.starts_with("70 matches"),
+            "{}",
+            s.stopped_because
+        );
+        // 65 fails too: measured stays 60, and 65 is why it stopped.
+        let (ran, r) = sweep(&[], |n| n <= 62);
+        assert_eq!(ran, [1, 5, 10, 20, 30, 40, 50, 60, 70, 65]);
+        let s = r.sweep.as_ref().unwrap();
+        assert_eq!(s.measured_games_per_core, Some(60));
+        assert!(
+            s.stopped_because.starts_with("65 matches"),
+            "{}",
+            s.stopped_because
+        );
+        // Two halvings: 80 holds, 100 does not; 90 does not, 85 does.
+        let (ran, r) = sweep(&[], |n| n <= 87);
+        assert_eq!(&ran[ran.len() - 3..], [100, 90, 85]);
+        assert_eq!(r.sweep.unwrap().measured_games_per_core, Some(85));
+        // Every step held, or the first failed: nothing to try between.
+        let (ran, _) = sweep(&[], |_| true);
+        assert_eq!(ran, STEPS);
+        let (ran, r) = sweep(&[], |_| false);
+        assert_eq!(ran, [1]);
+        assert_eq!(r.sweep.unwrap().measured_games_per_core, None);
+        // Steps chosen by hand are run as chosen.
+        let (ran, _) = sweep(&["--sweep-steps", "10,40"], |n| n < 40);
+        assert_eq!(ran, [10, 40]);
+    }
 
     #[test]
     fn a_step_reads_its_rates_from_the_report() {

@@ -182,8 +182,9 @@ pub struct ReplicationCounts {
     pub left_out_room: u64,
     /// Relevant entities left out to wait for their distance's tick (the rate by distance).
     pub left_out_distance: u64,
-    /// Encodings copied from another client's this tick, and encodings computed.
+    /// Encodings copied from another client's of the same tick.
     pub encodings_shared: u64,
+    /// Encodings computed.
     pub encodings_computed: u64,
     /// Packets to clients judged lost from their acks.
     pub packets_lost: u64,

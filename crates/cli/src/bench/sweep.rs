@@ -1,7 +1,8 @@
 //! `bench --sweep`: the games-per-core curve. Runs the scenario at rising match counts on
 //! one worker core, one full bench run per step, and stops at the first step the server
 //! no longer holds (ticks late or skipped) or the bots saturate (then the bots, not the
-//! server, were the limit, and the report says so).
+//! server, were the limit, and the report says so). Then it tries the counts between the
+//! last step that held and that one, halving the gap down to [`RESOLUTION`].
 //!
 //! Over matches, each step is judged on windows of its run and a failed step runs once
 //! more before the sweep stops (`verdict.rs`): on a shared host one preemption must not

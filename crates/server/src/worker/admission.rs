@@ -331,9 +331,6 @@ impl Worker {
     }
 }
 
-/// The start of the phase group (one of `groups` evenly spread over a period of
-/// `period_ns`) holding the fewest of `phases` (nanoseconds into the period); the earliest
-/// such group on a tie.
 /// `/metrics`' replication counters: what the matches that left did (`retired`) and what
 /// the hosted ones have done (`live`); the staleness is the live matches' alone.
 pub fn replication_counts(
@@ -360,6 +357,9 @@ pub fn replication_counts(
     }
 }
 
+/// The start of the phase group (one of `groups` evenly spread over a period of
+/// `period_ns`) holding the fewest of `phases` (nanoseconds into the period); the earliest
+/// such group on a tie.
 fn emptiest_group(phases: &[u64], period_ns: u64, groups: u32) -> u64 {
     let groups = u64::from(groups.max(1));
     let width = (period_ns / groups).max(1);

@@ -186,6 +186,11 @@ impl RateByDistance {
     /// The most `slowest_every_ticks` may be.
     pub const MAX_EVERY: u32 = 16;
 
+    /// Every relevant entity may go every tick: the rate changes nothing.
+    pub fn is_off(&self) -> bool {
+        self.slowest_every_ticks <= 1
+    }
+
     /// Whether the fields are in range.
     pub fn is_valid(&self) -> bool {
         Self::halve_every_m_ok(self.halve_every_m)
@@ -226,7 +231,7 @@ impl RateTiers {
         }
     }
 
-    /// Every entity may go every tick.
+    /// Every entity may go every tick ([`RateByDistance::is_off`]).
     pub fn off(&self) -> bool {
         self.slowest_mask == 0
     }
@@ -397,6 +402,13 @@ mod tests {
         assert_eq!(due_ticks(&sixteen, 45.0), every(16));
         assert_eq!(due_ticks(&sixteen, 1e9), every(16));
         assert_eq!(due_ticks(&tiers(1), 1e9), every(1), "off: every tick");
+        for slowest in [1, 2, 4, 8, 16] {
+            let rate = RateByDistance {
+                halve_every_m: 10.0,
+                slowest_every_ticks: slowest,
+            };
+            assert_eq!(rate.is_off(), RateTiers::new(&rate).off(), "{slowest}");
+        }
     }
 
     #[test]

@@ -97,7 +97,7 @@ pub enum ConfigError {
     /// `rate_by_distance.slowest_every_ticks` must be 1, 2, 4, 8 or 16, and its
     /// `halve_every_m` finite and positive.
     #[error(
-        "rate_by_distance: slowest_every_ticks must be 1, 2, 4, 8 or 16, halve_every_m positive"
+        "rate_by_distance: slowest_every_ticks must be 1, 2, 4, 8 or 16, halve_every_m finite and positive"
     )]
     RateByDistance,
 }
@@ -905,13 +905,13 @@ impl Replicator {
         scratch.sel_states.fill(0);
         // A connection whose last write left some out (a crowd behind fog: 120 relevant,
         // 90 sent) goes by priority too, rather than encoding all to send three in four.
+        gather_candidates(
+            &scratch.due,
+            &c.priority,
+            due_count,
+            &mut scratch.candidates,
+        );
         if due_count * MIN_RECORD_BYTES <= room && !c.crowded {
-            gather_candidates(
-                &scratch.due,
-                &c.priority,
-                due_count,
-                &mut scratch.candidates,
-            );
             let mut total = 0usize;
             for cand in &mut scratch.candidates {
                 let e = candidate_id(*cand);
@@ -932,12 +932,6 @@ impl Replicator {
                 }
             }
         } else {
-            gather_candidates(
-                &scratch.due,
-                &c.priority,
-                due_count,
-                &mut scratch.candidates,
-            );
             // All but a few of as many as the last write sent are taken unsorted when they
             // fit (the room of a crowd's packets changes little from tick to tick); the
             // rest, up to a few more than it sent, are sorted first.
@@ -1116,6 +1110,9 @@ fn candidate(priority: f32, e: usize, size: usize) -> u64 {
 /// Sets `out` to the [`candidate`] keys of the `count` entities set in `relevant`, in id
 /// order. Written by index into room made first: a push a candidate kept the length in
 /// memory, and checked the capacity, each time.
+// Not inlined into its one caller: inlined, the 1,000-player fight ran 0.9% more
+// instructions (callgrind, `TICKFORGE_REPLICATE_FIGHT=1000`).
+#[inline(never)]
 fn gather_candidates(relevant: &[u64], priority: &[f32], count: usize, out: &mut Vec<u64>) {
     out.clear();
     out.resize(count, 0);

@@ -648,7 +648,9 @@ pub struct Replication {
 /// `slowest_every_ticks`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RateByDistance {
+    /// Metres per step of distance: within one step, every tick.
     pub halve_every_m: f64,
+    /// The slowest: one tick in this many (2, 4, 8 or 16).
     pub slowest_every_ticks: u32,
 }
 

@@ -572,7 +572,7 @@ impl WorkerFigures {
             deferred_staleness_ticks: (s.deferred > 0)
                 .then(|| s.deferred_staleness_ticks as f64 / s.deferred as f64),
             waiting_per_snapshot: (s.snapshots > 0).then(|| s.waiting as f64 / s.snapshots as f64),
-            rate_by_distance: (self.rate_by_distance.slowest_every_ticks > 1).then_some(
+            rate_by_distance: (!self.rate_by_distance.is_off()).then_some(
                 tickforge_telemetry::report::RateByDistance {
                     halve_every_m: f64::from(self.rate_by_distance.halve_every_m),
                     slowest_every_ticks: self.rate_by_distance.slowest_every_ticks,

@@ -81,6 +81,11 @@ pub struct MatchSetup {
     /// The match is recorded: the game keeps what [`MatchEnd::recording`] needs (the
     /// shooter: an action file of every input).
     pub record: bool,
+    /// An offset for work the game does once every few ticks. The matches a worker steps
+    /// in the same wake-up get 0, 1, 2 …, so a game whose heavy tick is the one where
+    /// `tick + stagger` is a multiple of N spreads that work over the worker's N ticks
+    /// rather than stacking every match's on one (the shooter: its fog of war's traces).
+    pub stagger: u32,
 }
 
 /// What the runtime knows of an input besides its bytes.

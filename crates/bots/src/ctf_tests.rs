@@ -52,6 +52,7 @@ impl CtfHost {
             seats: SEATS,
             tick_hz: config.tick_hz,
             record: false,
+            stagger: 0,
         };
         CtfHost {
             socket,

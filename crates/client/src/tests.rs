@@ -138,6 +138,7 @@ impl World {
             seats: 4,
             tick_hz: 128,
             record: false,
+            stagger: 0,
         };
         let m = Match::new(MatchId(1), Arc::new(config), setup, start);
         World {

@@ -323,6 +323,7 @@ fn players_come_first_in_seat_order_then_the_flags_and_only_changes_are_written(
         seats,
         tick_hz: HZ,
         record: false,
+        stagger: 0,
     };
     let _game = Ctf::new(&config, &setup, &mut entities);
     let log: Vec<(u16, tickforge_ctf::EntityState)> = (entities.drain())

@@ -43,7 +43,7 @@ impl Default for WorldConfig {
             rules: RulesConfig::default(),
             history: HistoryConfig::default(),
             fow: FowConfig {
-                // Every 4th tick: a third of the cost of every tick; a pair may come into
+                // Every 4th tick: under a third of the cost of every tick; a pair may come into
                 // plain sight up to 3 ticks (23 ms) before its verdict does, inside the
                 // 200 ms lookahead margin of movement (fow.rs has the measurements).
                 trace_every_ticks: std::num::NonZeroU8::new(4).expect("4 is not 0"),

@@ -349,14 +349,18 @@ fn staggered_traces_spread_pairs_over_ticks_and_retrace_a_teleport_at_once() {
         "all pairs on the first update"
     );
     assert_eq!(fow.stats().pairs_visible, 25);
-    let mut traced = 0;
-    for tick in 1..=4 {
+    // Ten players are one block of viewers: every pair on the tick that is a multiple of
+    // four, none on the others, and each player swept on that tick alone.
+    for tick in 1..=8 {
         fow.update(&players, &teams, &[true; 10], None, &map, Tick(tick), &s);
-        let n = fow.stats().pairs_traced;
-        assert!((6..=7).contains(&n), "tick {tick}: {n}");
-        traced += n;
+        let (traced, swept) = (fow.stats().pairs_traced, fow.stats().players_swept);
+        if tick % 4 == 0 {
+            assert_eq!(traced, 25, "tick {tick}");
+            assert!(swept <= 10, "tick {tick}: {swept} swept");
+        } else {
+            assert_eq!((traced, swept), (0, 0), "tick {tick}");
+        }
     }
-    assert_eq!(traced, 25, "each pair once in four ticks");
     // Slot 3 is moved into the closet: hidden from every enemy on this very tick, though
     // most of its pairs are not due.
     let mut moved = players.clone();
@@ -369,6 +373,55 @@ fn staggered_traces_spread_pairs_over_ticks_and_retrace_a_teleport_at_once() {
     fow.update(&players, &teams, &[true; 10], None, &map, Tick(6), &s);
     for enemy in [0, 2, 4, 6, 8] {
         assert!(mutual(&fow, 3, enemy), "{enemy}");
+    }
+}
+
+#[test]
+fn staggered_blocks_of_viewers_take_turns_and_the_phase_shifts_them() {
+    // Forty players in the open hall, with a crate that makes it no open field: blocks of
+    // 16 viewers (slots 0..16, 16..32, 32..40) each trace their pairs with every enemy above
+    // them on the ticks where tick + phase + block is a multiple of the rotation.
+    let map = hall("box 0 -1.5 0 1 -1 0.3");
+    let players: Vec<_> = (0..40)
+        .map(|i| standing((i % 8) as f32 * 4.0 - 15.0, (i / 8) as f32 * 4.0 - 10.0))
+        .collect();
+    let teams: Vec<_> = (0..40).map(|i| if i % 2 == 0 { A } else { D }).collect();
+    let alive = [true; 40];
+    let s = scopes();
+    // Enemy pairs (i, j > i) whose lower slot is in each block: 20 × 20 pairs in all.
+    let mut per_block = [0u32; 3];
+    for i in 0..40 {
+        per_block[i / 16] += (i + 1..40).filter(|j| (i + j) % 2 == 1).count() as u32;
+    }
+    assert_eq!(per_block.iter().sum::<u32>(), 400);
+    for phase in [0, 1, 6] {
+        let config = FowConfig {
+            trace_every_ticks: NonZeroU8::new(4).unwrap(),
+            phase,
+            ..FowConfig::default()
+        };
+        let mut fow = Fow::new(config, 40);
+        fow.update(&players, &teams, &alive, None, &map, Tick(0), &s);
+        assert_eq!(
+            fow.stats().pairs_traced,
+            400,
+            "all pairs on the first update"
+        );
+        let mut total = 0;
+        for tick in 1..=4u32 {
+            fow.update(&players, &teams, &alive, None, &map, Tick(tick), &s);
+            let want: u32 = (0..3)
+                .filter(|&b| (tick + phase + b) % 4 == 0)
+                .map(|b| per_block[b as usize])
+                .sum();
+            assert_eq!(fow.stats().pairs_traced, want, "phase {phase} tick {tick}");
+            total += want;
+            // What the fog shows does not depend on when it traced: all in view.
+            for j in (1..40).step_by(2) {
+                assert!(mutual(&fow, 0, j), "phase {phase} tick {tick}: 0 and {j}");
+            }
+        }
+        assert_eq!(total, 400, "phase {phase}: each pair once in four ticks");
     }
 }
 

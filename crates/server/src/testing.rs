@@ -69,6 +69,7 @@ pub(crate) fn walk_match(
         seats,
         tick_hz: 128,
         record: false,
+        stagger: 0,
     };
     crate::Match::new(id, std::sync::Arc::new(config), setup, start)
 }

@@ -99,6 +99,7 @@ impl ShooterConfig {
             seats: world.players,
             tick_hz: world.tick_hz,
             record: false,
+            stagger: world.fow.phase,
         };
         (config, setup)
     }

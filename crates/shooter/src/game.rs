@@ -149,7 +149,10 @@ impl Game for Shooter {
 
     fn new(config: &ShooterConfig, setup: &MatchSetup, entities: &mut Entities) -> Shooter {
         let seats = setup.seats.min(Self::MAX_SEATS);
-        let world = World::new(config.world(seats, setup.tick_hz));
+        let mut world = config.world(seats, setup.tick_hz);
+        // The matches stepped together trace their fog on different ticks.
+        world.fow.phase = setup.stagger;
+        let world = World::new(world);
         let ids: Vec<EntityId> = (0..seats)
             .map(|_| entities.spawn().expect("one entity per seat is reserved"))
             .collect();
@@ -337,6 +340,7 @@ mod tests {
             seats,
             tick_hz: 64,
             record: false,
+            stagger: 0,
         };
         let scopes = tickforge_api::Scopes::new(std::time::Instant::now);
         let mut runs: Vec<(Shooter, Entities, Events)> = (0..2)
@@ -404,6 +408,7 @@ mod tests {
             seats: 2,
             tick_hz: 128,
             record: false,
+            stagger: 0,
         };
         let mut entities = Entities::new(Shooter::max_entities(&config, 2));
         let mut events = Events::default();

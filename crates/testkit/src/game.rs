@@ -566,6 +566,7 @@ mod tests {
             seats,
             tick_hz: 128,
             record,
+            stagger: 0,
         }
     }
 

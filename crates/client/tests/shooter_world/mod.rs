@@ -105,6 +105,7 @@ impl ShooterWorld {
             seats: PLAYERS as u16,
             tick_hz: 128,
             record: false,
+            stagger: 0,
         };
         let m = Match::new(MatchId(1), Arc::new(ShooterConfig::default()), setup, start);
         ShooterWorld {

@@ -39,6 +39,7 @@ impl Match {
             seats,
             tick_hz: HZ,
             record: false,
+            stagger: 0,
         };
         let game = Ctf::new(&config, &setup, &mut entities);
         let mut m = Match {

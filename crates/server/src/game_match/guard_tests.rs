@@ -289,6 +289,7 @@ fn a_destroyed_entity_leaves_every_client_and_its_index_comes_back_as_a_new_one(
         seats: 1,
         tick_hz: 128,
         record: false,
+        stagger: 0,
     };
     let mut m = Match::<blink::Blink>::new(MatchId(1), Arc::new(()), setup, t0);
     let seat = m.seat(t0, ClientIndex(0), None).unwrap();
@@ -440,6 +441,7 @@ fn a_burst_of_events_to_every_seat_costs_each_link_a_message_a_tick_and_kicks_no
         seats: 3,
         tick_hz: 128,
         record: false,
+        stagger: 0,
     };
     let mut m = Match::<burst::Burst>::new(MatchId(1), Arc::new(()), setup, t0);
     let seats: Vec<Seat> = (0..3)

@@ -420,6 +420,7 @@ fn short_match(t0: Instant, record: bool) -> WalkMatch {
         seats: 2,
         tick_hz: 128,
         record,
+        stagger: 0,
     };
     Match::new(MatchId(1), Arc::new(config), setup, t0)
 }

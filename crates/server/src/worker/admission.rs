@@ -145,7 +145,7 @@ impl Worker {
     }
 
     /// Creates match `id` in the phase group with the fewest matches, its first tick due at
-    /// the next instant of that phase. Allocates (a world, its buffers): between ticks only.
+    /// the next instant of that phase, staggered by the matches that group already holds. Allocates (a world, its buffers): between ticks only.
     fn create_match(&mut self, now: Instant, id: MatchId, spec: &MatchSpec) {
         let period_ns = self.period().as_nanos() as u64;
         let since = |t: Instant| t.saturating_duration_since(self.start).as_nanos() as u64;
@@ -156,7 +156,7 @@ impl Worker {
             .collect();
         let groups =
             crate::config::phase_groups_for(self.config.phase_groups, self.hosted.len() + 1);
-        let phase = emptiest_group(&phases, period_ns, groups);
+        let (phase, held) = emptiest_group(&phases, period_ns, groups);
         let now_ns = since(now);
         let periods = now_ns.saturating_sub(phase).div_ceil(period_ns);
         let grid = self.start + Duration::from_nanos(periods * period_ns + phase);
@@ -164,6 +164,8 @@ impl Worker {
             seats: spec.players,
             tick_hz: spec.tick_hz,
             record: self.config.record_dir.is_some(),
+            // Its place in its phase group: the matches stepped in one wake-up differ.
+            stagger: held as u32,
         };
         self.matches.push(spec.maker.make(id, setup, grid));
         let budgets = super::match_budgets(&self.config.budgets, spec.tick_hz, spec.players);
@@ -358,19 +360,20 @@ pub fn replication_counts(
 }
 
 /// The start of the phase group (one of `groups` evenly spread over a period of
-/// `period_ns`) holding the fewest of `phases` (nanoseconds into the period); the earliest
-/// such group on a tie.
-fn emptiest_group(phases: &[u64], period_ns: u64, groups: u32) -> u64 {
+/// `period_ns`) holding the fewest of `phases` (nanoseconds into the period), the earliest
+/// such group on a tie; and how many it holds.
+fn emptiest_group(phases: &[u64], period_ns: u64, groups: u32) -> (u64, usize) {
     let groups = u64::from(groups.max(1));
     let width = (period_ns / groups).max(1);
     (0..groups)
-        .min_by_key(|&g| {
-            phases
-                .iter()
+        .map(|g| {
+            let held = (phases.iter())
                 .filter(|&&p| (p / width).min(groups - 1) == g)
-                .count()
+                .count();
+            (g * width, held)
         })
-        .map_or(0, |g| g * width)
+        .min_by_key(|&(_, held)| held)
+        .unwrap_or((0, 0))
 }
 
 #[cfg(test)]
@@ -491,19 +494,19 @@ mod tests {
 
     #[test]
     fn a_new_match_joins_the_emptiest_phase_group() {
-        assert_eq!(emptiest_group(&[], 100, 4), 0);
-        assert_eq!(emptiest_group(&[0], 100, 4), 25);
-        assert_eq!(emptiest_group(&[0, 25, 50], 100, 4), 75);
+        assert_eq!(emptiest_group(&[], 100, 4), (0, 0));
+        assert_eq!(emptiest_group(&[0], 100, 4), (25, 0));
+        assert_eq!(emptiest_group(&[0, 25, 50], 100, 4), (75, 0));
         assert_eq!(
             emptiest_group(&[0, 25, 50, 75], 100, 4),
-            0,
+            (0, 1),
             "a tie takes the first"
         );
-        assert_eq!(emptiest_group(&[0, 10, 30], 100, 2), 50);
+        assert_eq!(emptiest_group(&[0, 10, 30], 100, 2), (50, 0));
         assert_eq!(
             emptiest_group(&[5, 99], 100, 1),
-            0,
-            "one group: all together"
+            (0, 2),
+            "one group: all together, staggered after both"
         );
     }
 }

@@ -484,15 +484,21 @@ impl Worker {
             seats: config.players_per_match,
             tick_hz: config.tick_hz,
             record: config.record_dir.is_some(),
+            stagger: 0,
         };
         let period = Duration::from_nanos(1_000_000_000 / u64::from(config.tick_hz));
         let groups = crate::config::phase_groups_for(config.phase_groups, setup.matches.len());
         let mut matches = Vec::with_capacity(room);
         let mut hosted = Vec::with_capacity(room);
         for (k, &id) in setup.matches.iter().enumerate() {
-            // Match k starts (k mod G)/G of a period after the first.
+            // Match k starts (k mod G)/G of a period after the first, and is the (k / G)th
+            // of its group.
             let grid = start + period * (k as u32 % groups) / groups;
-            matches.push(maker.make(id, match_setup, grid));
+            let setup = MatchSetup {
+                stagger: k as u32 / groups,
+                ..match_setup
+            };
+            matches.push(maker.make(id, setup, grid));
             let budgets = match_budgets(&config.budgets, config.tick_hz, match_setup.seats);
             hosted.push(Hosted::new(grid, true, budgets));
         }

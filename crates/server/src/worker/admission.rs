@@ -145,7 +145,8 @@ impl Worker {
     }
 
     /// Creates match `id` in the phase group with the fewest matches, its first tick due at
-    /// the next instant of that phase, staggered by the matches that group already holds. Allocates (a world, its buffers): between ticks only.
+    /// the next instant of that phase, with the smallest stagger no match of that group
+    /// has (`MatchSetup::stagger`). Allocates (a world, its buffers): between ticks only.
     fn create_match(&mut self, now: Instant, id: MatchId, spec: &MatchSpec) {
         let period_ns = self.period().as_nanos() as u64;
         let since = |t: Instant| t.saturating_duration_since(self.start).as_nanos() as u64;
@@ -156,7 +157,13 @@ impl Worker {
             .collect();
         let groups =
             crate::config::phase_groups_for(self.config.phase_groups, self.hosted.len() + 1);
-        let (phase, held) = emptiest_group(&phases, period_ns, groups);
+        let phase = emptiest_group(&phases, period_ns, groups);
+        let group = group_of(phase, period_ns, groups);
+        let stagger = free_stagger(
+            (phases.iter().zip(&self.hosted))
+                .filter(|&(&p, _)| group_of(p, period_ns, groups) == group)
+                .map(|(_, h)| h.stagger),
+        );
         let now_ns = since(now);
         let periods = now_ns.saturating_sub(phase).div_ceil(period_ns);
         let grid = self.start + Duration::from_nanos(periods * period_ns + phase);
@@ -164,12 +171,11 @@ impl Worker {
             seats: spec.players,
             tick_hz: spec.tick_hz,
             record: self.config.record_dir.is_some(),
-            // Its place in its phase group: the matches stepped in one wake-up differ.
-            stagger: held as u32,
+            stagger,
         };
         self.matches.push(spec.maker.make(id, setup, grid));
         let budgets = super::match_budgets(&self.config.budgets, spec.tick_hz, spec.players);
-        self.hosted.push(Hosted::new(grid, false, budgets));
+        self.hosted.push(Hosted::new(grid, false, budgets, stagger));
     }
 
     /// Removes every match the admin API created that no player has joined within
@@ -359,21 +365,33 @@ pub fn replication_counts(
     }
 }
 
-/// The start of the phase group (one of `groups` evenly spread over a period of
-/// `period_ns`) holding the fewest of `phases` (nanoseconds into the period), the earliest
-/// such group on a tie; and how many it holds.
-fn emptiest_group(phases: &[u64], period_ns: u64, groups: u32) -> (u64, usize) {
+/// Which of `groups` phase groups, evenly spread over a period of `period_ns`, a match
+/// `phase` nanoseconds into the period belongs to.
+fn group_of(phase: u64, period_ns: u64, groups: u32) -> u64 {
     let groups = u64::from(groups.max(1));
-    let width = (period_ns / groups).max(1);
-    (0..groups)
-        .map(|g| {
-            let held = (phases.iter())
-                .filter(|&&p| (p / width).min(groups - 1) == g)
-                .count();
-            (g * width, held)
+    (phase / (period_ns / groups).max(1)).min(groups - 1)
+}
+
+/// The start of the phase group (one of `groups` evenly spread over a period of
+/// `period_ns`) holding the fewest of `phases` (nanoseconds into the period); the earliest
+/// such group on a tie.
+fn emptiest_group(phases: &[u64], period_ns: u64, groups: u32) -> u64 {
+    let width = (period_ns / u64::from(groups.max(1))).max(1);
+    (0..u64::from(groups.max(1)))
+        .min_by_key(|&g| {
+            (phases.iter())
+                .filter(|&&p| group_of(p, period_ns, groups) == g)
+                .count()
         })
-        .min_by_key(|&(_, held)| held)
-        .unwrap_or((0, 0))
+        .map_or(0, |g| g * width)
+}
+
+/// The smallest stagger not in `used`: a match that joins a group whose matches have
+/// staggers 0 and 2 (the one with 1 ended) takes 1, so that its periodic work falls on a
+/// tick of its own.
+fn free_stagger(used: impl Iterator<Item = u32>) -> u32 {
+    let used: Vec<u32> = used.collect();
+    (0..).find(|s| !used.contains(s)).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -494,19 +512,63 @@ mod tests {
 
     #[test]
     fn a_new_match_joins_the_emptiest_phase_group() {
-        assert_eq!(emptiest_group(&[], 100, 4), (0, 0));
-        assert_eq!(emptiest_group(&[0], 100, 4), (25, 0));
-        assert_eq!(emptiest_group(&[0, 25, 50], 100, 4), (75, 0));
+        assert_eq!(emptiest_group(&[], 100, 4), 0);
+        assert_eq!(emptiest_group(&[0], 100, 4), 25);
+        assert_eq!(emptiest_group(&[0, 25, 50], 100, 4), 75);
         assert_eq!(
             emptiest_group(&[0, 25, 50, 75], 100, 4),
-            (0, 1),
+            0,
             "a tie takes the first"
         );
-        assert_eq!(emptiest_group(&[0, 10, 30], 100, 2), (50, 0));
+        assert_eq!(emptiest_group(&[0, 10, 30], 100, 2), 50);
         assert_eq!(
             emptiest_group(&[5, 99], 100, 1),
-            (0, 2),
-            "one group: all together, staggered after both"
+            0,
+            "one group: all together"
         );
+        assert_eq!((group_of(0, 100, 4), group_of(74, 100, 4)), (0, 2));
+        assert_eq!(
+            group_of(99, 100, 3),
+            2,
+            "the remainder joins the last group"
+        );
+    }
+
+    #[test]
+    fn matches_made_into_one_phase_group_take_turns_with_their_staggers() {
+        crate::testing::register_walk();
+        let config = crate::config::ServerConfig {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            matches: 1,
+            phase_groups: 1,
+            ..Default::default()
+        };
+        let mut w = Worker::new(config).unwrap();
+        let now = time::now();
+        let spec = MatchSpec::walk_default();
+        for id in 2..=4 {
+            w.create_match(now, MatchId(id), &spec);
+        }
+        let staggers = |w: &Worker| -> Vec<(u32, u32)> {
+            let mut s: Vec<_> = (w.matches.iter().zip(&w.hosted))
+                .map(|(m, h)| (m.id().0, h.stagger))
+                .collect();
+            s.sort_unstable();
+            s
+        };
+        assert_eq!(staggers(&w), vec![(1, 0), (2, 1), (3, 2), (4, 3)]);
+        // Match 2 leaves; the next takes its stagger, not a fifth.
+        let two = w.matches.iter().position(|m| m.id() == MatchId(2)).unwrap();
+        w.remove_match(two);
+        w.create_match(now, MatchId(5), &spec);
+        assert_eq!(staggers(&w), vec![(1, 0), (3, 2), (4, 3), (5, 1)]);
+    }
+
+    #[test]
+    fn a_new_match_takes_the_smallest_stagger_its_group_does_not_use() {
+        assert_eq!(free_stagger([].into_iter()), 0);
+        assert_eq!(free_stagger([0, 1, 2].into_iter()), 3);
+        assert_eq!(free_stagger([0, 2].into_iter()), 1, "the gap a match left");
+        assert_eq!(free_stagger([3, 1].into_iter()), 0);
     }
 }

@@ -294,6 +294,9 @@ struct Hosted {
     counters: MatchCounters,
     /// Its recent frame cost, against its fair share of the tick.
     cost: fair::FrameCost,
+    /// The stagger its game was made with (`MatchSetup::stagger`): a new match of its
+    /// phase group takes one no other match of the group has.
+    stagger: u32,
     /// Its frames by round and budget violations since it (re)started: reserved with the
     /// match, cleared when it starts over.
     history: MatchHistory,
@@ -306,8 +309,9 @@ impl Hosted {
         self.awaiting_result = ticket.map(|t| (t, now + RESULT_HOLD));
     }
 
-    fn new(grid: Instant, restarts: bool, budgets: Budgets) -> Hosted {
+    fn new(grid: Instant, restarts: bool, budgets: Budgets, stagger: u32) -> Hosted {
         Hosted {
+            stagger,
             grid,
             restarts,
             over: false,
@@ -500,7 +504,7 @@ impl Worker {
             };
             matches.push(maker.make(id, setup, grid));
             let budgets = match_budgets(&config.budgets, config.tick_hz, match_setup.seats);
-            hosted.push(Hosted::new(grid, true, budgets));
+            hosted.push(Hosted::new(grid, true, budgets, setup.stagger));
         }
         if let Some(dir) = &config.record_dir {
             std::fs::create_dir_all(dir).map_err(|source| WorkerError::RecordDir {

@@ -114,8 +114,10 @@
 //! tick in K and sweeps each player once in K ticks: 2.5 players a tick at 10 on the arena,
 //! where spreading the 25 pairs one by one over the ticks swept 6.6, for 28% less time
 //! (benches/fow.rs, `10 players on arena in play, every 4th tick`: 7.2 µs to 5.2 µs). A
-//! larger match spreads its blocks over the K ticks, one in K on each. A match's traces
-//! then come in bursts, one tick in K; [`FowConfig::phase`] shifts them, so that the
+//! larger match's blocks take turns round the K ticks, so its traces stay spread, if less
+//! evenly than pair by pair (100 players behind cover: the busiest tick has about 1.5 times
+//! the mean's pairs, the lower blocks holding more pairs above them). A small match's
+//! traces come in a burst, one tick in K; [`FowConfig::phase`] shifts it, so that the
 //! matches a server runs together burst on different ticks.
 
 use std::num::NonZeroU8;

@@ -321,7 +321,7 @@ fn dead_players_are_hidden_from_enemies_and_spectate_through_their_team() {
 }
 
 #[test]
-fn staggered_traces_spread_pairs_over_ticks_and_retrace_a_teleport_at_once() {
+fn staggered_traces_take_a_small_matchs_pairs_on_one_tick_in_four_and_retrace_a_teleport_at_once() {
     // A sealed closet in the north-east corner, and a knee-high crate among the players that
     // hides nobody but makes theirs no open field: their pairs are traced in rotation.
     let map = hall(

@@ -172,30 +172,18 @@ fn post_matches_creates_matches_whose_tokens_connect_until_the_worker_is_full() 
     }
     // What replication did reaches it too: the snapshots the player read, the states in
     // them, and what was relevant (nothing left out: two players, an open packet).
-    let value = |text: &str, series: &str| -> Option<u64> {
-        let line = text.lines().find(|l| l.starts_with(series))?;
-        line.rsplit_once(' ')?.1.parse().ok()
-    };
-    let deadline = Instant::now() + BOUND;
-    let metrics = loop {
-        let (status, text) = http(admin, "GET", "/metrics", "");
-        assert_eq!(status, 200);
-        if value(&text, "tickforge_replication_snapshots_total ").is_some_and(|n| n >= 5) {
-            break text;
-        }
-        assert!(Instant::now() < deadline, "no replication counted:\n{text}");
-        // A bounded poll of a condition the worker publishes once a second.
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let states = value(
+    let metrics = metrics_when(admin, "5 snapshots counted", |text| {
+        sample_value(text, "tickforge_replication_snapshots_total ").is_some_and(|n| n >= 5)
+    });
+    let states = sample_value(
         &metrics,
         "tickforge_replication_records_total{kind=\"state\"} ",
     );
-    let relevant = value(&metrics, "tickforge_replication_relevant_total ");
+    let relevant = sample_value(&metrics, "tickforge_replication_relevant_total ");
     assert!(states.is_some_and(|n| n >= 5), "{metrics}");
     assert!(relevant >= states, "{metrics}");
     assert_eq!(
-        value(
+        sample_value(
             &metrics,
             "tickforge_replication_left_out_total{reason=\"room\"} "
         ),
@@ -203,7 +191,7 @@ fn post_matches_creates_matches_whose_tokens_connect_until_the_worker_is_full() 
         "{metrics}"
     );
     assert!(
-        value(&metrics, "tickforge_replication_max_staleness_ticks ").is_some(),
+        sample_value(&metrics, "tickforge_replication_max_staleness_ticks ").is_some(),
         "{metrics}"
     );
     let (status, list) = http(admin, "GET", "/matches", "");
@@ -217,17 +205,29 @@ fn post_matches_creates_matches_whose_tokens_connect_until_the_worker_is_full() 
 
 /// Polls `/metrics` until `line` is one of its lines, up to [`BOUND`].
 fn metrics_until(admin: SocketAddr, line: &str) -> String {
+    metrics_when(admin, line, |text| text.lines().any(|l| l == line))
+}
+
+/// `/metrics` once `ready` holds of it; fails the test (naming `what`) if it does not
+/// within [`BOUND`].
+fn metrics_when(admin: SocketAddr, what: &str, ready: impl Fn(&str) -> bool) -> String {
     let deadline = Instant::now() + BOUND;
     loop {
         let (status, text) = http(admin, "GET", "/metrics", "");
         assert_eq!(status, 200);
-        if text.lines().any(|l| l == line) {
+        if ready(&text) {
             return text;
         }
-        assert!(Instant::now() < deadline, "never got {line}:\n{text}");
+        assert!(Instant::now() < deadline, "never got {what}:\n{text}");
         // A bounded poll of a condition the worker publishes once a second.
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The value of the first sample of `metrics` whose line starts with `series`.
+fn sample_value(metrics: &str, series: &str) -> Option<u64> {
+    let line = metrics.lines().find(|l| l.starts_with(series))?;
+    line.rsplit_once(' ')?.1.parse().ok()
 }
 
 /// The ids `/matches` lists, ascending.

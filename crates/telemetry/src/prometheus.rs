@@ -542,20 +542,16 @@ impl Collector for SnapshotCollector {
             "Ticks that started more than 1 ms after their deadline.",
             s.late_ticks,
         )?;
-        {
-            let mut m = enc.encode_descriptor(
-                "tickforge_ticks_late",
-                "Late ticks by what made them late: the match's own cost, the worker's other \
-                 matches, or the host (preempted, stolen), or unexplained.",
-                None,
-                MetricType::Counter,
-            )?;
-            for (cause, n) in crate::report::LateCauses::NAMES.iter().zip(s.late_by_cause) {
-                let labels = [("cause", *cause)];
-                m.encode_family(&labels)?
-                    .encode_counter::<NoLabelSet, _, u64>(&n, None)?;
-            }
-        }
+        labelled(
+            &mut enc,
+            "tickforge_ticks_late",
+            "Late ticks by what made them late: the match's own cost, the worker's other \
+             matches, or the host (preempted, stolen), or unexplained.",
+            "cause",
+            crate::report::LateCauses::NAMES
+                .into_iter()
+                .zip(s.late_by_cause),
+        )?;
         counter(
             &mut enc,
             "tickforge_skipped_ticks",
@@ -568,19 +564,19 @@ impl Collector for SnapshotCollector {
             "Ticks more than one tick late, or frames over twice their budget.",
             s.hitches,
         )?;
-        directed(
+        labelled(
             &mut enc,
             "tickforge_bytes",
             "UDP payload bytes received (in) and sent (out).",
-            s.bytes_in,
-            s.bytes_out,
+            "direction",
+            [("in", s.bytes_in), ("out", s.bytes_out)],
         )?;
-        directed(
+        labelled(
             &mut enc,
             "tickforge_packets",
             "Datagrams received (in) and sent (out).",
-            s.packets_in,
-            s.packets_out,
+            "direction",
+            [("in", s.packets_in), ("out", s.packets_out)],
         )?;
         gauge(
             &mut enc,
@@ -594,23 +590,26 @@ impl Collector for SnapshotCollector {
             "Matches hosted now.",
             s.matches,
         )?;
-        by_reason(
+        labelled(
             &mut enc,
             "tickforge_datagrams_dropped",
             "Datagrams dropped, by reason.",
-            &s.dropped,
+            "reason",
+            s.dropped.iter(),
         )?;
-        by_reason(
+        labelled(
             &mut enc,
             "tickforge_connections_refused",
             "Connections refused after the handshake, by reason.",
-            &s.refused,
+            "reason",
+            s.refused.iter(),
         )?;
-        by_reason(
+        labelled(
             &mut enc,
             "tickforge_connections_kicked",
             "Connections closed for the client's misbehaviour, by reason.",
-            &s.kicked,
+            "reason",
+            s.kicked.iter(),
         )?;
         counter(
             &mut enc,
@@ -765,47 +764,16 @@ fn counter(enc: &mut DescriptorEncoder<'_>, name: &str, help: &str, v: u64) -> f
     m.encode_counter::<NoLabelSet, _, u64>(&v, None)
 }
 
-fn directed(
-    enc: &mut DescriptorEncoder<'_>,
-    name: &str,
-    help: &str,
-    inbound: u64,
-    outbound: u64,
-) -> fmt::Result {
-    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
-    for (direction, v) in [("in", inbound), ("out", outbound)] {
-        let labels = [("direction", direction)];
-        m.encode_family(&labels)?
-            .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
-    }
-    Ok(())
-}
-
-fn by_reason(
-    enc: &mut DescriptorEncoder<'_>,
-    name: &str,
-    help: &str,
-    counts: &ReasonCounts,
-) -> fmt::Result {
-    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
-    for (reason, n) in counts.iter() {
-        let labels = [("reason", reason)];
-        m.encode_family(&labels)?
-            .encode_counter::<NoLabelSet, _, u64>(&n, None)?;
-    }
-    Ok(())
-}
-
 /// A counter family with one label, `label`, a sample per `(value, count)`.
-fn labelled(
+fn labelled<'a>(
     enc: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,
     label: &str,
-    samples: &[(&str, u64)],
+    samples: impl IntoIterator<Item = (&'a str, u64)>,
 ) -> fmt::Result {
     let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
-    for &(value, n) in samples {
+    for (value, n) in samples {
         let labels = [(label, value)];
         m.encode_family(&labels)?
             .encode_counter::<NoLabelSet, _, u64>(&n, None)?;
@@ -826,7 +794,7 @@ fn replication(enc: &mut DescriptorEncoder<'_>, r: &ReplicationCounts) -> fmt::R
         "tickforge_replication_records",
         "Entity records sent: states (full or delta) and gone records.",
         "kind",
-        &[("state", r.states), ("gone", r.gone)],
+        [("state", r.states), ("gone", r.gone)],
     )?;
     counter(
         enc,
@@ -840,7 +808,7 @@ fn replication(enc: &mut DescriptorEncoder<'_>, r: &ReplicationCounts) -> fmt::R
         "Relevant entities left out of a snapshot: for lack of room in the packet (room), \
          or waiting for their distance's tick (distance).",
         "reason",
-        &[("room", r.left_out_room), ("distance", r.left_out_distance)],
+        [("room", r.left_out_room), ("distance", r.left_out_distance)],
     )?;
     labelled(
         enc,
@@ -848,7 +816,7 @@ fn replication(enc: &mut DescriptorEncoder<'_>, r: &ReplicationCounts) -> fmt::R
         "Entity encodings copied from another client's of the same tick (shared), or \
          computed.",
         "source",
-        &[
+        [
             ("shared", r.encodings_shared),
             ("computed", r.encodings_computed),
         ],
@@ -1016,6 +984,11 @@ mod tests {
             "tickforge_replication_encodings_total{source=\"computed\"} 50",
             "tickforge_replication_packets_lost_total 1",
             "tickforge_replication_max_staleness_ticks 7",
+            "tickforge_ticks_late_total{cause=\"own\"} 0",
+            "tickforge_ticks_late_total{cause=\"others\"} 1",
+            "tickforge_ticks_late_total{cause=\"host_preempted\"} 1",
+            "tickforge_ticks_late_total{cause=\"unexplained\"} 0",
+            "tickforge_packets_total{direction=\"in\"} 10",
         ] {
             assert!(out.contains(&format!("\n{line}\n")), "{line}\n{out}");
         }

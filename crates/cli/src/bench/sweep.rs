@@ -102,31 +102,16 @@ fn run_with(
             continue;
         }
         if axis == Axis::Matches {
-            let v = step.verdict.as_ref().expect("a matches step is judged");
             // Not held: this was its second run (the first run of a failed step runs again
             // above), so the sweep stops here.
-            let Some(reason) = verdict::failure(v) else {
+            let Some((reason, why)) = failure(&step) else {
                 held = Some(report);
                 continue;
             };
-            limited_by = reason;
-            stopped_because = verdict::stopped_because(
-                reason,
-                n,
-                v,
-                &step.late_causes,
-                (step.bots_saturated_by, step.bots_cores_to_keep_up),
-            );
-            if !args.sweep_every_step {
-                break;
-            }
-            ended = true;
-            continue;
-        }
-        if step.bots_saturated {
+            (limited_by, stopped_because) = (reason, why);
+        } else if step.bots_saturated {
+            // Players: the curve runs on whatever the server does, until the bots cannot.
             limited_by = "bots";
-        } else if !holds && axis == Axis::Matches {
-            limited_by = "server";
         } else {
             if holds {
                 held = Some(report);
@@ -154,22 +139,14 @@ fn run_with(
             };
             let name = format!("{n} match(es), between {below} and {above}");
             let (report, step) = run_step(&step_plan, n, &name, true)?;
-            let v = step.verdict.as_ref().expect("a matches step is judged");
-            match verdict::failure(v) {
+            match failure(&step) {
                 None => {
                     below = n;
                     held = Some(report);
                 }
-                Some(reason) => {
+                Some((reason, why)) => {
                     above = n;
-                    limited_by = reason;
-                    stopped_because = verdict::stopped_because(
-                        reason,
-                        n,
-                        v,
-                        &step.late_causes,
-                        (step.bots_saturated_by, step.bots_cores_to_keep_up),
-                    );
+                    (limited_by, stopped_because) = (reason, why);
                 }
             }
             steps.push(step);
@@ -213,6 +190,21 @@ fn run_with(
         .to_string(),
     });
     Ok(report)
+}
+
+/// Why a step over matches did not hold, and the sentence saying so with its figures;
+/// `None` when it held.
+fn failure(step: &SweepStep) -> Option<(&'static str, String)> {
+    let v = step.verdict.as_ref().expect("a matches step is judged");
+    let reason = verdict::failure(v)?;
+    let why = verdict::stopped_because(
+        reason,
+        step.matches,
+        v,
+        &step.late_causes,
+        (step.bots_saturated_by, step.bots_cores_to_keep_up),
+    );
+    Some((reason, why))
 }
 
 /// The match count halfway between `held`, the most that held, and `failed`, the fewest

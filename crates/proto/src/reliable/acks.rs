@@ -563,6 +563,14 @@ mod tests {
             "late but within history"
         );
         assert_eq!(r.arrival(Seq16(10u16.wrapping_sub(64))), Arrival::Stale);
+        // A gap within the history clears the slots it skipped: 64 takes 0's slot, and did
+        // not arrive.
+        let mut gap = ReceivedPackets::new(64);
+        for s in [0, 28, 65] {
+            gap.mark(Seq16(s));
+        }
+        assert_eq!(gap.arrival(Seq16(64)), Arrival::New);
+        assert_eq!(gap.arrival(Seq16(28)), Arrival::Duplicate);
         // Jumping a full history ahead forgets everything before.
         r.mark(Seq16(200));
         assert_eq!(r.arrival(Seq16(200 - 63)), Arrival::New);

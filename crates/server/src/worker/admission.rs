@@ -391,7 +391,11 @@ fn emptiest_group(phases: &[u64], period_ns: u64, groups: u32) -> u64 {
 /// tick of its own.
 fn free_stagger(used: impl Iterator<Item = u32>) -> u32 {
     let used: Vec<u32> = used.collect();
-    (0..).find(|s| !used.contains(s)).unwrap_or(0)
+    let mut stagger = 0;
+    while used.contains(&stagger) {
+        stagger += 1;
+    }
+    stagger
 }
 
 #[cfg(test)]

@@ -473,16 +473,24 @@ mod tests {
         );
     }
 
-    #[test]
-    fn only_admin_made_matches_nobody_joined_are_reclaimed_after_the_ttl() {
+    /// A worker of the walking test game on loopback with one startup match, `config`
+    /// changing the rest.
+    fn walk_worker(config: crate::config::ServerConfig) -> Worker {
         crate::testing::register_walk();
-        let config = crate::config::ServerConfig {
+        Worker::new(crate::config::ServerConfig {
             bind: "127.0.0.1:0".parse().unwrap(),
             matches: 1,
+            ..config
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn only_admin_made_matches_nobody_joined_are_reclaimed_after_the_ttl() {
+        let mut w = walk_worker(crate::config::ServerConfig {
             unjoined_match_ttl: Duration::from_secs(60),
             ..Default::default()
-        };
-        let mut w = Worker::new(config).unwrap();
+        });
         let now = time::now();
         let spec = MatchSpec::walk_default();
         w.create_match(now, MatchId(2), &spec);
@@ -540,14 +548,10 @@ mod tests {
 
     #[test]
     fn matches_made_into_one_phase_group_take_turns_with_their_staggers() {
-        crate::testing::register_walk();
-        let config = crate::config::ServerConfig {
-            bind: "127.0.0.1:0".parse().unwrap(),
-            matches: 1,
+        let mut w = walk_worker(crate::config::ServerConfig {
             phase_groups: 1,
             ..Default::default()
-        };
-        let mut w = Worker::new(config).unwrap();
+        });
         let now = time::now();
         let spec = MatchSpec::walk_default();
         for id in 2..=4 {

@@ -177,8 +177,10 @@ impl Shown {
     }
 }
 
-/// An entity's newest record evicted from the slots: its state as of that tick holds
-/// until the entity's next record, however long ago that tick was.
+/// An entity's record evicted from the slots while it was the newest stored of its
+/// entity: its state as of that tick holds until the entity's next record, however long
+/// ago that tick was. A record evicted with a newer one of its entity held is not kept: a
+/// tick older than the history, between two records, is not asked about (and is `None`).
 #[derive(Clone, Copy, Debug, Default)]
 struct Floor {
     known: bool,
@@ -279,6 +281,10 @@ struct Slot {
     tick: Option<u32>,
     ids: Vec<u16>,
     records: Vec<Record>,
+    /// Bit `i`: `records[i]` is the newest stored record of its entity, to be kept as its
+    /// [`Floor`] when evicted. In a fight nearly every entity is sent again within the
+    /// history, so eviction reads none of the records it drops.
+    newest: Vec<u64>,
 }
 
 impl Slot {
@@ -312,6 +318,27 @@ impl Slot {
         *from = i + 1;
         let r = &self.records[i];
         r.present.then_some(&r.q)
+    }
+
+    /// Stores `record` for entity `id` (past the slot's others); `newest` when it is the
+    /// newest stored record of its entity.
+    fn push(&mut self, id: u16, record: Record, newest: bool) -> u16 {
+        let index = self.records.len();
+        if index.is_multiple_of(64) {
+            self.newest.push(0);
+        }
+        self.newest[index / 64] |= u64::from(newest) << (index % 64);
+        self.ids.push(id);
+        self.records.push(record);
+        index as u16
+    }
+
+    /// Empties the slot.
+    fn clear(&mut self) {
+        self.tick = None;
+        self.ids.clear();
+        self.records.clear();
+        self.newest.clear();
     }
 }
 
@@ -372,6 +399,7 @@ impl Replica {
                     tick: None,
                     ids: Vec::with_capacity(reserve),
                     records: Vec::with_capacity(reserve),
+                    newest: Vec::with_capacity(reserve.div_ceil(64)),
                 })
                 .collect(),
             view: vec![Shown::default(); config.max_entities],
@@ -387,9 +415,7 @@ impl Replica {
     /// Forgets everything, as for a new connection (the server's `connect`).
     pub fn reset(&mut self) {
         for s in &mut self.slots {
-            s.tick = None;
-            s.ids.clear();
-            s.records.clear();
+            s.clear();
         }
         self.view.fill(Shown::default());
         self.floor.fill(Floor::default());
@@ -576,6 +602,8 @@ impl Replica {
             let v = &self.view[id];
             let (updated, head) = (v.updated, v.stored());
             let newest = !updated || tick > v.tick;
+            // The entity's newest stored record until now, which a newer one supersedes.
+            let last = (v.recent.len > 0).then(|| v.recent.get(0));
             let mut stored = None;
             if store {
                 let (prev, next) = if newest {
@@ -584,15 +612,22 @@ impl Replica {
                     // Late: linked in between; across a broken chain, to nothing.
                     self.walk_back(id, head, tick).unwrap_or((None, None))
                 };
-                let slot = &mut self.slots[at];
-                let index = slot.records.len() as u16;
-                slot.ids.push(d.id);
-                slot.records.push(Record {
+                let record = Record {
                     present: !d.gone,
                     prev_index: prev.map_or(NO_PREV, |p| p.index),
                     prev_tick: prev.map_or(0, |p| p.tick),
                     q: d.q,
-                });
+                };
+                let newest_stored = last.is_none_or(|l| tick > l.tick);
+                let index = self.slots[at].push(d.id, record, newest_stored);
+                if let Some(l) = last.filter(|_| newest_stored) {
+                    let held_at = self.slot_of(l.tick);
+                    let s = &mut self.slots[held_at];
+                    if s.tick == Some(l.tick) {
+                        let i = usize::from(l.index);
+                        s.newest[i / 64] &= !(1 << (i % 64));
+                    }
+                }
                 let link = Link { tick, index };
                 if let Some(n) = next {
                     let next_slot = self.slot_of(n.tick);
@@ -675,31 +710,27 @@ impl Replica {
         Some((None, after))
     }
 
-    /// Empties slot `at`, keeping each record it held as its entity's floor when it is
-    /// the newest evicted.
+    /// Empties slot `at`, keeping each record it held that was the newest stored of its
+    /// entity as that entity's floor.
     fn evict(&mut self, at: usize) {
         let slot = &mut self.slots[at];
-        if let Some(tick) = slot.tick.take() {
-            for &id in slot.ids.iter().take(PREFETCH_AHEAD) {
-                prefetch_item(&self.floor[usize::from(id)]);
-            }
-            for (i, (&id, r)) in slot.ids.iter().zip(&slot.records).enumerate() {
-                if let Some(&ahead) = slot.ids.get(i + PREFETCH_AHEAD) {
-                    prefetch_item(&self.floor[usize::from(ahead)]);
-                }
-                let f = &mut self.floor[usize::from(id)];
-                if !f.known || f.tick < tick {
-                    *f = Floor {
-                        known: true,
-                        present: r.present,
-                        tick,
-                        state: r.q,
-                    };
+        if let Some(tick) = slot.tick {
+            for (w, &word) in slot.newest.iter().enumerate() {
+                for b in BitIter(word) {
+                    let i = w * 64 + b;
+                    let (r, f) = (&slot.records[i], &mut self.floor[usize::from(slot.ids[i])]);
+                    if !f.known || f.tick < tick {
+                        *f = Floor {
+                            known: true,
+                            present: r.present,
+                            tick,
+                            state: r.q,
+                        };
+                    }
                 }
             }
         }
-        slot.ids.clear();
-        slot.records.clear();
+        slot.clear();
     }
 
     /// Entity `id`'s lanes as of snapshot tick `tick`: from its newest record at or before
@@ -719,21 +750,22 @@ impl Replica {
         }
         let recent = &v.recent;
         let len = usize::from(recent.len);
-        let held = match recent.ticks[..len].iter().position(|&t| t <= tick) {
-            Some(k) => Some(recent.get(k)),
+        let link = match recent.ticks[..len].iter().position(|&t| t <= tick) {
+            Some(k) => recent.get(k),
             // Older than every recent link: the chain goes on from the oldest.
             None if len == RECENT => self
                 .record(i, recent.get(len - 1))
                 .and_then(|r| self.walk_back(i, r.prev(), tick))
-                .and_then(|(at, _)| at),
+                .and_then(|(at, _)| at)?,
             // The recent links are every record stored: none is that old.
-            None => None,
+            None => return None,
         };
-        if let Some(r) = held.and_then(|link| self.record(i, link)) {
+        if let Some(r) = self.record(i, link) {
             return r.present.then_some(r.q);
         }
+        // Evicted: held as the floor if it was the entity's newest stored.
         let f = &self.floor[i];
-        (f.known && f.tick <= tick && f.present).then_some(f.state)
+        (f.known && f.tick == link.tick && f.present).then_some(f.state)
     }
 
     /// What the last successful [`Replica::read`] decoded, lowest id first: each entity it
@@ -957,6 +989,41 @@ mod tests {
     }
 
     #[test]
+    fn a_tick_between_two_evicted_records_is_none_not_an_older_floor() {
+        // Entity 3 is carried by tick 0, evicted as its newest (its floor), then carried
+        // again on every tick from 200: its records of 200.. are evicted while newer ones
+        // are held, and are not kept.
+        let mut replica = new_replica();
+        let history = replica.config().history_ticks;
+        replica.read(&bodies(1, &[])[0]).unwrap();
+        let mut r = Replicator::new(config(), &SHOOTER_LIKE);
+        r.connect(0, None);
+        let end = 200 + 2 * history;
+        for t in 1..end {
+            r.begin_tick(t);
+            r.set_entity(NetId(0), Position::default(), &state(t));
+            if t >= 200 {
+                r.set_entity(NetId(3), Position::default(), &state(t + 100));
+            }
+            let mut body = Vec::new();
+            r.write(0, &Viewer::default(), None, 1400, &mut body);
+            replica.read(&body).unwrap();
+            r.on_ack(0, t);
+        }
+        let oldest_held = end - history;
+        for t in [0, 150, 199, 200, 250, oldest_held - 1] {
+            assert_eq!(replica.entity_as_of(NetId(3), t), None, "as of {t}");
+        }
+        for t in oldest_held..end {
+            assert_eq!(
+                replica.entity_as_of(NetId(3), t),
+                Some(state(t + 100)),
+                "{t}"
+            );
+        }
+    }
+
+    #[test]
     fn a_departed_entity_stays_listed_for_the_history_then_is_unlisted() {
         let mut w = Replicator::new(config(), &SHOOTER_LIKE);
         w.connect(0, None);
@@ -1064,6 +1131,14 @@ mod tests {
                             replica.entity_as_of(NetId(id as u16), t),
                             model_as_of(&model, id, t),
                             "entity {} as of {} (newest {})", id, t, newest
+                        );
+                    }
+                    // Older, a record may no longer be held; one that is, is the right one.
+                    for t in 0..newest.saturating_sub(40) {
+                        let got = replica.entity_as_of(NetId(id as u16), t);
+                        prop_assert!(
+                            got.is_none() || got == model_as_of(&model, id, t),
+                            "entity {} as of {}: {:?}", id, t, got
                         );
                     }
                 }

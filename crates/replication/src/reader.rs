@@ -284,7 +284,53 @@ struct Slot {
     /// Bit `i`: `records[i]` is the newest stored record of its entity, to be kept as its
     /// [`Floor`] when evicted. In a fight nearly every entity is sent again within the
     /// history, so eviction reads none of the records it drops.
-    newest: Vec<u64>,
+    newest: Bits,
+}
+
+/// Words of a [`Bits`] row kept in the slot itself: 256 records, more than most snapshots
+/// carry.
+const INLINE_WORDS: usize = 4;
+
+/// A row of bits, its first words inline, where the slot's tick is read (a snapshot's
+/// store and eviction touch no other line for them), the rest beside it.
+#[derive(Debug, Default)]
+struct Bits {
+    inline: [u64; INLINE_WORDS],
+    more: Vec<u64>,
+}
+
+impl Bits {
+    fn word(&mut self, i: usize) -> &mut u64 {
+        let w = i / 64;
+        match w.checked_sub(INLINE_WORDS) {
+            None => &mut self.inline[w],
+            Some(m) => {
+                if m >= self.more.len() {
+                    self.more.resize(m + 1, 0);
+                }
+                &mut self.more[m]
+            }
+        }
+    }
+
+    fn set(&mut self, i: usize, on: bool) {
+        *self.word(i) |= u64::from(on) << (i % 64);
+    }
+
+    fn clear(&mut self, i: usize) {
+        *self.word(i) &= !(1 << (i % 64));
+    }
+
+    /// The set bits, lowest first.
+    fn ones(&self) -> impl Iterator<Item = usize> + '_ {
+        (self.inline.iter().chain(&self.more).enumerate())
+            .flat_map(|(w, &word)| BitIter(word).map(move |b| w * 64 + b))
+    }
+
+    fn reset(&mut self) {
+        self.inline = [0; INLINE_WORDS];
+        self.more.clear();
+    }
 }
 
 impl Slot {
@@ -324,10 +370,7 @@ impl Slot {
     /// newest stored record of its entity.
     fn push(&mut self, id: u16, record: Record, newest: bool) -> u16 {
         let index = self.records.len();
-        if index.is_multiple_of(64) {
-            self.newest.push(0);
-        }
-        self.newest[index / 64] |= u64::from(newest) << (index % 64);
+        self.newest.set(index, newest);
         self.ids.push(id);
         self.records.push(record);
         index as u16
@@ -338,7 +381,7 @@ impl Slot {
         self.tick = None;
         self.ids.clear();
         self.records.clear();
-        self.newest.clear();
+        self.newest.reset();
     }
 }
 
@@ -399,7 +442,7 @@ impl Replica {
                     tick: None,
                     ids: Vec::with_capacity(reserve),
                     records: Vec::with_capacity(reserve),
-                    newest: Vec::with_capacity(reserve.div_ceil(64)),
+                    newest: Bits::default(),
                 })
                 .collect(),
             view: vec![Shown::default(); config.max_entities],
@@ -624,8 +667,7 @@ impl Replica {
                     let held_at = self.slot_of(l.tick);
                     let s = &mut self.slots[held_at];
                     if s.tick == Some(l.tick) {
-                        let i = usize::from(l.index);
-                        s.newest[i / 64] &= !(1 << (i % 64));
+                        s.newest.clear(usize::from(l.index));
                     }
                 }
                 let link = Link { tick, index };
@@ -715,18 +757,15 @@ impl Replica {
     fn evict(&mut self, at: usize) {
         let slot = &mut self.slots[at];
         if let Some(tick) = slot.tick {
-            for (w, &word) in slot.newest.iter().enumerate() {
-                for b in BitIter(word) {
-                    let i = w * 64 + b;
-                    let (r, f) = (&slot.records[i], &mut self.floor[usize::from(slot.ids[i])]);
-                    if !f.known || f.tick < tick {
-                        *f = Floor {
-                            known: true,
-                            present: r.present,
-                            tick,
-                            state: r.q,
-                        };
-                    }
+            for i in slot.newest.ones() {
+                let (r, f) = (&slot.records[i], &mut self.floor[usize::from(slot.ids[i])]);
+                if !f.known || f.tick < tick {
+                    *f = Floor {
+                        known: true,
+                        present: r.present,
+                        tick,
+                        state: r.q,
+                    };
                 }
             }
         }
@@ -986,6 +1025,24 @@ mod tests {
         }
         assert_eq!(replica.entity_as_of(NetId(0), 900), Some(state(299)));
         assert_eq!(replica.entity_as_of(NetId(5), 299), None, "never carried");
+    }
+
+    #[test]
+    fn a_bit_row_holds_its_bits_inline_and_past_them() {
+        let mut bits = Bits::default();
+        for i in 0..600 {
+            bits.set(i, i % 7 == 0 || i == 255 || i == 256);
+        }
+        bits.clear(7);
+        bits.clear(511);
+        let want: Vec<usize> = (0..600)
+            .filter(|&i| (i % 7 == 0 || i == 255 || i == 256) && i != 7 && i != 511)
+            .collect();
+        assert_eq!(bits.ones().collect::<Vec<_>>(), want);
+        bits.reset();
+        assert_eq!(bits.ones().count(), 0);
+        bits.set(300, true);
+        assert_eq!(bits.ones().collect::<Vec<_>>(), [300]);
     }
 
     #[test]

@@ -997,23 +997,34 @@ mod tests {
         assert_eq!(replica.entities().count(), 0);
     }
 
-    #[test]
-    fn an_entity_not_sent_for_longer_than_the_history_keeps_its_state_as_of_any_tick() {
-        // Entity 3 is carried once, by tick 0; then another writer, which never had it,
-        // carries entity 0 alone. 300 ticks evict tick 0's slot several times over.
+    /// A replica that read tick 0 of [`bodies`] (entities 0 and 3), then ticks `1..end` of
+    /// another writer, which never had them: entity 0 on every tick, entity 3 (as
+    /// `state(t + 100)`) on the ticks `three` picks.
+    fn read_after_tick_0(end: u32, three: impl Fn(u32) -> bool) -> Replica {
         let mut replica = new_replica();
-        let history = replica.config().history_ticks;
         replica.read(&bodies(1, &[])[0]).unwrap();
         let mut r = Replicator::new(config(), &SHOOTER_LIKE);
         r.connect(0, None);
-        for t in 1..300 {
+        for t in 1..end {
             r.begin_tick(t);
             r.set_entity(NetId(0), Position::default(), &state(t));
+            if three(t) {
+                r.set_entity(NetId(3), Position::default(), &state(t + 100));
+            }
             let mut body = Vec::new();
             r.write(0, &Viewer::default(), None, 1400, &mut body);
             replica.read(&body).unwrap();
             r.on_ack(0, t);
         }
+        replica
+    }
+
+    #[test]
+    fn an_entity_not_sent_for_longer_than_the_history_keeps_its_state_as_of_any_tick() {
+        // Entity 3 is carried once, by tick 0; then another writer, which never had it,
+        // carries entity 0 alone. 300 ticks evict tick 0's slot several times over.
+        let replica = read_after_tick_0(300, |_| false);
+        let history = replica.config().history_ticks;
         assert!(300 > 2 * history);
         assert_eq!(replica.entity_tick(NetId(3)), Some(0), "sent once");
         for t in [0u32, 150, 290, 299, 5000] {
@@ -1050,23 +1061,9 @@ mod tests {
         // Entity 3 is carried by tick 0, evicted as its newest (its floor), then carried
         // again on every tick from 200: its records of 200.. are evicted while newer ones
         // are held, and are not kept.
-        let mut replica = new_replica();
-        let history = replica.config().history_ticks;
-        replica.read(&bodies(1, &[])[0]).unwrap();
-        let mut r = Replicator::new(config(), &SHOOTER_LIKE);
-        r.connect(0, None);
+        let history = new_replica().config().history_ticks;
         let end = 200 + 2 * history;
-        for t in 1..end {
-            r.begin_tick(t);
-            r.set_entity(NetId(0), Position::default(), &state(t));
-            if t >= 200 {
-                r.set_entity(NetId(3), Position::default(), &state(t + 100));
-            }
-            let mut body = Vec::new();
-            r.write(0, &Viewer::default(), None, 1400, &mut body);
-            replica.read(&body).unwrap();
-            r.on_ack(0, t);
-        }
+        let replica = read_after_tick_0(end, |t| t >= 200);
         let oldest_held = end - history;
         for t in [0, 150, 199, 200, 250, oldest_held - 1] {
             assert_eq!(replica.entity_as_of(NetId(3), t), None, "as of {t}");

@@ -363,11 +363,19 @@ impl<'a> Cursor<'a> {
                 self.at += 1;
                 return Ok(u64::from(b));
             }
+            // Then two (a pair's deltas of a few units, a position's step): in range
+            // whatever the second byte when `bits` holds 14.
+            if let (true, Some(&c)) = (bits >= 14, self.buf.get(self.at + 1)) {
+                if c < 0x80 {
+                    self.at += 2;
+                    return Ok(u64::from(b & 0x7f) | u64::from(c) << 7);
+                }
+            }
         }
         self.varint_long(bits)
     }
 
-    /// [`Cursor::varint`] past its one-byte case.
+    /// [`Cursor::varint`] past its one- and two-byte cases.
     #[inline(never)]
     fn varint_long(&mut self, bits: u32) -> Result<u64, FieldError> {
         let mut v = 0u64;
@@ -603,6 +611,21 @@ mod tests {
                         Err(FieldError::Overlong)
                     }
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn a_two_byte_varint_reads_as_the_long_loop_reads_it() {
+        for bits in 1..=64u32 {
+            for b in 0x80..=0xffu8 {
+                for c in 0..=0xffu8 {
+                    let bytes = [b, c, 0x01];
+                    let (mut fast, mut long) = (Cursor::new(&bytes), Cursor::new(&bytes));
+                    let got = fast.varint(bits);
+                    assert_eq!(got, long.varint_long(bits), "{b:#x} {c:#x} in {bits} bits");
+                    assert_eq!(fast.at, long.at, "{b:#x} {c:#x} in {bits} bits");
+                }
             }
         }
     }

@@ -16,6 +16,53 @@ impl Iterator for BitIter {
     }
 }
 
+/// Words of a [`BitRow`] kept inline: 256 bits.
+const INLINE_WORDS: usize = 4;
+
+/// A row of bits that grows as bits are set past it, its first 256 inline in whatever holds
+/// it (no line of its own for the usual row), the rest in an allocation kept once grown.
+#[derive(Debug, Default)]
+pub(crate) struct BitRow {
+    inline: [u64; INLINE_WORDS],
+    more: Vec<u64>,
+}
+
+impl BitRow {
+    fn word(&mut self, i: usize) -> &mut u64 {
+        let w = i / 64;
+        match w.checked_sub(INLINE_WORDS) {
+            None => &mut self.inline[w],
+            Some(m) => {
+                if m >= self.more.len() {
+                    self.more.resize(m + 1, 0);
+                }
+                &mut self.more[m]
+            }
+        }
+    }
+
+    /// Sets bit `i` when `on` (leaves it otherwise).
+    pub(crate) fn set(&mut self, i: usize, on: bool) {
+        *self.word(i) |= u64::from(on) << (i % 64);
+    }
+
+    pub(crate) fn clear(&mut self, i: usize) {
+        *self.word(i) &= !(1 << (i % 64));
+    }
+
+    /// The set bits, lowest first.
+    pub(crate) fn ones(&self) -> impl Iterator<Item = usize> + '_ {
+        (self.inline.iter().chain(&self.more).enumerate())
+            .flat_map(|(w, &word)| BitIter(word).map(move |b| w * 64 + b))
+    }
+
+    /// Every bit clear, the allocation kept.
+    pub(crate) fn reset(&mut self) {
+        self.inline = [0; INLINE_WORDS];
+        self.more.clear();
+    }
+}
+
 /// The word whose bit `i` is `lanes[i]`, each lane 0 or 1: eight lanes to a multiply,
 /// which moves each lane's low bit to its place among the top eight (the partial products
 /// that would collide fall below them or past the word), where a loop of shifts would
@@ -51,6 +98,24 @@ pub(crate) fn prefetch<T>(p: *const T) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bit_row_holds_its_bits_inline_and_past_them() {
+        let mut bits = BitRow::default();
+        for i in 0..600 {
+            bits.set(i, i % 7 == 0 || i == 255 || i == 256);
+        }
+        bits.clear(7);
+        bits.clear(511);
+        let want: Vec<usize> = (0..600)
+            .filter(|&i| (i % 7 == 0 || i == 255 || i == 256) && i != 7 && i != 511)
+            .collect();
+        assert_eq!(bits.ones().collect::<Vec<_>>(), want);
+        bits.reset();
+        assert_eq!(bits.ones().count(), 0);
+        bits.set(300, true);
+        assert_eq!(bits.ones().collect::<Vec<_>>(), [300]);
+    }
 
     #[test]
     fn set_bits_lowest_first() {

@@ -425,7 +425,7 @@ fn main() {
     }
     // `TICKFORGE_REPLICATE_FIGHT_READ=N`: the fight's N clients, as one bots process
     // holds them: each connection's snapshot read by its own replica every tick, 96 warm
-    // ticks, then 64 timed (the read pass only): the median and the fastest tick.
+    // ticks, then 64 timed (the read pass only): the median, the mean and the fastest tick.
     if let Some(n) = std::env::var("TICKFORGE_REPLICATE_FIGHT_READ")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
@@ -490,10 +490,11 @@ fn main() {
         ticks.sort();
         asked.sort();
         println!(
-            "64 ticks of the {n} fight read by {n} replicas: read median {:?} min {:?}; \
+            "64 ticks of the {n} fight read by {n} replicas: read median {:?} mean {:?} min {:?}; \
              {:.1} states a snapshot; every listed entity as of two past ticks ({behind} and \
              {} behind): median {:?}",
             ticks[32],
+            ticks.iter().sum::<Duration>() / 64,
             ticks[0],
             states as f64 / (64 * n) as f64,
             behind + 1,

@@ -339,6 +339,11 @@ impl<'a> Cursor<'a> {
         self.buf.len() - self.at
     }
 
+    /// Bytes read so far.
+    pub fn position(&self) -> usize {
+        self.at
+    }
+
     pub fn u8(&mut self) -> Result<u8, FieldError> {
         let b = *self.buf.get(self.at).ok_or(FieldError::Truncated)?;
         self.at += 1;
@@ -432,6 +437,30 @@ pub(crate) fn decode_fields_into(
             decode_rows(schema, Base::Zero, mask, mask, r, cur)
         }
     }
+}
+
+/// Steps `r` over the fields named by `mask`, as [`decode_fields_into`] reads them: the
+/// same bytes, and the same error where it would fail.
+pub(crate) fn skip_fields(
+    schema: &Schema,
+    mask: u16,
+    r: &mut Cursor<'_>,
+) -> Result<(), FieldError> {
+    let rows = schema.rows();
+    let mut todo = mask;
+    while todo != 0 {
+        let bit = todo.trailing_zeros() as usize;
+        todo &= todo - 1;
+        let Some(row) = rows.get(bit) else {
+            break;
+        };
+        match row.kind {
+            Kind::Pair => r.varint(64).map(drop)?,
+            Kind::Scalar => r.varint(32).map(drop)?,
+            Kind::Byte => r.u8().map(drop)?,
+        }
+    }
+    Ok(())
 }
 
 /// [`decode_fields_into`]'s loop over the fields in `todo`, against `base`, whose kind is
@@ -780,6 +809,23 @@ mod tests {
             for n in [n, m] {
                 prop_assert_eq!(rate.floor_div(n), n.div_euclid(d), "{} / {}", n, d);
             }
+        }
+
+        #[test]
+        /// The reader's first pass steps over a record's fields as the decode reads them:
+        /// the same bytes, or the same error (long varints made likely, for `Overlong`).
+        #[test]
+        fn skipping_fields_reads_what_decoding_reads(
+            schema in schemas(), base in lanes(&MIXED), mask: u16,
+            data in prop::collection::vec(prop_oneof![3 => 0x80u8..=0xff, 1 => any::<u8>()], 0..128),
+        ) {
+            let (mut skipped, mut decoded) = (Cursor::new(&data), Cursor::new(&data));
+            let b = Base::Delta { state: &base, back: 3, rate: Rate::new(30) };
+            prop_assert_eq!(
+                skip_fields(schema, mask, &mut skipped),
+                decode_fields(schema, b, mask, &mut decoded).map(drop)
+            );
+            prop_assert_eq!(skipped.position(), decoded.position());
         }
 
         #[test]

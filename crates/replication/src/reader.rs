@@ -12,7 +12,7 @@
 
 use crate::bits::{prefetch, BitIter, BitRow};
 use crate::delta::{
-    decode_fields_into, split_head, Base, Cursor, FieldError, Rate, KIND_DELTA_BACK,
+    decode_fields_into, skip_fields, split_head, Base, Cursor, FieldError, Rate, KIND_DELTA_BACK,
     KIND_DELTA_DEFAULT, KIND_FULL, KIND_GONE,
 };
 use crate::schema::{Lanes, Schema};
@@ -127,11 +127,6 @@ const OTHER_BASELINES: usize = 8;
 
 /// Records reserved per slot at the start; a slot grows to the largest snapshot it holds.
 const RESERVED_RECORDS: usize = 64;
-
-/// Records ahead of the one being applied whose per-entity lines are prefetched: a
-/// snapshot's entities are scattered over the per-entity tables, and a process holding
-/// many replicas (a bots process) finds them cold, so their misses are overlapped.
-const PREFETCH_AHEAD: usize = 8;
 
 /// Both ends of `item`, which may straddle two cache lines.
 #[inline(always)]
@@ -290,15 +285,15 @@ struct Slot {
 }
 
 impl Slot {
-    /// Entity `id`'s stored state at exactly `tick` (this slot's, if it holds it), as a
-    /// baseline: not a gone record.
+    /// Where entity `id`'s record of exactly `tick` sits in this slot (if it holds that
+    /// tick and the entity): a baseline, whose lines the caller starts loading.
     ///
     /// `from` is where in the tick's slot to start looking: a snapshot's records come
     /// lowest id first, and so do a slot's, so a reader that keeps `from` for one baseline
     /// tick (`walk`) walks that slot once per snapshot, a merge of the two id lists, rather
     /// than searching it per record. Otherwise the slot is searched. `from` is moved past
-    /// `id`'s place, and the records just ahead are prefetched.
-    fn baseline(&self, id: usize, tick: u32, from: &mut usize, walk: bool) -> Option<&Lanes> {
+    /// `id`'s place.
+    fn find(&self, id: usize, tick: u32, from: &mut usize, walk: bool) -> Option<usize> {
         if self.tick != Some(tick) {
             return None;
         }
@@ -311,15 +306,11 @@ impl Slot {
         };
         let i = *from + found;
         *from = i;
-        if let Some(ahead) = self.records.get(i + PREFETCH_AHEAD) {
-            prefetch_item(ahead);
-        }
         if self.ids.get(i) != Some(&id) {
             return None;
         }
         *from = i + 1;
-        let r = &self.records[i];
-        r.present.then_some(&r.q)
+        Some(i)
     }
 
     /// Stores `record` for entity `id` (past the slot's others); `newest` when it is the
@@ -348,6 +339,29 @@ struct Decoded {
     q: Lanes,
 }
 
+/// One record of a snapshot as its first pass reads it: what it is, where its fields
+/// start, and where its baseline is stored (a delta's). The second pass decodes it.
+#[derive(Clone, Copy, Debug)]
+struct Parsed {
+    id: u16,
+    kind: u8,
+    /// Ticks back to the baseline (a delta's).
+    back: u8,
+    mask: u16,
+    /// The baseline record's index in the slot `base_slot`.
+    base_index: u16,
+    base_slot: u32,
+    /// Where the record's fields start in the body.
+    at: u32,
+}
+
+impl Parsed {
+    /// A delta: its baseline was found.
+    fn is_delta(&self) -> bool {
+        matches!(u32::from(self.kind), KIND_DELTA_DEFAULT | KIND_DELTA_BACK)
+    }
+}
+
 /// A client's copy of the replicated world, rebuilt from snapshot bodies. Performs no I/O.
 ///
 /// Storage grows with what was sent, not with the world: a slot per tick of
@@ -368,6 +382,8 @@ pub struct Replica {
     /// The departed entities, in no order.
     departed: Vec<u16>,
     newest: Option<u32>,
+    /// A snapshot's records as its first pass read them.
+    parsed: Vec<Parsed>,
     scratch: Vec<Decoded>,
     stats: ReplicaStats,
 }
@@ -406,6 +422,7 @@ impl Replica {
             listed: vec![0; config.max_entities.div_ceil(64)],
             departed: Vec::with_capacity(config.max_entities),
             newest: None,
+            parsed: Vec::with_capacity(reserve),
             scratch: Vec::with_capacity(reserve),
             stats: ReplicaStats::default(),
         }
@@ -457,12 +474,16 @@ impl Replica {
         slot.records.get(i).filter(|_| slot.tick == Some(link.tick))
     }
 
+    /// Reads a body in two passes. The first reads the records' heads, finds each delta's
+    /// baseline in its slot and starts loading it, and steps over the fields (checking
+    /// them): the baselines, scattered over the history, then load together rather than one
+    /// miss after another. The second decodes the fields against them. The refusals are
+    /// those of one pass in record order: a delta whose baseline is a gone record is
+    /// refused before anything a later record (or its own fields) holds.
     fn decode(&mut self, body: &[u8]) -> Result<ReadInfo, ReadError> {
-        let schema = self.schema;
-        let (fields, head_bits) = (schema.len(), schema.head_bits());
         let mut r = Cursor::new(body);
         let tick = r.u32_le()?;
-        let default_back = u32::from(r.u8()?);
+        let default_back = r.u8()?;
         let count = r.varint(16)? as usize;
         if count > self.config.max_entities {
             return Err(ReadError::TooManyRecords);
@@ -471,8 +492,8 @@ impl Replica {
             return Err(ReadError::Truncated);
         }
         let at = self.slot_of(tick);
+        self.scratch.clear();
         if self.slots[at].tick == Some(tick) {
-            self.scratch.clear();
             self.stats.duplicates += 1;
             return Ok(ReadInfo {
                 tick,
@@ -480,8 +501,83 @@ impl Replica {
                 ..ReadInfo::default()
             });
         }
+        let mut info = match self.parse(&mut r, tick, default_back, count) {
+            Ok(info) => info,
+            Err(e) => {
+                let gone_base =
+                    (self.parsed.iter()).any(|p| p.is_delta() && !self.base_of(p).present);
+                return Err(if gone_base {
+                    ReadError::MissingBaseline
+                } else {
+                    e
+                });
+            }
+        };
+        info.tick = tick;
 
-        self.scratch.clear();
+        let Replica {
+            schema,
+            rate,
+            slots,
+            parsed,
+            scratch,
+            ..
+        } = self;
+        for p in parsed.iter() {
+            let gone = p.kind == KIND_GONE as u8;
+            // Decoded where it is kept (the count bounds the scratch's length).
+            scratch.push(Decoded {
+                id: p.id,
+                gone,
+                q: Lanes::ZERO,
+            });
+            if gone {
+                continue;
+            }
+            let q = &mut scratch.last_mut().expect("just pushed").q;
+            let mut fields = Cursor::new(&body[p.at as usize..]);
+            let base = if !p.is_delta() {
+                Base::Zero
+            } else {
+                let record = &slots[p.base_slot as usize].records[usize::from(p.base_index)];
+                if !record.present {
+                    return Err(ReadError::MissingBaseline);
+                }
+                Base::Delta {
+                    state: &record.q,
+                    back: u32::from(p.back),
+                    rate: *rate,
+                }
+            };
+            decode_fields_into(schema, base, p.mask, &mut fields, q)?;
+        }
+        self.commit(tick);
+        info.stale = self.newest.is_some_and(|n| n > tick);
+        self.newest = Some(self.newest.map_or(tick, |n| n.max(tick)));
+        self.unlist_departed();
+        self.stats.snapshots += 1;
+        self.stats.stale += u64::from(info.stale);
+        Ok(info)
+    }
+
+    /// The stored baseline record `p` (a delta) points at.
+    fn base_of(&self, p: &Parsed) -> &Record {
+        &self.slots[p.base_slot as usize].records[usize::from(p.base_index)]
+    }
+
+    /// [`Replica::decode`]'s first pass over the `count` records that `r` is at, of the
+    /// snapshot of `tick`: into `parsed`, each delta's baseline found and its record
+    /// prefetched.
+    fn parse(
+        &mut self,
+        r: &mut Cursor<'_>,
+        tick: u32,
+        default_back: u8,
+        count: usize,
+    ) -> Result<ReadInfo, ReadError> {
+        let schema = self.schema;
+        let (fields, head_bits) = (schema.len(), schema.head_bits());
+        self.parsed.clear();
         // Where the default baseline's slot was last looked in, and a few others' (by
         // tick): the records come lowest id first, so each place only moves on. A baseline
         // tick met first is searched for; then its slot is walked from there.
@@ -489,10 +585,7 @@ impl Replica {
         let mut others = [(0u32, 0usize); OTHER_BASELINES];
         let mut other_count = 0usize;
         let mut next_id = 0usize;
-        let mut info = ReadInfo {
-            tick,
-            ..ReadInfo::default()
-        };
+        let mut info = ReadInfo::default();
         for _ in 0..count {
             let (kind, id_follows, mask) =
                 split_head(r.varint(head_bits)?, fields).ok_or(ReadError::BadHead)?;
@@ -506,75 +599,73 @@ impl Replica {
                 return Err(ReadError::IdOutOfRange);
             }
             next_id = id + 1;
-            if kind == KIND_GONE {
-                if mask != 0 {
-                    return Err(ReadError::BadHead);
-                }
-                info.gone += 1;
-                self.scratch.push(Decoded {
-                    id: id as u16,
-                    gone: true,
-                    q: Lanes::ZERO,
-                });
-                continue;
-            }
-            // Decoded where it is kept (the count bounds the scratch's length).
-            self.scratch.push(Decoded {
+            // Its view lines, which the commit updates: a snapshot's entities are scattered
+            // over the view, and a process holding many replicas (a bots process) finds
+            // them cold, so they are all started here, their misses overlapped.
+            prefetch_item(&self.view[id]);
+            let mut p = Parsed {
                 id: id as u16,
-                gone: false,
-                q: Lanes::ZERO,
-            });
-            let q = &mut self.scratch.last_mut().expect("just pushed").q;
+                kind: kind as u8,
+                back: 0,
+                mask,
+                base_index: 0,
+                base_slot: 0,
+                at: 0,
+            };
             match kind {
-                KIND_FULL => decode_fields_into(schema, Base::Zero, mask, &mut r, q)?,
+                KIND_GONE => {
+                    if mask != 0 {
+                        return Err(ReadError::BadHead);
+                    }
+                    info.gone += 1;
+                    self.parsed.push(p);
+                    continue;
+                }
+                KIND_FULL => {}
                 KIND_DELTA_DEFAULT | KIND_DELTA_BACK => {
                     let back = if kind == KIND_DELTA_BACK {
-                        u32::from(r.u8()?)
+                        r.u8()?
                     } else {
                         default_back
                     };
                     let base_tick = tick
-                        .checked_sub(back)
+                        .checked_sub(u32::from(back))
                         .filter(|_| back != 0)
                         .ok_or(ReadError::BadBack)?;
-                    let slot = &self.slots[(base_tick % self.config.history_ticks) as usize];
+                    let s = self.slot_of(base_tick);
+                    let slot = &self.slots[s];
                     let known = others[..other_count]
                         .iter()
                         .position(|&(t, _)| t == base_tick);
-                    let state = if back == default_back {
-                        slot.baseline(id, base_tick, &mut default_from, true)
+                    let index = if back == default_back {
+                        slot.find(id, base_tick, &mut default_from, true)
                     } else if let Some(k) = known {
-                        slot.baseline(id, base_tick, &mut others[k].1, true)
+                        slot.find(id, base_tick, &mut others[k].1, true)
                     } else {
                         let mut from = 0;
-                        let state = slot.baseline(id, base_tick, &mut from, false);
+                        let index = slot.find(id, base_tick, &mut from, false);
                         if other_count < OTHER_BASELINES {
                             others[other_count] = (base_tick, from);
                             other_count += 1;
                         }
-                        state
+                        index
                     }
                     .ok_or(ReadError::MissingBaseline)?;
-                    let base = Base::Delta {
-                        state,
-                        back,
-                        rate: self.rate,
-                    };
-                    decode_fields_into(schema, base, mask, &mut r, q)?
+                    prefetch_item(&slot.records[index]);
+                    p.back = back;
+                    p.base_slot = s as u32;
+                    p.base_index = index as u16;
                 }
                 _ => unreachable!("a two-bit kind"),
-            };
+            }
+            p.at = r.position() as u32;
+            self.parsed.push(p);
+            skip_fields(schema, mask, r)?;
             info.states += 1;
         }
         if r.remaining() != 0 {
             return Err(ReadError::TrailingBytes);
         }
-        self.commit(tick);
-        info.stale = self.newest.is_some_and(|n| n > tick);
-        self.newest = Some(self.newest.map_or(tick, |n| n.max(tick)));
-        self.unlist_departed();
-        self.stats.snapshots += 1;
-        self.stats.stale += u64::from(info.stale);
         Ok(info)
     }
 
@@ -588,13 +679,7 @@ impl Replica {
             self.evict(at);
             self.slots[at].tick = Some(tick);
         }
-        for d in self.scratch.iter().take(PREFETCH_AHEAD) {
-            prefetch_item(&self.view[usize::from(d.id)]);
-        }
         for i in 0..self.scratch.len() {
-            if let Some(ahead) = self.scratch.get(i + PREFETCH_AHEAD) {
-                prefetch_item(&self.view[usize::from(ahead.id)]);
-            }
             let d = self.scratch[i];
             let id = usize::from(d.id);
             // The view's entry is updated in place, not copied out and back whole.
@@ -951,6 +1036,48 @@ mod tests {
             Err(ReadError::MissingBaseline)
         );
         assert_eq!(replica.entities().count(), 0);
+    }
+
+    /// A delta against a gone record is refused for its baseline, before anything later in
+    /// the body is looked at: its own fields, later records, bytes after the last.
+    #[test]
+    fn a_delta_against_a_gone_record_is_a_missing_baseline_whatever_follows() {
+        let mut replica = new_replica();
+        // Tick 1: entity 0 gone (head 7).
+        let gone = [1u32.to_le_bytes().to_vec(), vec![0, 1, 7]].concat();
+        assert_eq!(replica.read(&gone).map(|i| i.gone), Ok(1));
+        // Tick 2, default baseline one back; entity 0 as a delta: unchanged (head 0), or
+        // with a field (head 2) whose bytes are missing.
+        let tick_2 = |count: u8, records: &[u8]| {
+            [
+                2u32.to_le_bytes().to_vec(),
+                vec![1, count],
+                records.to_vec(),
+            ]
+            .concat()
+        };
+        let cases = [
+            // Then a record whose head is cut short.
+            tick_2(2, &[0, 0x80]),
+            // Then a record with a gap past the entities.
+            tick_2(2, &[0, 15, 100]),
+            tick_2(1, &[2]),
+            tick_2(1, &[0, 9]),
+        ];
+        for body in &cases {
+            assert_eq!(
+                replica.read(body),
+                Err(ReadError::MissingBaseline),
+                "{body:?}"
+            );
+        }
+        assert_eq!(replica.stats().missing_baseline, cases.len() as u64);
+        assert_eq!(replica.stats().malformed, 0);
+        // A body refused for what it holds alone still says so.
+        assert_eq!(
+            replica.read(&tick_2(1, &[7, 9])),
+            Err(ReadError::TrailingBytes)
+        );
     }
 
     /// A replica that read tick 0 of [`bodies`] (entities 0 and 3), then ticks `1..end` of

@@ -161,12 +161,50 @@ struct Judged {
     shown: u128,
 }
 
+/// Where an [`AimView`] reads the players: the session's interpolation
+/// ([`tickforge_client::Session::entity_at`]). A closure `|slot, tick|` is one.
+pub trait Players {
+    /// Player `slot` at render tick `tick` (fractional), `None` when not in view.
+    fn at(&mut self, slot: u16, tick: f64) -> Option<EntityState>;
+
+    /// Starts loading what `at(slot, tick)` will read: the player's own first line when
+    /// `far`, else the states it is interpolated from. A hint, which the view gives
+    /// [`READ_AHEAD`] players ahead of the one it reads (twice that for `far`), so that
+    /// the misses of a crowd's players overlap. By default nothing.
+    fn prefetch(&mut self, slot: u16, tick: f64, far: bool) {
+        let _ = (slot, tick, far);
+    }
+}
+
+impl<F: FnMut(u16, f64) -> Option<EntityState>> Players for F {
+    fn at(&mut self, slot: u16, tick: f64) -> Option<EntityState> {
+        self(slot, tick)
+    }
+}
+
+/// How many players ahead of the one it reads an [`AimView`] asks its [`Players`] to start
+/// loading.
+pub const READ_AHEAD: usize = 8;
+
+/// Before the `k`th of `slots` is read at `tick`: starts loading the ones [`READ_AHEAD`]
+/// and twice that further on, those of them that will be read (`read`).
+fn read_ahead(
+    at: &mut impl Players,
+    slots: &[u16],
+    k: usize,
+    tick: f64,
+    read: impl Fn(u16) -> bool,
+) {
+    if let Some(&far) = slots.get(k + 2 * READ_AHEAD).filter(|&&s| read(s)) {
+        at.prefetch(far, tick, true);
+    }
+    if let Some(&near) = slots.get(k + READ_AHEAD).filter(|&&s| read(s)) {
+        at.prefetch(near, tick, false);
+    }
+}
+
 /// What an aiming bot shows of its match, at its view time, and the verdicts of the shots
-/// it judged there.
-///
-/// It reads the players through the session's interpolation: a function `at(slot, tick)`
-/// that gives player `slot` at render tick `tick` (fractional), `None` when not in view
-/// ([`tickforge_client::Session::entity_at`]).
+/// it judged there. It reads the players through [`Players`].
 pub struct AimView {
     map: Arc<Map>,
     pose: PoseParams,
@@ -274,7 +312,7 @@ impl AimView {
         view: ViewTime,
         me: u16,
         listed: impl IntoIterator<Item = u16>,
-        mut at: impl FnMut(u16, f64) -> Option<EntityState>,
+        mut at: impl Players,
     ) {
         let r = render_tick(view);
         let target = self.target.filter(|_| {
@@ -288,14 +326,16 @@ impl AimView {
         self.generation = self.generation.wrapping_add(1);
         self.listed.clear();
         self.enemies.clear();
-        for slot in listed {
-            let Some(p) = self.players.get_mut(usize::from(slot)) else {
-                continue;
-            };
-            self.listed.push(slot);
-            let shows = target.map_or(slot % 2 != me % 2, |t| t == slot);
-            if shows {
-                *p = Shown::of(at(slot, r), self.generation);
+        let players = self.players.len();
+        self.listed
+            .extend(listed.into_iter().filter(|&s| usize::from(s) < players));
+        let shows = |slot: u16| target.map_or(slot % 2 != me % 2, |t| t == slot);
+        for k in 0..self.listed.len() {
+            read_ahead(&mut at, &self.listed, k, r, shows);
+            let slot = self.listed[k];
+            if shows(slot) {
+                let p = &mut self.players[usize::from(slot)];
+                *p = Shown::of(at.at(slot, r), self.generation);
                 if p.present && p.alive {
                     self.enemies.push(slot);
                 }
@@ -336,13 +376,10 @@ impl AimView {
     /// posing tick, lerped between the posing ticks around it when it was alive, posed and
     /// in the same stance at both, and posed from its own state otherwise. `None` when not
     /// in view, or dead, then.
-    fn local_at(
-        &self,
-        slot: u16,
-        tick: u32,
-        at: &mut impl FnMut(u16, f64) -> Option<EntityState>,
-    ) -> Option<LocalHitboxes> {
-        let e = at(slot, f64::from(tick)).filter(|e| e.flags & flags::ALIVE != 0)?;
+    fn local_at(&self, slot: u16, tick: u32, at: &mut impl Players) -> Option<LocalHitboxes> {
+        let e = at
+            .at(slot, f64::from(tick))
+            .filter(|e| e.flags & flags::ALIVE != 0)?;
         let into = tick % self.pose_every;
         if into != 0 && e.flags & flags::POSED != 0 {
             let lower = tick - into;
@@ -351,8 +388,8 @@ impl AimView {
                 let need = flags::ALIVE | flags::POSED;
                 k.flags & need == need && k.flags & flags::CROUCHED == e.flags & flags::CROUCHED
             };
-            let keys = at(slot, f64::from(lower)).filter(fits);
-            if let Some((a, b)) = keys.zip(at(slot, f64::from(upper)).filter(fits)) {
+            let keys = at.at(slot, f64::from(lower)).filter(fits);
+            if let Some((a, b)) = keys.zip(at.at(slot, f64::from(upper)).filter(fits)) {
                 let t = into as f32 / self.pose_every as f32;
                 return Some(self.posed(&a).lerp(&self.posed(&b), t));
             }
@@ -369,7 +406,7 @@ impl AimView {
         slot: u16,
         p: &Shown,
         view: ViewTime,
-        at: &mut impl FnMut(u16, f64) -> Option<EntityState>,
+        at: &mut impl Players,
     ) -> Option<Hitboxes> {
         let tick = view.tick.0;
         let local = self.local_at(slot, tick, at)?;
@@ -381,7 +418,7 @@ impl AimView {
         match self.local_at(slot, tick.wrapping_add(1), at) {
             Some(next) => Some(placed(local.lerp(&next, f32::from(view.frac) / 256.0))),
             None => {
-                let e = at(slot, f64::from(tick))?;
+                let e = at.at(slot, f64::from(tick))?;
                 Some(local.placed(e.position, angle16_to_rad(e.yaw)))
             }
         }
@@ -397,7 +434,7 @@ impl AimView {
         shooter: u16,
         eye: Vec3,
         cmd: &UserCmd,
-        mut at: impl FnMut(u16, f64) -> Option<EntityState>,
+        mut at: impl Players,
     ) -> (Verdict, u128) {
         let Some(view) = self.view else {
             return (None, 0);
@@ -410,14 +447,16 @@ impl AimView {
             .map_or(f32::INFINITY, |h| h.distance);
         let mut best: Option<(usize, BodyPart, f32)> = None;
         let mut shown = 0u128;
-        for &slot16 in &self.listed {
+        // Teammates are read here; enemies too on a frame that read only the target.
+        let reads = |s: u16| s != shooter && (self.since_refresh > 0 || s % 2 == self.me % 2);
+        for (k, &slot16) in self.listed.iter().enumerate() {
+            read_ahead(&mut at, &self.listed, k, r, reads);
             let slot = usize::from(slot16);
             if slot16 == shooter {
                 continue;
             }
-            // Teammates are read here; enemies too on a frame that read only the target.
-            let p = if self.since_refresh > 0 || slot16 % 2 == self.me % 2 {
-                Shown::of(at(slot16, r), self.generation)
+            let p = if reads(slot16) {
+                Shown::of(at.at(slot16, r), self.generation)
             } else {
                 self.players[slot]
             };
@@ -454,13 +493,7 @@ impl AimView {
     /// view: the nearest hitbox of a player shown alive (teammates included, as on the
     /// server), the map occluding; `None` for a miss, or before anything is shown. `at`
     /// reads the players as for [`AimView::show`].
-    pub fn judge(
-        &self,
-        shooter: u16,
-        eye: Vec3,
-        cmd: &UserCmd,
-        at: impl FnMut(u16, f64) -> Option<EntityState>,
-    ) -> Verdict {
+    pub fn judge(&self, shooter: u16, eye: Vec3, cmd: &UserCmd, at: impl Players) -> Verdict {
         self.judge_shown(shooter, eye, cmd, at).0
     }
 
@@ -472,7 +505,7 @@ impl AimView {
         shooter: u16,
         eye: Vec3,
         cmd: &UserCmd,
-        at: impl FnMut(u16, f64) -> Option<EntityState>,
+        at: impl Players,
     ) {
         let (verdict, shown) = self.judge_shown(shooter, eye, cmd, at);
         self.verdicts[seq as usize % VERDICT_RING] = Judged {
@@ -888,6 +921,61 @@ mod tests {
         view.show(view_time(105.0), 0, [0, 1], blocked);
         assert!(view.shown(1).is_some());
         assert_eq!(view.judge(0, eye, &at_enemy, blocked).map(|h| h.0), Some(1));
+    }
+
+    #[test]
+    fn the_players_a_frame_or_a_shot_reads_are_started_ahead_of_their_reads() {
+        /// Every call, in order: (slot, 0 read, 1 near start, 2 far start).
+        struct Log(Vec<(u16, u8)>);
+        impl Players for &mut Log {
+            fn at(&mut self, slot: u16, _: f64) -> Option<EntityState> {
+                self.0.push((slot, 0));
+                Some(sent(&standing(f32::from(slot), 17.0)))
+            }
+            fn prefetch(&mut self, slot: u16, _: f64, far: bool) {
+                self.0.push((slot, 1 + u8::from(far)));
+            }
+        }
+        // Each read slot past the first ones was started near `READ_AHEAD` reads before,
+        // and far twice that; nothing started is left unread.
+        let check = |log: &Log, listed: &[u16]| {
+            let reads: Vec<u16> = log.0.iter().filter(|c| c.1 == 0).map(|c| c.0).collect();
+            for stage in [1u8, 2] {
+                let started: Vec<u16> =
+                    log.0.iter().filter(|c| c.1 == stage).map(|c| c.0).collect();
+                let ahead = READ_AHEAD * usize::from(stage);
+                let expected: Vec<u16> = (listed.iter().skip(ahead))
+                    .filter(|s| reads.contains(s))
+                    .copied()
+                    .collect();
+                assert_eq!(started, expected, "stage {stage}");
+                for &slot in &started {
+                    let start = log.0.iter().position(|&c| c == (slot, stage)).unwrap();
+                    let read = log.0.iter().position(|&c| c == (slot, 0)).unwrap();
+                    assert!(start < read, "slot {slot} started after its read");
+                }
+            }
+            reads
+        };
+        let map = Arc::new(BuiltinMap::Arena.load());
+        let mut view = AimView::new(map, 64, FOUR).refreshing_every(2);
+        let listed: Vec<u16> = (0..64).filter(|s| s % 3 != 0).collect();
+        let mut log = Log(Vec::new());
+        view.show(view_time(100.0), 0, listed.iter().copied(), &mut log);
+        let reads = check(&log, &listed);
+        let enemies: Vec<u16> = listed.iter().copied().filter(|s| s % 2 == 1).collect();
+        assert_eq!(reads, enemies, "a refresh reads every enemy listed");
+        // A shot of slot 40 on that frame (away from everyone: no hitboxes are read) reads
+        // its teammates, not itself.
+        let shooter = standing(0.0, 17.0);
+        let eye = view.eye_of(&shooter);
+        let cmd = aim_at(eye, Vec3::new(0.0, -100.0, 60.0));
+        log.0.clear();
+        view.judge(40, eye, &cmd, &mut log);
+        let mates: Vec<u16> = (listed.iter().copied())
+            .filter(|s| s % 2 == 0 && *s != 40)
+            .collect();
+        assert_eq!(check(&log, &listed), mates, "the shooter is slot 40");
     }
 
     #[test]

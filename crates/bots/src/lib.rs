@@ -1035,11 +1035,24 @@ fn retarget_frames(tick_hz: u32) -> u32 {
     ((RETARGET.as_secs_f64() * f64::from(tick_hz)).round() as u32).max(1)
 }
 
-/// Player `slot` interpolated at render tick `r` by `session`, `None` when not in view.
-fn player_at(session: &Session, slot: u16, r: f64) -> Option<EntityState> {
-    session
-        .entity_at(NetId(slot), r)
-        .map(|q| EntityState::from_lanes(&q))
+/// The players as a bot's session shows them: interpolated at a render tick, `None` when
+/// not in view; read ahead from its replica.
+struct ShownBy<'a>(&'a Session);
+
+impl hitreg::Players for ShownBy<'_> {
+    fn at(&mut self, slot: u16, r: f64) -> Option<EntityState> {
+        (self.0)
+            .entity_at(NetId(slot), r)
+            .map(|q| EntityState::from_lanes(&q))
+    }
+
+    fn prefetch(&mut self, slot: u16, r: f64, far: bool) {
+        if far {
+            self.0.prefetch_entity(NetId(slot));
+        } else {
+            self.0.prefetch_entity_at(NetId(slot), r);
+        }
+    }
 }
 
 /// Where bot `i` sends from. Against a loopback server each bot gets its own loopback
@@ -1500,10 +1513,8 @@ impl Bot {
             if !self.aimed_shots.is_multiple_of(self.judge_every) {
                 return c;
             }
-            let session = &self.session;
-            view.judge_input(self.session.seq() + 1, me, sight.eye, &c, |slot, r| {
-                player_at(session, slot, r)
-            });
+            let shown = ShownBy(&self.session);
+            view.judge_input(self.session.seq() + 1, me, sight.eye, &c, shown);
         }
         c
     }
@@ -1531,9 +1542,7 @@ impl Bot {
                 if let (Some(aim), Some(v), Some(me)) = (self.aim.as_mut(), shown, self.slot) {
                     let session = &self.session;
                     let listed = session.replica().into_iter().flat_map(|r| r.listed());
-                    aim.show(v, me, listed.map(|id| id.0), |slot, r| {
-                        player_at(session, slot, r)
-                    });
+                    aim.show(v, me, listed.map(|id| id.0), ShownBy(session));
                 }
                 let c = self.next_cmd(config.tick_hz);
                 let seq = self.session.send_input(now, view, &cmd::to_bytes(&c));

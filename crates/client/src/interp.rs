@@ -63,17 +63,13 @@ impl Frames {
         }
     }
 
-    /// Entity `id` of `replica` at `render_tick`: interpolated between the frames around
-    /// it, held at the newest past it (no extrapolation), the oldest before it.
-    pub(crate) fn entity_at(
-        &self,
-        replica: &Replica,
-        id: NetId,
-        render_tick: f64,
-    ) -> Option<Lanes> {
+    /// The frames `render_tick` reads: the newest when it is at or past it (no
+    /// extrapolation), the oldest kept when before it, else the two around it and how far
+    /// from the first to the second. `None` before any frame.
+    fn around(&self, render_tick: f64) -> Option<Around> {
         let newest = self.newest?;
         if render_tick.is_nan() || render_tick >= f64::from(newest) {
-            return replica.entity_as_of(id, newest);
+            return Some(Around::One(newest));
         }
         let r = render_tick.max(0.0);
         // r < newest, so floor(r) < newest. Every search below spans at most the ring.
@@ -83,18 +79,52 @@ impl Frames {
         let Some(before) = before else {
             // Before the oldest frame kept: the oldest.
             let first = (oldest..=newest).find(|&t| self.holds(t)).unwrap_or(newest);
-            return replica.entity_as_of(id, first);
+            return Some(Around::One(first));
         };
         let after = (floor + 1..=newest)
             .find(|&t| self.holds(t))
             .unwrap_or(newest);
-        let a = replica.entity_as_of(id, before)?;
-        let Some(b) = replica.entity_as_of(id, after) else {
-            return Some(a);
-        };
         let f = (r - f64::from(before)) / f64::from(after - before);
-        Some(lerp(self.schema, &a, &b, f))
+        Some(Around::Two(before, after, f))
     }
+
+    /// Entity `id` of `replica` at `render_tick`: interpolated between the frames around
+    /// it, held at the newest past it (no extrapolation), the oldest before it.
+    pub(crate) fn entity_at(
+        &self,
+        replica: &Replica,
+        id: NetId,
+        render_tick: f64,
+    ) -> Option<Lanes> {
+        match self.around(render_tick)? {
+            Around::One(tick) => replica.entity_as_of(id, tick),
+            Around::Two(before, after, f) => {
+                let a = replica.entity_as_of(id, before)?;
+                let Some(b) = replica.entity_as_of(id, after) else {
+                    return Some(a);
+                };
+                Some(lerp(self.schema, &a, &b, f))
+            }
+        }
+    }
+
+    /// Starts loading the states [`Frames::entity_at`] reads (a hint).
+    pub(crate) fn prefetch_at(&self, replica: &Replica, id: NetId, render_tick: f64) {
+        match self.around(render_tick) {
+            None => {}
+            Some(Around::One(tick)) => replica.prefetch_as_of(id, tick),
+            Some(Around::Two(before, after, _)) => {
+                replica.prefetch_as_of(id, before);
+                replica.prefetch_as_of(id, after);
+            }
+        }
+    }
+}
+
+/// The frames a render tick reads ([`Frames::entity_at`]).
+enum Around {
+    One(u32),
+    Two(u32, u32, f64),
 }
 
 /// `a` to `b` by `f` (0..=1), field by field as the schema codes them: numbers linearly,

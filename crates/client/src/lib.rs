@@ -484,6 +484,24 @@ impl Session {
         (self.frames).entity_at(self.replica.as_ref()?, id, render_tick)
     }
 
+    /// Starts loading what [`Session::entity_at`] reads first of entity `id` (a hint that
+    /// changes nothing): a client reading many entities a frame (a crowd's players) gives
+    /// it a few entities ahead of [`Session::prefetch_entity_at`], and that a few ahead of
+    /// the one it reads, so that their misses overlap.
+    pub fn prefetch_entity(&self, id: NetId) {
+        if let Some(replica) = &self.replica {
+            replica.prefetch_entity(id);
+        }
+    }
+
+    /// Starts loading the states [`Session::entity_at`] interpolates entity `id` from at
+    /// `render_tick` (a hint that changes nothing; see [`Session::prefetch_entity`]).
+    pub fn prefetch_entity_at(&self, id: NetId, render_tick: f64) {
+        if let Some(replica) = &self.replica {
+            self.frames.prefetch_at(replica, id, render_tick);
+        }
+    }
+
     /// The newest snapshot tick held for interpolation, in this run.
     pub fn interp_newest_tick(&self) -> Option<u32> {
         self.frames.newest()

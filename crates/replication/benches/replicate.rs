@@ -459,16 +459,38 @@ fn main() {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(5);
-        let as_of = |replicas: &[Replica]| {
+        // `TICKFORGE_REPLICATE_AHEAD=K`: read as a client reading ahead does (a bot's aim:
+        // `READ_AHEAD` 8): each entity's first line started 2K entities before it is read,
+        // its records K before ([`Replica::prefetch_entity`], [`Replica::prefetch_as_of`]).
+        // 0 by default: each read cold.
+        let ahead: usize = std::env::var("TICKFORGE_REPLICATE_AHEAD")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let mut ids = Vec::with_capacity(n);
+        let mut as_of = |replicas: &[Replica]| {
             let start = Instant::now();
             let mut found = 0usize;
             for replica in replicas {
                 let newest = replica.newest_tick().unwrap_or(0);
-                for id in replica.listed() {
-                    for t in [
-                        newest.saturating_sub(behind + 1),
-                        newest.saturating_sub(behind),
-                    ] {
+                let ticks = [
+                    newest.saturating_sub(behind + 1),
+                    newest.saturating_sub(behind),
+                ];
+                ids.clear();
+                ids.extend(replica.listed());
+                for (k, &id) in ids.iter().enumerate() {
+                    if ahead > 0 {
+                        if let Some(&far) = ids.get(k + 2 * ahead) {
+                            replica.prefetch_entity(far);
+                        }
+                        if let Some(&near) = ids.get(k + ahead) {
+                            for t in ticks {
+                                replica.prefetch_as_of(near, t);
+                            }
+                        }
+                    }
+                    for t in ticks {
                         found += usize::from(replica.entity_as_of(id, t).is_some());
                     }
                 }

@@ -6,14 +6,14 @@
 //! snapshots timed: `handle_datagram` (decryption, the link, the message) and
 //! `poll_event` until `None` (the replica's read, the clock sample, the interpolation
 //! frame). A second benchmark adds what a renderer asks each snapshot: the render tick and
-//! all ten players interpolated at it.
+//! all ten players interpolated at it. A third times one interpolation of a player.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use tickforge_client::Session;
-use tickforge_replication::NetId;
+use tickforge_client::{lerp, Session};
+use tickforge_replication::{Lanes, NetId};
 
 #[path = "../tests/shooter_world/mod.rs"]
 mod shooter_world;
@@ -96,5 +96,28 @@ fn snapshot(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, snapshot);
+/// One interpolation of a shooter player between two states a tick apart: running,
+/// turning across the wrap of its yaw, at a fraction that is not a round number.
+fn interpolate(c: &mut Criterion) {
+    let schema = tickforge_shooter::schema();
+    let (mut a, mut b) = (Lanes::ZERO, Lanes::ZERO);
+    for (l, (x, y)) in [
+        (1200, 1260),
+        (-800, -790),
+        (51200, 51250),
+        (-3000, -2990),
+        (4090, 6),
+        (-40, -38),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        (a.0[l], b.0[l]) = (x, y);
+    }
+    c.bench_function("interpolate one shooter player", |bench| {
+        bench.iter(|| lerp(schema, black_box(&a), black_box(&b), black_box(0.37)))
+    });
+}
+
+criterion_group!(benches, snapshot, interpolate);
 criterion_main!(benches);

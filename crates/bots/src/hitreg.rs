@@ -174,6 +174,14 @@ pub trait Players {
     fn prefetch(&mut self, slot: u16, tick: f64, far: bool) {
         let _ = (slot, tick, far);
     }
+
+    /// Player `slot`'s newest state, without interpolation: what a view that considers
+    /// only its nearest enemies ([`AimView::considering`]) ranks them by. By default
+    /// `None`: every enemy is read.
+    fn newest(&mut self, slot: u16) -> Option<EntityState> {
+        let _ = slot;
+        None
+    }
 }
 
 impl<F: FnMut(u16, f64) -> Option<EntityState>> Players for F {
@@ -228,6 +236,13 @@ pub struct AimView {
     /// Every this many frames all enemies are shown (and a target picked among them);
     /// in between, only the target. 1: every frame.
     refresh_every: u32,
+    /// At most this many enemies are shown on those frames: the nearest by their newest
+    /// states ([`AimView::considering`]).
+    consider: usize,
+    /// Scratch of a frame that considers the nearest: (distance², slot) of each enemy.
+    nearest: Vec<(f32, u16)>,
+    /// Bit `slot`: shown this frame (of those frames).
+    chosen: Vec<u64>,
     /// Frames shown since the last that showed every enemy.
     since_refresh: u32,
     /// The moment shown; `None` before the first (or after a start over).
@@ -254,6 +269,9 @@ impl AimView {
             me: 0,
             target: None,
             refresh_every: 1,
+            consider: usize::MAX,
+            nearest: Vec::with_capacity(usize::from(players)),
+            chosen: vec![0; usize::from(players).div_ceil(64)],
             since_refresh: 0,
             view: None,
             verdicts: vec![Judged::default(); VERDICT_RING].into_boxed_slice(),
@@ -271,6 +289,17 @@ impl AimView {
         self
     }
 
+    /// Shows at most `enemies` enemies on the frames that show every enemy: the nearest
+    /// to the player shown to, by their newest states ([`Players::newest`]), as a player
+    /// in a crowd looks at the few nearest rather than at a hundred; the target is picked
+    /// among them. The others are not read that frame (a shot then reads them, as between
+    /// refreshes). Where the newest states are not at hand, every enemy is shown.
+    /// Unlimited by default.
+    pub fn considering(mut self, enemies: usize) -> Self {
+        self.consider = enemies.max(1);
+        self
+    }
+
     /// Player slots.
     pub fn players(&self) -> usize {
         self.players.len()
@@ -281,6 +310,8 @@ impl AimView {
     pub fn resize(&mut self, players: u16) {
         self.players.clear();
         self.players.resize(usize::from(players), Shown::default());
+        self.chosen.resize(usize::from(players).div_ceil(64), 0);
+        self.nearest.reserve(usize::from(players));
         self.listed.reserve(usize::from(players));
         self.enemies.reserve(usize::from(players));
         self.start_over();
@@ -329,7 +360,13 @@ impl AimView {
         let players = self.players.len();
         self.listed
             .extend(listed.into_iter().filter(|&s| usize::from(s) < players));
-        let shows = |slot: u16| target.map_or(slot % 2 != me % 2, |t| t == slot);
+        let limited = target.is_none() && self.choose_nearest(me, &mut at);
+        let chosen = &self.chosen;
+        let shows = |slot: u16| match target {
+            Some(t) => t == slot,
+            None if limited => chosen[usize::from(slot) / 64] >> (slot % 64) & 1 != 0,
+            None => slot % 2 != me % 2,
+        };
         for k in 0..self.listed.len() {
             read_ahead(&mut at, &self.listed, k, r, shows);
             let slot = self.listed[k];
@@ -343,6 +380,39 @@ impl AimView {
         }
         self.me = me;
         self.view = Some(view);
+    }
+
+    /// On a frame that shows every enemy, when more are listed than this view considers:
+    /// marks in `chosen` the nearest `consider` living enemies of `me` by their newest
+    /// states, and returns true. False (every enemy is shown) when they are few, or the
+    /// newest states are not at hand.
+    fn choose_nearest(&mut self, me: u16, at: &mut impl Players) -> bool {
+        let enemies = self.listed.iter().filter(|&&s| s % 2 != me % 2).count();
+        if enemies <= self.consider {
+            return false;
+        }
+        let Some(mine) = at.newest(me).map(|e| e.position) else {
+            return false;
+        };
+        self.nearest.clear();
+        for &slot in self.listed.iter().filter(|&&s| s % 2 != me % 2) {
+            let Some(e) = at.newest(slot).filter(|e| e.flags & flags::ALIVE != 0) else {
+                continue;
+            };
+            let d = e.position - mine;
+            self.nearest.push((d.dot(d), slot));
+        }
+        if self.nearest.len() > self.consider {
+            let k = self.consider - 1;
+            self.nearest
+                .select_nth_unstable_by(k, |a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            self.nearest.truncate(self.consider);
+        }
+        self.chosen.fill(0);
+        for &(_, slot) in &self.nearest {
+            self.chosen[usize::from(slot) / 64] |= 1 << (slot % 64);
+        }
+        true
     }
 
     /// Enemy `slot`'s state as shown and whether it is alive; `None` when not in view, not
@@ -447,8 +517,14 @@ impl AimView {
             .map_or(f32::INFINITY, |h| h.distance);
         let mut best: Option<(usize, BodyPart, f32)> = None;
         let mut shown = 0u128;
-        // Teammates are read here; enemies too on a frame that read only the target.
-        let reads = |s: u16| s != shooter && (self.since_refresh > 0 || s % 2 == self.me % 2);
+        // Teammates are read here, and the enemies this frame did not show (between
+        // refreshes all but the target; on a refresh, those past the nearest considered).
+        let generation = self.generation;
+        let players = &self.players;
+        let reads = |s: u16| {
+            s != shooter
+                && (s % 2 == self.me % 2 || players[usize::from(s)].generation != generation)
+        };
         for (k, &slot16) in self.listed.iter().enumerate() {
             read_ahead(&mut at, &self.listed, k, r, reads);
             let slot = usize::from(slot16);
@@ -976,6 +1052,67 @@ mod tests {
             .filter(|s| s % 2 == 0 && *s != 40)
             .collect();
         assert_eq!(check(&log, &listed), mates, "the shooter is slot 40");
+    }
+
+    #[test]
+    fn a_view_considering_the_nearest_shows_them_and_shots_read_the_rest() {
+        /// The viewer (slot 0) on the north lane, and slot `s` `east(s)` m east of it (the
+        /// enemies 8, 2, 16, 10, 4, 18, 12, 6, 20, 14 m for slots 1, 3 … 19); slot 9 dead.
+        fn east(s: u16) -> f32 {
+            if s == 0 {
+                0.0
+            } else {
+                1.0 + f32::from((s * 7) % 20)
+            }
+        }
+        fn state(s: u16) -> EntityState {
+            let mut e = sent(&standing(-10.0 + east(s), 17.0));
+            if s == 9 {
+                e.flags &= !flags::ALIVE;
+            }
+            e
+        }
+        /// The lane's players, each read logged.
+        struct Lane(Vec<u16>);
+        impl Players for &mut Lane {
+            fn at(&mut self, slot: u16, _: f64) -> Option<EntityState> {
+                self.0.push(slot);
+                Some(state(slot))
+            }
+            fn newest(&mut self, slot: u16) -> Option<EntityState> {
+                Some(state(slot))
+            }
+        }
+        let map = Arc::new(BuiltinMap::Arena.load());
+        let mut view = AimView::new(map, 20, FOUR).considering(3);
+        let mut lane = Lane(Vec::new());
+        view.show(view_time(100.0), 0, 0..20, &mut lane);
+        // The three nearest living enemies: 3, 15 and 1 (9, nearer, is dead).
+        let nearest = [1, 3, 15];
+        assert_eq!(
+            lane.0, nearest,
+            "only the three nearest living enemies are read"
+        );
+        assert!(nearest.iter().all(|&s| view.shown(s).is_some()));
+        assert_eq!(
+            view.shown(7),
+            None,
+            "the fourth nearest is not shown this frame"
+        );
+        // The target is the nearest of them (the lane is open).
+        let sight = view.sight(&state(0).to_player(), true).map(|s| s.aim.x);
+        assert_eq!(sight, Some(-10.0 + east(3)));
+        // A shot reads the teammates and every enemy the frame did not show.
+        lane.0.clear();
+        let eye = view.eye_of(&state(0).to_player());
+        view.judge(
+            0,
+            eye,
+            &aim_at(eye, Vec3::new(-10.0, -100.0, 60.0)),
+            &mut lane,
+        );
+        let unread: Vec<u16> = (1..20).filter(|s| !nearest.contains(s)).collect();
+        assert_eq!(lane.0, unread);
     }
 
     #[test]

@@ -1018,6 +1018,11 @@ fn correction_report(hist: &DurationHistogram, counts: &PredictCounts) -> Correc
 /// thousand bots in one fight do not each interpolate a hundred enemies a frame.
 const RETARGET: Duration = Duration::from_millis(200);
 
+/// The enemies an aiming bot looks at when it picks a target: the nearest this many (by
+/// the newest states it holds). A small match's bots look at every enemy; one of a
+/// thousand in a fight does not interpolate a hundred and more to pick one.
+const CONSIDERED_ENEMIES: usize = 16;
+
 /// Players of a match up to which a bot judges every aimed shot it fires.
 const JUDGE_ALL_UP_TO: u32 = 128;
 
@@ -1052,6 +1057,12 @@ impl hitreg::Players for ShownBy<'_> {
         } else {
             self.0.prefetch_entity_at(NetId(slot), r);
         }
+    }
+
+    fn newest(&mut self, slot: u16) -> Option<EntityState> {
+        (self.0.replica()?)
+            .entity(NetId(slot))
+            .map(|q| EntityState::from_lanes(&q))
     }
 }
 
@@ -1193,6 +1204,7 @@ impl Bot {
             aim: aims.then(|| {
                 AimView::new(map.clone(), players, config.pose_every)
                     .refreshing_every(retarget_frames(config.tick_hz))
+                    .considering(CONSIDERED_ENEMIES)
             }),
             aimed_shots: 0,
             judge_every: judge_every(config.bots_per_match),

@@ -1024,13 +1024,15 @@ const RETARGET: Duration = Duration::from_millis(200);
 const CONSIDERED_ENEMIES: usize = 16;
 
 /// Players of a match up to which a bot judges every aimed shot it fires.
-const JUDGE_ALL_UP_TO: u32 = 128;
+const JUDGE_ALL_UP_TO: u32 = 64;
 
 /// How many aimed shots make one that a bot judges in a match of `players`: every one up
-/// to [`JUDGE_ALL_UP_TO`] players, then one in ⌈players / 128⌉ (8 at 1,000). Judging reads
-/// every player in view, so a crowd's bots would otherwise spend their core on it; one in
+/// to [`JUDGE_ALL_UP_TO`] players, then one in ⌈players / 64⌉ (2 at 100, 4 at 200, 16 at
+/// 1,000). Judging reads every player in view, and a crowd's bots fire in proportion to
+/// their number, so judging every shot would cost the bots' core the square of it; one in
 /// N, counted along each bot's own shots, samples the agreement without bias, and a
-/// crowd's bots fire tens of thousands of shots a minute.
+/// crowd's bots fire tens of thousands of shots a minute (about 3,400 judged in 20 s of a
+/// thousand's fight).
 fn judge_every(players: u32) -> u32 {
     players.div_ceil(JUDGE_ALL_UP_TO).max(1)
 }
@@ -1644,8 +1646,10 @@ mod tests {
 
     #[test]
     fn a_crowd_s_bots_judge_a_sample_of_their_shots_and_a_match_s_every_one() {
-        let every: Vec<u32> = [1, 10, 128, 129, 256, 1000, 4096].map(judge_every).to_vec();
-        assert_eq!(every, [1, 1, 1, 2, 2, 8, 32]);
+        let every: Vec<u32> = [1, 10, 64, 65, 100, 200, 1000, 4096]
+            .map(judge_every)
+            .to_vec();
+        assert_eq!(every, [1, 1, 1, 2, 2, 4, 16, 64]);
         // 200 ms of frames: 6 at 30 Hz, 26 at 128 Hz, never 0.
         assert_eq!([30, 128, 1].map(retarget_frames), [6, 26, 1]);
     }

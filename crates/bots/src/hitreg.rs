@@ -360,12 +360,27 @@ impl AimView {
         let players = self.players.len();
         self.listed
             .extend(listed.into_iter().filter(|&s| usize::from(s) < players));
-        let limited = target.is_none() && self.choose_nearest(me, &mut at);
+        self.me = me;
+        self.view = Some(view);
+        if let Some(t) = target {
+            // Between refreshes: the target alone, if still listed.
+            if self.listed.contains(&t) {
+                let p = &mut self.players[usize::from(t)];
+                *p = Shown::of(at.at(t, r), self.generation);
+                if p.present && p.alive {
+                    self.enemies.push(t);
+                }
+            }
+            return;
+        }
+        let limited = self.choose_nearest(me, &mut at);
         let chosen = &self.chosen;
-        let shows = |slot: u16| match target {
-            Some(t) => t == slot,
-            None if limited => chosen[usize::from(slot) / 64] >> (slot % 64) & 1 != 0,
-            None => slot % 2 != me % 2,
+        let shows = |slot: u16| {
+            if limited {
+                chosen[usize::from(slot) / 64] >> (slot % 64) & 1 != 0
+            } else {
+                slot % 2 != me % 2
+            }
         };
         for k in 0..self.listed.len() {
             read_ahead(&mut at, &self.listed, k, r, shows);
@@ -378,8 +393,6 @@ impl AimView {
                 }
             }
         }
-        self.me = me;
-        self.view = Some(view);
     }
 
     /// On a frame that shows every enemy, when more are listed than this view considers:

@@ -190,6 +190,11 @@ impl<F: FnMut(u16, f64) -> Option<EntityState>> Players for F {
     }
 }
 
+/// Slots `a` and `b` play on opposing teams (teams by slot parity).
+fn foes(a: u16, b: u16) -> bool {
+    a % 2 != b % 2
+}
+
 /// How many players ahead of the one it reads an [`AimView`] asks its [`Players`] to start
 /// loading.
 pub const READ_AHEAD: usize = 8;
@@ -230,11 +235,11 @@ pub struct AimView {
     /// Of those, the enemies shown alive.
     enemies: Vec<u16>,
     me: u16,
-    /// The enemy [`AimView::sight`] last picked, followed between the frames that show
-    /// every enemy.
+    /// The enemy [`AimView::sight`] last picked, followed between the frames that pick one.
     target: Option<u16>,
-    /// Every this many frames all enemies are shown (and a target picked among them);
-    /// in between, only the target. 1: every frame.
+    /// Every this many frames the enemies are shown (all, or the nearest
+    /// [`AimView::considering`]) and a target picked among them; in between, only the
+    /// target. 1: every frame.
     refresh_every: u32,
     /// At most this many enemies are shown on those frames: the nearest by their newest
     /// states ([`AimView::considering`]).
@@ -243,7 +248,7 @@ pub struct AimView {
     nearest: Vec<(f32, u16)>,
     /// Bit `slot`: shown this frame (of those frames).
     chosen: Vec<u64>,
-    /// Frames shown since the last that showed every enemy.
+    /// Frames shown since the last that picked a target.
     since_refresh: u32,
     /// The moment shown; `None` before the first (or after a start over).
     view: Option<ViewTime>,
@@ -289,7 +294,7 @@ impl AimView {
         self
     }
 
-    /// Shows at most `enemies` enemies on the frames that show every enemy: the nearest
+    /// Shows at most `enemies` enemies on the frames that pick a target: the nearest
     /// to the player shown to, by their newest states ([`Players::newest`]), as a player
     /// in a crowd looks at the few nearest rather than at a hundred; the target is picked
     /// among them. The others are not read that frame (a shot then reads them, as between
@@ -336,8 +341,9 @@ impl AimView {
     /// among `listed` as they are then. `listed` holds, lowest first, every slot that may
     /// be in view then (the replica's [`tickforge_replication::Replica::listed`]): the
     /// others are not read, so a frame costs what is in view, not the match's size. Between
-    /// the frames that show every enemy ([`AimView::refreshing_every`]) only the target is
-    /// read. Call once a frame.
+    /// the frames that pick a target ([`AimView::refreshing_every`]) only the target is
+    /// read, and on those, only the nearest enemies when the view considers that many
+    /// ([`AimView::considering`]). Call once a frame.
     pub fn show(
         &mut self,
         view: ViewTime,
@@ -379,7 +385,7 @@ impl AimView {
             if limited {
                 chosen[usize::from(slot) / 64] >> (slot % 64) & 1 != 0
             } else {
-                slot % 2 != me % 2
+                foes(slot, me)
             }
         };
         for k in 0..self.listed.len() {
@@ -395,12 +401,12 @@ impl AimView {
         }
     }
 
-    /// On a frame that shows every enemy, when more are listed than this view considers:
+    /// On a frame that picks a target, when more enemies are listed than this view considers:
     /// marks in `chosen` the nearest `consider` living enemies of `me` by their newest
     /// states, and returns true. False (every enemy is shown) when they are few, or the
     /// newest states are not at hand.
     fn choose_nearest(&mut self, me: u16, at: &mut impl Players) -> bool {
-        let enemies = self.listed.iter().filter(|&&s| s % 2 != me % 2).count();
+        let enemies = self.listed.iter().filter(|&&s| foes(s, me)).count();
         if enemies <= self.consider {
             return false;
         }
@@ -408,7 +414,7 @@ impl AimView {
             return false;
         };
         self.nearest.clear();
-        for &slot in self.listed.iter().filter(|&&s| s % 2 != me % 2) {
+        for &slot in self.listed.iter().filter(|&&s| foes(s, me)) {
             let Some(e) = at.newest(slot).filter(|e| e.flags & flags::ALIVE != 0) else {
                 continue;
             };
@@ -535,8 +541,7 @@ impl AimView {
         let generation = self.generation;
         let players = &self.players;
         let reads = |s: u16| {
-            s != shooter
-                && (s % 2 == self.me % 2 || players[usize::from(s)].generation != generation)
+            s != shooter && (!foes(s, self.me) || players[usize::from(s)].generation != generation)
         };
         for (k, &slot16) in self.listed.iter().enumerate() {
             read_ahead(&mut at, &self.listed, k, r, reads);

@@ -1013,8 +1013,8 @@ fn correction_report(hist: &DurationHistogram, counts: &PredictCounts) -> Correc
     }
 }
 
-/// How long an aiming bot keeps its target before it looks at every enemy again: a
-/// player's reaction time. In between it reads only its target each frame, so that a
+/// How long an aiming bot keeps its target before it looks at its enemies again (the
+/// nearest [`CONSIDERED_ENEMIES`]): a player's reaction time. In between it reads only its target each frame, so that a
 /// thousand bots in one fight do not each interpolate a hundred enemies a frame.
 const RETARGET: Duration = Duration::from_millis(200);
 
@@ -1031,7 +1031,7 @@ const JUDGE_ALL_UP_TO: u32 = 64;
 /// 1,000). Judging reads every player in view, and a crowd's bots fire in proportion to
 /// their number, so judging every shot would cost the bots' core the square of it; one in
 /// N, counted along each bot's own shots, samples the agreement without bias, and a
-/// crowd's bots fire tens of thousands of shots a minute (about 3,400 judged in 20 s of a
+/// crowd's bots fire tens of thousands of shots a minute (about 3,500 judged in 20 s of a
 /// thousand's fight).
 fn judge_every(players: u32) -> u32 {
     players.div_ceil(JUDGE_ALL_UP_TO).max(1)

@@ -811,7 +811,6 @@ mod tests {
             }
         }
 
-        #[test]
         /// The reader's first pass steps over a record's fields as the decode reads them:
         /// the same bytes, or the same error (long varints made likely, for `Overlong`).
         #[test]

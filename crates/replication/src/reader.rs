@@ -241,6 +241,12 @@ impl Recent {
         }
     }
 
+    /// The newest link at or before `tick`, if these hold one.
+    fn at_or_before(&self, tick: u32) -> Option<Link> {
+        let k = (self.ticks[..usize::from(self.len)].iter()).position(|&t| t <= tick)?;
+        Some(self.get(k))
+    }
+
     /// Puts `link` in its place by tick (newer than the last, or room left), dropping the
     /// oldest when full.
     fn insert(&mut self, link: Link) {
@@ -374,6 +380,11 @@ impl Parsed {
     /// A delta: its baseline was found.
     fn is_delta(&self) -> bool {
         matches!(u32::from(self.kind), KIND_DELTA_DEFAULT | KIND_DELTA_BACK)
+    }
+
+    /// The stored baseline record a delta points at.
+    fn base<'s>(&self, slots: &'s [Slot]) -> &'s Record {
+        &slots[self.base_slot as usize].records[usize::from(self.base_index)]
     }
 }
 
@@ -520,7 +531,7 @@ impl Replica {
             Ok(info) => info,
             Err(e) => {
                 let gone_base =
-                    (self.parsed.iter()).any(|p| p.is_delta() && !self.base_of(p).present);
+                    (self.parsed.iter()).any(|p| p.is_delta() && !p.base(&self.slots).present);
                 return Err(if gone_base {
                     ReadError::MissingBaseline
                 } else {
@@ -554,7 +565,7 @@ impl Replica {
             let base = if !p.is_delta() {
                 Base::Zero
             } else {
-                let record = &slots[p.base_slot as usize].records[usize::from(p.base_index)];
+                let record = p.base(slots);
                 if !record.present {
                     return Err(ReadError::MissingBaseline);
                 }
@@ -573,11 +584,6 @@ impl Replica {
         self.stats.snapshots += 1;
         self.stats.stale += u64::from(info.stale);
         Ok(info)
-    }
-
-    /// The stored baseline record `p` (a delta) points at.
-    fn base_of(&self, p: &Parsed) -> &Record {
-        &self.slots[p.base_slot as usize].records[usize::from(p.base_index)]
     }
 
     /// [`Replica::decode`]'s first pass over the `count` records that `r` is at, of the
@@ -849,8 +855,8 @@ impl Replica {
         }
         let recent = &v.recent;
         let len = usize::from(recent.len);
-        let link = match recent.ticks[..len].iter().position(|&t| t <= tick) {
-            Some(k) => recent.get(k),
+        let link = match recent.at_or_before(tick) {
+            Some(link) => link,
             // Older than every recent link: the chain goes on from the oldest.
             None if len == RECENT => self
                 .record(i, recent.get(len - 1))
@@ -888,10 +894,7 @@ impl Replica {
         if !v.updated || v.tick <= tick {
             return;
         }
-        let recent = &v.recent;
-        let len = usize::from(recent.len);
-        if let Some(k) = recent.ticks[..len].iter().position(|&t| t <= tick) {
-            let link = recent.get(k);
+        if let Some(link) = v.recent.at_or_before(tick) {
             let slot = &self.slots[self.slot_of(link.tick)];
             if let Some(r) = slot.records.get(usize::from(link.index)) {
                 prefetch_item(r);

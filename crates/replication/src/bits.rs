@@ -28,24 +28,33 @@ pub(crate) struct BitRow {
 }
 
 impl BitRow {
+    /// Bit `i`'s word: inline, or past those (a reader sets and clears a bit a record, so
+    /// this is inlined and the growing kept apart).
+    #[inline(always)]
     fn word(&mut self, i: usize) -> &mut u64 {
         let w = i / 64;
         match w.checked_sub(INLINE_WORDS) {
             None => &mut self.inline[w],
-            Some(m) => {
-                if m >= self.more.len() {
-                    self.more.resize(m + 1, 0);
-                }
-                &mut self.more[m]
-            }
+            Some(m) => self.more_word(m),
         }
     }
 
+    #[cold]
+    #[inline(never)]
+    fn more_word(&mut self, m: usize) -> &mut u64 {
+        if m >= self.more.len() {
+            self.more.resize(m + 1, 0);
+        }
+        &mut self.more[m]
+    }
+
     /// Sets bit `i` when `on` (leaves it otherwise).
+    #[inline]
     pub(crate) fn set(&mut self, i: usize, on: bool) {
         *self.word(i) |= u64::from(on) << (i % 64);
     }
 
+    #[inline]
     pub(crate) fn clear(&mut self, i: usize) {
         *self.word(i) &= !(1 << (i % 64));
     }

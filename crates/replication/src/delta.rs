@@ -239,6 +239,13 @@ fn expected(base: Base<'_>, row: &Row, l: usize, cur: &Lanes) -> i32 {
     if row.rate == NO_RATE {
         return b;
     }
+    b.wrapping_add(prediction(state, back, rate, row, l, cur))
+}
+
+/// How far lane `l` of a predicted `row` moves from its baseline `state`, `back` ticks
+/// before, at the mean of the rate lanes of `state` and `cur` (the rate as decoded).
+#[inline(always)]
+fn prediction(state: &Lanes, back: u32, rate: Rate, row: &Row, l: usize, cur: &Lanes) -> i32 {
     let v = usize::from(row.rate) + (l - usize::from(row.lane));
     // round((base_v + v) × back / (2 × tick_hz)) = ⌊(4 × num + d / 2) / d⌋, d = 4 × tick_hz,
     // in i64: |n| < 2⁴⁵, so nothing overflows.
@@ -246,10 +253,10 @@ fn expected(base: Base<'_>, row: &Row, l: usize, cur: &Lanes) -> i32 {
     if num == 0 {
         // No rate along this lane, before or now (often so: a body at rest on one axis):
         // ⌊(d / 2) / d⌋ = 0.
-        return b;
+        return 0;
     }
     let n = 2 * num + (rate.d / 2) as i64;
-    b.wrapping_add(rate.floor_div(n) as i32)
+    rate.floor_div(n) as i32
 }
 
 /// The difference a lane encodes against `expected`: an angle lane (`wrap_bits` > 0)
@@ -265,8 +272,8 @@ fn lane_delta(wrap_bits: u8, value: i32, expected: i32) -> i32 {
     }
 }
 
-/// The value a decoded difference gives a lane.
-#[inline(always)]
+/// The value a decoded difference gives a lane ([`apply_raw`] does it a whole state at once).
+#[cfg(test)]
 fn lane_apply(wrap_bits: u8, expected: i32, d: i32) -> i32 {
     let v = expected.wrapping_add(d);
     if wrap_bits == 0 {
@@ -340,6 +347,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Bytes read so far.
+    #[cfg(test)]
     pub fn position(&self) -> usize {
         self.at
     }
@@ -409,42 +417,24 @@ pub(crate) fn decode_fields(
     mask: u16,
     r: &mut Cursor<'_>,
 ) -> Result<Lanes, FieldError> {
+    let mut raw = Lanes::ZERO;
+    read_raw(schema, mask, r, &mut raw)?;
     let mut cur = Lanes::ZERO;
-    decode_fields_into(schema, base, mask, r, &mut cur)?;
+    apply_raw(schema, base, mask, &raw, &mut cur);
     Ok(cur)
 }
 
-/// [`decode_fields`] into `cur`, where the reader keeps it: lanes written one at a time
-/// and then read back whole at once would stall on the stores still in flight.
-pub(crate) fn decode_fields_into(
-    schema: &Schema,
-    base: Base<'_>,
-    mask: u16,
-    r: &mut Cursor<'_>,
-    cur: &mut Lanes,
-) -> Result<(), FieldError> {
-    // A field neither changed nor predicted is what it was expected to be: the baseline's
-    // (a stored state, whose angles are already within their turn), or 0. Only the others
-    // are visited, lowest first, so a rate is decoded before the fields it predicts. The
-    // two bases take apart loops, so that neither asks per lane which base it has.
-    match base {
-        Base::Delta { state, .. } => {
-            *cur = *state;
-            decode_rows(schema, base, mask | schema.predicted_mask(), mask, r, cur)
-        }
-        Base::Zero => {
-            *cur = Lanes::ZERO;
-            decode_rows(schema, Base::Zero, mask, mask, r, cur)
-        }
-    }
-}
-
-/// Steps `r` over the fields named by `mask`, as [`decode_fields_into`] reads them: the
-/// same bytes, and the same error where it would fail.
-pub(crate) fn skip_fields(
+/// Reads the fields named by `mask` as the wire holds them, before any baseline: a pair's
+/// two differences and a scalar's (unzigzagged), a byte's value, each into its lanes of
+/// `raw` (whose other lanes the caller keeps 0). Every byte of the fields is read and
+/// checked here, so [`apply_raw`] cannot fail: a reader reads a snapshot's records in one
+/// pass and applies them against their baselines in a second, once those are loaded,
+/// without parsing the bytes twice.
+pub(crate) fn read_raw(
     schema: &Schema,
     mask: u16,
     r: &mut Cursor<'_>,
+    raw: &mut Lanes,
 ) -> Result<(), FieldError> {
     let rows = schema.rows();
     let mut todo = mask;
@@ -454,66 +444,64 @@ pub(crate) fn skip_fields(
         let Some(row) = rows.get(bit) else {
             break;
         };
+        let l = usize::from(row.lane);
         match row.kind {
-            Kind::Pair => r.varint(64).map(drop)?,
-            Kind::Scalar => r.varint(32).map(drop)?,
-            Kind::Byte => r.u8().map(drop)?,
+            Kind::Pair => {
+                let (dx, dy) = deinterleave(r.varint(64)?);
+                raw.0[lane(l)] = unzigzag(dx);
+                raw.0[lane(l + 1)] = unzigzag(dy);
+            }
+            Kind::Scalar => raw.0[lane(l)] = unzigzag(r.varint(32)? as u32),
+            Kind::Byte => raw.0[lane(l)] = i32::from(r.u8()?),
         }
     }
     Ok(())
 }
 
-/// [`decode_fields_into`]'s loop over the fields in `todo`, against `base`, whose kind is
-/// known where it is inlined, so that the loop does not ask it per lane.
-#[inline(always)]
-fn decode_rows(
-    schema: &Schema,
-    base: Base<'_>,
-    mut todo: u16,
-    mask: u16,
-    r: &mut Cursor<'_>,
-    cur: &mut Lanes,
-) -> Result<(), FieldError> {
+/// The state the fields named by `mask`, as [`read_raw`] read them into `raw` (whose other
+/// lanes are 0), encode against `base`, into `cur` (where the reader keeps it: lanes written
+/// one at a time and then read back whole at once would stall on the stores still in
+/// flight).
+///
+/// Every lane at once first: the baseline's value (0 for a full state) plus its difference
+/// (0 when unchanged), kept within its turn; a byte sent is its value. Then, against a
+/// baseline, each predicted field in order (a rate before what it predicts) moves by its
+/// prediction, unless it is a byte that was sent.
+pub(crate) fn apply_raw(schema: &Schema, base: Base<'_>, mask: u16, raw: &Lanes, cur: &mut Lanes) {
+    let (from, wrap) = match base {
+        Base::Delta { state, .. } => (state, schema.wrap_masks()),
+        Base::Zero => (&Lanes::ZERO, schema.wrap_masks()),
+    };
+    for (((c, &f), &r), &w) in cur.0.iter_mut().zip(&from.0).zip(&raw.0).zip(wrap) {
+        *c = f.wrapping_add(r) & w;
+    }
     let rows = schema.rows();
-    while todo != 0 {
-        let bit = todo.trailing_zeros() as usize;
-        todo &= todo - 1;
+    let mut sent_bytes = mask & schema.byte_mask();
+    while sent_bytes != 0 {
+        let bit = sent_bytes.trailing_zeros() as usize;
+        sent_bytes &= sent_bytes - 1;
+        if let Some(row) = rows.get(bit) {
+            let l = lane(usize::from(row.lane));
+            cur.0[l] = raw.0[l];
+        }
+    }
+    let Base::Delta { state, back, rate } = base else {
+        return;
+    };
+    let mut predicted = schema.predicted_mask() & !(mask & schema.byte_mask());
+    while predicted != 0 {
+        let bit = predicted.trailing_zeros() as usize;
+        predicted &= predicted - 1;
         let Some(row) = rows.get(bit) else {
             break;
         };
         let l = usize::from(row.lane);
-        let changed = mask & (1 << bit) != 0;
-        match row.kind {
-            Kind::Pair => {
-                let (e0, e1) = (expected(base, row, l, cur), expected(base, row, l + 1, cur));
-                let (dx, dy) = if changed {
-                    deinterleave(r.varint(64)?)
-                } else {
-                    (0, 0)
-                };
-                cur.0[lane(l)] = lane_apply(row.wrap_bits, e0, unzigzag(dx));
-                cur.0[lane(l + 1)] = lane_apply(0, e1, unzigzag(dy));
-            }
-            Kind::Scalar => {
-                let e0 = expected(base, row, l, cur);
-                let d = if changed {
-                    unzigzag(r.varint(32)? as u32)
-                } else {
-                    0
-                };
-                cur.0[lane(l)] = lane_apply(row.wrap_bits, e0, d);
-            }
-            Kind::Byte => {
-                // Unchanged, a byte is what was expected: its baseline, or its prediction.
-                cur.0[lane(l)] = if changed {
-                    i32::from(r.u8()?)
-                } else {
-                    expected(base, row, l, cur)
-                };
-            }
+        let width = if row.kind == Kind::Pair { 2 } else { 1 };
+        for k in l..l + width {
+            let moved = cur.0[lane(k)].wrapping_add(prediction(state, back, rate, row, k, cur));
+            cur.0[lane(k)] = moved & wrap[lane(k)];
         }
     }
-    Ok(())
 }
 
 /// A record head: the common form for a delta against the default baseline of the next id.
@@ -615,6 +603,55 @@ mod tests {
 
     fn schemas() -> impl Strategy<Value = &'static Schema> {
         prop_oneof![Just(&SHOOTER_LIKE), Just(&MIXED), Just(&PREDICTED_BYTE)]
+    }
+
+    /// The fields decoded in one pass, each read and applied in turn: what the reader did
+    /// before it read a snapshot's fields raw in its first pass ([`read_raw`]) and applied
+    /// them in its second ([`apply_raw`]); kept as their oracle.
+    fn decode_one_pass(
+        schema: &Schema,
+        base: Base<'_>,
+        mask: u16,
+        r: &mut Cursor<'_>,
+    ) -> Result<Lanes, FieldError> {
+        let (mut cur, todo) = match base {
+            Base::Delta { state, .. } => (*state, mask | schema.predicted_mask()),
+            Base::Zero => (Lanes::ZERO, mask),
+        };
+        for (bit, row) in schema.rows().iter().enumerate() {
+            if todo >> bit & 1 == 0 {
+                continue;
+            }
+            let l = usize::from(row.lane);
+            let changed = mask >> bit & 1 != 0;
+            match row.kind {
+                Kind::Pair => {
+                    let (e0, e1) = (
+                        expected(base, row, l, &cur),
+                        expected(base, row, l + 1, &cur),
+                    );
+                    let (dx, dy) = if changed {
+                        deinterleave(r.varint(64)?)
+                    } else {
+                        (0, 0)
+                    };
+                    cur.0[l] = lane_apply(row.wrap_bits, e0, unzigzag(dx));
+                    cur.0[l + 1] = lane_apply(0, e1, unzigzag(dy));
+                }
+                Kind::Scalar => {
+                    let e0 = expected(base, row, l, &cur);
+                    let d = if changed {
+                        unzigzag(r.varint(32)? as u32)
+                    } else {
+                        0
+                    };
+                    cur.0[l] = lane_apply(row.wrap_bits, e0, d);
+                }
+                Kind::Byte if changed => cur.0[l] = i32::from(r.u8()?),
+                Kind::Byte => cur.0[l] = expected(base, row, l, &cur),
+            }
+        }
+        Ok(cur)
     }
 
     #[test]
@@ -811,20 +848,30 @@ mod tests {
             }
         }
 
-        /// The reader's first pass steps over a record's fields as the decode reads them:
+        /// Reading the fields raw and applying them against the base decodes what one pass
+        /// over the fields does (the decode before the reader's two passes): the same state,
         /// the same bytes, or the same error (long varints made likely, for `Overlong`).
         #[test]
-        fn skipping_fields_reads_what_decoding_reads(
-            schema in schemas(), base in lanes(&MIXED), mask: u16,
+        fn reading_raw_then_applying_decodes_as_one_pass(
+            (schema, base) in schemas().prop_flat_map(|s| (Just(s), lanes(s))), mask: u16, full: bool,
             data in prop::collection::vec(prop_oneof![3 => 0x80u8..=0xff, 1 => any::<u8>()], 0..128),
+            garbage in prop::array::uniform16(any::<i32>()),
         ) {
-            let (mut skipped, mut decoded) = (Cursor::new(&data), Cursor::new(&data));
-            let b = Base::Delta { state: &base, back: 3, rate: Rate::new(30) };
-            prop_assert_eq!(
-                skip_fields(schema, mask, &mut skipped),
-                decode_fields(schema, b, mask, &mut decoded).map(drop)
-            );
-            prop_assert_eq!(skipped.position(), decoded.position());
+            let b = if full {
+                Base::Zero
+            } else {
+                Base::Delta { state: &base, back: 3, rate: Rate::new(30) }
+            };
+            let (mut two, mut one) = (Cursor::new(&data), Cursor::new(&data));
+            let mut raw = Lanes::ZERO;
+            let read = read_raw(schema, mask, &mut two, &mut raw).map(|()| {
+                // What `cur` held before is never read.
+                let mut cur = Lanes(garbage);
+                apply_raw(schema, b, mask, &raw, &mut cur);
+                cur
+            });
+            prop_assert_eq!(read, decode_one_pass(schema, b, mask, &mut one));
+            prop_assert_eq!(two.position(), one.position());
         }
 
         #[test]

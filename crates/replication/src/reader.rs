@@ -12,7 +12,7 @@
 
 use crate::bits::{prefetch, BitIter, BitRow};
 use crate::delta::{
-    decode_fields_into, skip_fields, split_head, Base, Cursor, FieldError, Rate, KIND_DELTA_BACK,
+    apply_raw, read_raw, split_head, Base, Cursor, FieldError, Rate, KIND_DELTA_BACK,
     KIND_DELTA_DEFAULT, KIND_FULL, KIND_GONE,
 };
 use crate::schema::{Lanes, Schema};
@@ -360,8 +360,9 @@ struct Decoded {
     q: Lanes,
 }
 
-/// One record of a snapshot as its first pass reads it: what it is, where its fields
-/// start, and where its baseline is stored (a delta's). The second pass decodes it.
+/// One record of a snapshot as its first pass reads it: what it is and where its baseline
+/// is stored (a delta's). Its fields, as the wire holds them, are in the scratch; the second
+/// pass applies them against the baseline.
 #[derive(Clone, Copy, Debug)]
 struct Parsed {
     id: u16,
@@ -372,8 +373,6 @@ struct Parsed {
     /// The baseline record's index in the slot `base_slot`.
     base_index: u16,
     base_slot: u32,
-    /// Where the record's fields start in the body.
-    at: u32,
 }
 
 impl Parsed {
@@ -501,9 +500,10 @@ impl Replica {
     }
 
     /// Reads a body in two passes. The first reads the records' heads, finds each delta's
-    /// baseline in its slot and starts loading it, and steps over the fields (checking
-    /// them): the baselines, scattered over the history, then load together rather than one
-    /// miss after another. The second decodes the fields against them. The refusals are
+    /// baseline in its slot and starts loading it, and reads the fields as the wire holds
+    /// them (checking them): the baselines, scattered over the history, then load together
+    /// rather than one miss after another. The second applies the fields against them,
+    /// without parsing a byte again. The refusals are
     /// those of one pass in record order: a delta whose baseline is a gone record is
     /// refused before anything a later record (or its own fields) holds.
     fn decode(&mut self, body: &[u8]) -> Result<ReadInfo, ReadError> {
@@ -549,19 +549,10 @@ impl Replica {
             scratch,
             ..
         } = self;
-        for p in parsed.iter() {
-            let gone = p.kind == KIND_GONE as u8;
-            // Decoded where it is kept (the count bounds the scratch's length).
-            scratch.push(Decoded {
-                id: p.id,
-                gone,
-                q: Lanes::ZERO,
-            });
-            if gone {
+        for (p, d) in parsed.iter().zip(scratch.iter_mut()) {
+            if d.gone {
                 continue;
             }
-            let q = &mut scratch.last_mut().expect("just pushed").q;
-            let mut fields = Cursor::new(&body[p.at as usize..]);
             let base = if !p.is_delta() {
                 Base::Zero
             } else {
@@ -575,7 +566,9 @@ impl Replica {
                     rate: *rate,
                 }
             };
-            decode_fields_into(schema, base, p.mask, &mut fields, q)?;
+            // Applied where it is kept (the count bounds the scratch's length).
+            let raw = d.q;
+            apply_raw(schema, base, p.mask, &raw, &mut d.q);
         }
         self.commit(tick);
         info.stale = self.newest.is_some_and(|n| n > tick);
@@ -588,7 +581,7 @@ impl Replica {
 
     /// [`Replica::decode`]'s first pass over the `count` records that `r` is at, of the
     /// snapshot of `tick`: into `parsed`, each delta's baseline found and its record
-    /// prefetched.
+    /// prefetched, and each record's fields as the wire holds them into `scratch`.
     fn parse(
         &mut self,
         r: &mut Cursor<'_>,
@@ -634,7 +627,6 @@ impl Replica {
                 mask,
                 base_index: 0,
                 base_slot: 0,
-                at: 0,
             };
             match kind {
                 KIND_GONE => {
@@ -643,6 +635,11 @@ impl Replica {
                     }
                     info.gone += 1;
                     self.parsed.push(p);
+                    self.scratch.push(Decoded {
+                        id: p.id,
+                        gone: true,
+                        q: Lanes::ZERO,
+                    });
                     continue;
                 }
                 KIND_FULL => {}
@@ -683,9 +680,16 @@ impl Replica {
                 }
                 _ => unreachable!("a two-bit kind"),
             }
-            p.at = r.position() as u32;
             self.parsed.push(p);
-            skip_fields(schema, mask, r)?;
+            // The fields as the wire holds them, into the lanes the second pass applies
+            // them in.
+            self.scratch.push(Decoded {
+                id: p.id,
+                gone: false,
+                q: Lanes::ZERO,
+            });
+            let raw = &mut self.scratch.last_mut().expect("just pushed").q;
+            read_raw(schema, mask, r, raw)?;
             info.states += 1;
         }
         if r.remaining() != 0 {

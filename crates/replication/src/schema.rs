@@ -224,6 +224,11 @@ pub struct Schema {
     max_body: u8,
     /// Bit `i`: field `i` is predicted from a rate field.
     predicted: u16,
+    /// Bit `i`: field `i` is a byte (sent whole, not as a difference).
+    bytes: u16,
+    /// Per lane, what a value is masked with: its turn (`(1 << wrap_bits) - 1`) for the
+    /// first lane of a wrapping field, all ones for any other.
+    wrap: [i32; MAX_LANES],
 }
 
 const fn str_eq(a: &str, b: &str) -> bool {
@@ -275,6 +280,8 @@ impl Schema {
             lanes: 0,
             max_body: 0,
             predicted: 0,
+            bytes: 0,
+            wrap: [-1; MAX_LANES],
         };
         let mut lane = 0usize;
         let mut body = 0usize;
@@ -316,6 +323,12 @@ impl Schema {
                 s.predicted |= 1 << i;
             }
             s.fields[i] = f;
+            if wrap_bits > 0 {
+                s.wrap[lane] = ((1u32 << wrap_bits) - 1) as i32;
+            }
+            if matches!(f.coding, Coding::Byte) {
+                s.bytes |= 1 << i;
+            }
             s.rows[i] = Row {
                 lane: lane as u8,
                 kind: match f.coding {
@@ -339,6 +352,16 @@ impl Schema {
     /// even when unchanged).
     pub(crate) fn predicted_mask(&self) -> u16 {
         self.predicted
+    }
+
+    /// Bit `i`: field `i` is a byte.
+    pub(crate) fn byte_mask(&self) -> u16 {
+        self.bytes
+    }
+
+    /// Per lane, the mask a value is kept within: a wrapping lane's turn, else all ones.
+    pub(crate) fn wrap_masks(&self) -> &[i32; MAX_LANES] {
+        &self.wrap
     }
 
     /// The fields, in mask-bit order.

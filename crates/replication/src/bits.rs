@@ -88,21 +88,7 @@ pub(crate) fn pack(lanes: &[u8; 64]) -> u64 {
     bits
 }
 
-/// Asks the CPU to start loading the cache line holding `p`, and returns at once: a write
-/// issues these for the lines of a connection's tables it is about to touch, so that
-/// their misses overlap rather than stall it one after another. Only a hint: it reads
-/// nothing and cannot fault, and on targets without the instruction it does nothing.
-#[inline(always)]
-pub(crate) fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: PREFETCHT0 is a hint that never faults, whatever the address, and SSE is
-    // part of every x86_64 target.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
+pub(crate) use tickforge_sim::hint::prefetch;
 
 #[cfg(test)]
 mod tests {

@@ -652,6 +652,9 @@ impl<G: Game> HostedMatch for Match<G> {
                     self.outbox.push(client, &self.packet);
                     continue;
                 }
+                // The packet history's slot the write below replaces, loading while the
+                // snapshot is built.
+                link.prefetch_write();
                 let view = self.game.view(Seat(i as u16));
                 // One packet a tick: the snapshot takes what the reliable events' reserved
                 // share leaves.

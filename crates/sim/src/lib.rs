@@ -3,13 +3,15 @@
 //! made a command ([`ViewTime`]); lag compensation as a service
 //! ([`lagcomp::LagHistory`]): a ring of the per-entity samples a game records each tick and
 //! a rewind to a client's view time for its shot tests; the frame of the line a finished
-//! match leaves in a results file ([`result_line`]); and the spatial grid of where entities
-//! stand ([`spatial::Grid`]), kept by replication and lent to the game's step.
+//! match leaves in a results file ([`result_line`]); the spatial grid of where entities
+//! stand ([`spatial::Grid`]), kept by replication and lent to the game's step; and the
+//! cache hint the runtime's hot loops share ([`hint::prefetch`]).
 //!
 //! The game crates (the reference shooter's `tickforge-game`, a studio's own) and the
 //! runtime's API (`tickforge-api`) depend on this crate; it depends on nothing in the
 //! workspace.
 
+pub mod hint;
 pub mod lagcomp;
 pub mod result_line;
 pub mod spatial;

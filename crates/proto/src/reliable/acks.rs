@@ -4,6 +4,8 @@
 
 use std::time::Instant;
 
+use tickforge_sim::hint::prefetch;
+
 use super::header::ACK_BITS;
 use super::seq::Seq16;
 use super::stats::LinkStats;
@@ -240,6 +242,19 @@ impl SentPackets {
     /// Sequence of the next packet.
     pub(crate) fn next_sequence(&self) -> Seq16 {
         self.next
+    }
+
+    /// Starts loading the slot the next [`SentPackets::record`] replaces: a hint, which
+    /// changes nothing. A server writes each of its connections a packet in turn and finds
+    /// that slot cold (hundreds of connections' histories since).
+    pub(crate) fn prefetch_next(&self) {
+        let slot = &self.slots[slot(self.next, self.slots.len())];
+        let p: *const SentPacket = slot;
+        prefetch(p);
+        prefetch(
+            p.cast::<u8>()
+                .wrapping_add(std::mem::size_of::<SentPacket>() - 1),
+        );
     }
 
     /// Records the packet just written under the next sequence, replacing the packet a

@@ -133,6 +133,14 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Starts loading what [`Endpoint::write_packet`] finds cold when a server writes to
+    /// many connections in turn (the history slot its packet replaces): a hint, which
+    /// changes nothing, given a while before the write (a server gives it before the
+    /// connection's snapshot is built).
+    pub fn prefetch_write(&self) {
+        self.sent.prefetch_next();
+    }
+
     /// Writes the next packet into `out` (cleared first): the header with our acks, the
     /// reliable sections due (new ones, and unacknowledged ones past
     /// [`Endpoint::resend_after`]), oldest first, and the unreliable message `(tag, bytes)`

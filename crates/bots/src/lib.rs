@@ -46,7 +46,7 @@ use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
 use tickforge_proto::netcode::PrivateKey;
 use tickforge_proto::user_data::{UserData, ANY, ANY_SEAT};
 use tickforge_proto::MatchId;
-use tickforge_replication::{NetId, Schema};
+use tickforge_replication::{NetId, Replica, Schema};
 use tickforge_shooter::{cmd, flags, EntityState, ShooterEvent, NO_SLOT};
 use tickforge_telemetry::report::{
     BotsCost, BotsReport, Clients, CorrectionM, Hitreg, Memory, ResponseTimeMs, SaturatedBy,
@@ -1066,6 +1066,12 @@ impl hitreg::Players for ShownBy<'_> {
             .entity(NetId(slot))
             .map(|q| EntityState::from_lanes(&q))
     }
+
+    fn prefetch_newest(&mut self, slot: u16) {
+        if let Some(r) = self.0.replica() {
+            r.prefetch_newest(NetId(slot));
+        }
+    }
 }
 
 /// Where bot `i` sends from. Against a loopback server each bot gets its own loopback
@@ -1555,7 +1561,7 @@ impl Bot {
             } else {
                 if let (Some(aim), Some(v), Some(me)) = (self.aim.as_mut(), shown, self.slot) {
                     let session = &self.session;
-                    let listed = session.replica().into_iter().flat_map(|r| r.listed());
+                    let listed = session.replica().map(Replica::listed).unwrap_or_default();
                     aim.show(v, me, listed.map(|id| id.0), ShownBy(session));
                 }
                 let c = self.next_cmd(config.tick_hz);

@@ -1,5 +1,7 @@
 //! Bit rows: one bit per entity, 64 to a word.
 
+use crate::state::NetId;
+
 /// The indices of the set bits of a word, lowest first.
 pub(crate) struct BitIter(pub u64);
 
@@ -13,6 +15,42 @@ impl Iterator for BitIter {
         let b = self.0.trailing_zeros() as usize;
         self.0 &= self.0 - 1;
         Some(b)
+    }
+}
+
+/// The set bits of a row of words, as entity ids, lowest first: a loop a caller's `extend`
+/// or `filter` inlines whole (a `flat_map` over the words ran each step as a call). The
+/// default is empty.
+#[derive(Clone, Debug, Default)]
+pub struct Ids<'a> {
+    words: &'a [u64],
+    /// The word `bits` is left of, and its bits not yet given.
+    at: usize,
+    bits: u64,
+}
+
+impl<'a> Ids<'a> {
+    pub(crate) fn new(words: &'a [u64]) -> Ids<'a> {
+        Ids {
+            words,
+            at: 0,
+            bits: words.first().copied().unwrap_or(0),
+        }
+    }
+}
+
+impl Iterator for Ids<'_> {
+    type Item = NetId;
+
+    #[inline]
+    fn next(&mut self) -> Option<NetId> {
+        while self.bits == 0 {
+            self.at += 1;
+            self.bits = *self.words.get(self.at)?;
+        }
+        let b = self.bits.trailing_zeros() as usize;
+        self.bits &= self.bits - 1;
+        Some(NetId((self.at * 64 + b) as u16))
     }
 }
 
@@ -110,6 +148,20 @@ mod tests {
         assert_eq!(bits.ones().count(), 0);
         bits.set(300, true);
         assert_eq!(bits.ones().collect::<Vec<_>>(), [300]);
+    }
+
+    #[test]
+    fn ids_are_the_set_bits_of_every_word_lowest_first() {
+        let words = [0, 1 << 3 | 1 << 63, 0, 0, 1, u64::MAX << 62];
+        let want: Vec<usize> = (0..words.len() * 64)
+            .filter(|&i| words[i / 64] >> (i % 64) & 1 != 0)
+            .collect();
+        assert_eq!(want, [67, 127, 256, 382, 383]);
+        let ids: Vec<usize> = Ids::new(&words).map(|id| usize::from(id.0)).collect();
+        assert_eq!(ids, want);
+        assert_eq!(Ids::new(&[0, 0]).count(), 0);
+        assert_eq!(Ids::new(&[]).count(), 0);
+        assert_eq!(Ids::default().count(), 0);
     }
 
     #[test]

@@ -35,6 +35,7 @@ mod schema;
 mod state;
 mod writer;
 
+pub use bits::Ids;
 pub use conn::LOSS_ACK_GAP;
 pub use priority::{PriorityConfig, RateByDistance, Viewer};
 pub use reader::{ReadError, ReadInfo, Replica, ReplicaConfig, ReplicaStats};

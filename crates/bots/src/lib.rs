@@ -743,6 +743,8 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
     let (mut receive_time, mut tick_time, mut bot_ticks) = (Duration::ZERO, Duration::ZERO, 0u64);
     // The warm-up's too: bots that fall far behind there time out before the window opens.
     let (mut max_behind, mut warm_max_behind) = (Duration::ZERO, Duration::ZERO);
+    // When the warm-up's furthest fall behind came, from the start.
+    let mut warm_max_at = None;
     let mut cpu_start = None;
     let mut tick: u64 = 0;
     let mut group: u64 = 0;
@@ -779,8 +781,9 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         let in_window = now >= window_start;
         let behind = now - deadline;
         max_behind = max_behind.max(behind);
-        if !in_window {
-            warm_max_behind = warm_max_behind.max(behind);
+        if !in_window && behind > warm_max_behind {
+            warm_max_behind = behind;
+            warm_max_at = Some(now - start);
         }
         if in_window {
             if cpu_start.is_none() {
@@ -969,6 +972,7 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         saturated_by,
         late_deadline_rate,
         max_behind_ms: Some(max_behind.as_secs_f64() * 1e3),
+        warm_max_behind_at_s: warm_max_at.map(|at| at.as_secs_f64()),
         cost,
         wake_late_ms: wake_late.percentiles(),
         hitreg: Hitreg {

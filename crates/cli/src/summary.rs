@@ -155,8 +155,11 @@ fn saturation(r: &BotsReport) -> Option<String> {
             pct(r.cpu_util)
         ),
         Some(SaturatedBy::LateWarmup) => format!(
-            "{word} (over {} s behind there; {behind})",
-            SaturatedBy::WARMUP_BEHIND_LIMIT.as_secs_f64()
+            "{word} (over {} s behind there{}; {behind})",
+            SaturatedBy::WARMUP_BEHIND_LIMIT.as_secs_f64(),
+            r.warm_max_behind_at_s.map_or(String::new(), |at| format!(
+                ", furthest {at:.1} s into the run"
+            ))
         ),
         Some(SaturatedBy::Cpu) | None => format!("{word} ({behind})"),
     })
@@ -564,6 +567,17 @@ mod tests {
         );
         let warm = super::saturation(&r(Some(SaturatedBy::LateWarmup), 0.59)).unwrap();
         assert!(warm.starts_with("LATE in the warm-up"), "{warm}");
+        assert!(!warm.contains("into the run"), "{warm}");
+        // When it came tells a transient at connection from a growing fall behind.
+        let dated = BotsReport {
+            warm_max_behind_at_s: Some(2.44),
+            ..r(Some(SaturatedBy::LateWarmup), 0.59)
+        };
+        let dated = super::saturation(&dated).unwrap();
+        assert!(
+            dated.starts_with("LATE in the warm-up (over 1 s behind there, furthest 2.4 s into the run; fell behind up to 43.8"),
+            "{dated}"
+        );
         // A report from before the reason was kept.
         let old = BotsReport {
             saturated_by: None,

@@ -781,6 +781,12 @@ pub struct BotsReport {
     /// session ends as if the server had gone silent.
     #[serde(default)]
     pub max_behind_ms: Option<f64>,
+    /// When, in seconds from the bots' start, their schedule was furthest behind in the
+    /// warm-up (`None` when it never fell behind there): tells a connection transient (a
+    /// thousand bots connecting and reading their first full snapshots, seconds in) from
+    /// a fall behind that grows through the warm-up.
+    #[serde(default)]
+    pub warm_max_behind_at_s: Option<f64>,
     /// What the bots' work cost in the window, per datagram read and per tick of their
     /// own, and the cores that would keep every bot on schedule; `None` with nothing
     /// measured.

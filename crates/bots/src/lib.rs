@@ -1018,8 +1018,9 @@ fn correction_report(hist: &DurationHistogram, counts: &PredictCounts) -> Correc
 }
 
 /// How long an aiming bot keeps its target before it looks at its enemies again (the
-/// nearest [`CONSIDERED_ENEMIES`]): a player's reaction time. In between it reads only its target each frame, so that a
-/// thousand bots in one fight do not each interpolate a hundred enemies a frame.
+/// nearest [`CONSIDERED_ENEMIES`]): a player's reaction time. In between it reads only its
+/// target each frame, so that a thousand bots in one fight do not each interpolate a
+/// hundred enemies a frame.
 const RETARGET: Duration = Duration::from_millis(200);
 
 /// The enemies an aiming bot looks at when it picks a target: the nearest this many (by

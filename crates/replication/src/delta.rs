@@ -468,10 +468,11 @@ pub(crate) fn read_raw(
 /// baseline, each predicted field in order (a rate before what it predicts) moves by its
 /// prediction, unless it is a byte that was sent.
 pub(crate) fn apply_raw(schema: &Schema, base: Base<'_>, mask: u16, raw: &Lanes, cur: &mut Lanes) {
-    let (from, wrap) = match base {
-        Base::Delta { state, .. } => (state, schema.wrap_masks()),
-        Base::Zero => (&Lanes::ZERO, schema.wrap_masks()),
+    let from = match base {
+        Base::Delta { state, .. } => state,
+        Base::Zero => &Lanes::ZERO,
     };
+    let wrap = schema.wrap_masks();
     for (((c, &f), &r), &w) in cur.0.iter_mut().zip(&from.0).zip(&raw.0).zip(wrap) {
         *c = f.wrapping_add(r) & w;
     }

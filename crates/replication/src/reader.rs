@@ -18,6 +18,7 @@ use crate::delta::{
 use crate::schema::{Lanes, Schema};
 use crate::state::{NetId, MAX_ENTITIES};
 use crate::writer::ReplicationConfig;
+use tickforge_sim::hint::prefetch_item;
 
 /// Tunables of a [`Replica`]; they must agree with the server's [`ReplicationConfig`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,14 +131,6 @@ const IDS_PREFETCHED: usize = 256;
 
 /// Records reserved per slot at the start; a slot grows to the largest snapshot it holds.
 const RESERVED_RECORDS: usize = 64;
-
-/// Both ends of `item`, which may straddle two cache lines.
-#[inline(always)]
-fn prefetch_item<T>(item: &T) {
-    let p: *const T = item;
-    prefetch(p);
-    prefetch(p.cast::<u8>().wrapping_add(std::mem::size_of::<T>() - 1));
-}
 
 /// Where one stored record sits: its snapshot's tick and its index among that snapshot's
 /// records. Valid while the snapshot's slot still holds that tick.

@@ -16,3 +16,12 @@ pub fn prefetch<T>(p: *const T) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
 }
+
+/// [`prefetch`] of both ends of `item`, which may straddle two cache lines (a 72-byte
+/// record, a 40-byte packet slot), or span two (a 128-byte entry).
+#[inline(always)]
+pub fn prefetch_item<T>(item: &T) {
+    let p: *const T = item;
+    prefetch(p);
+    prefetch(p.cast::<u8>().wrapping_add(std::mem::size_of::<T>() - 1));
+}

@@ -5,11 +5,11 @@
 //! a rewind to a client's view time for its shot tests; the frame of the line a finished
 //! match leaves in a results file ([`result_line`]); the spatial grid of where entities
 //! stand ([`spatial::Grid`]), kept by replication and lent to the game's step; and the
-//! cache hint the runtime's hot loops share ([`hint::prefetch`]).
+//! cache hints the runtime's hot loops share ([`hint::prefetch`], [`hint::prefetch_item`]).
 //!
-//! The game crates (the reference shooter's `tickforge-game`, a studio's own) and the
-//! runtime's API (`tickforge-api`) depend on this crate; it depends on nothing in the
-//! workspace.
+//! The game crates (the reference shooter's `tickforge-game`, a studio's own), the
+//! runtime's API (`tickforge-api`), replication and, for the cache hint, the protocol
+//! crate depend on this crate; it depends on nothing in the workspace.
 
 pub mod hint;
 pub mod lagcomp;

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use tickforge_sim::hint::prefetch;
+use tickforge_sim::hint::prefetch_item;
 
 use super::header::ACK_BITS;
 use super::seq::Seq16;
@@ -248,13 +248,7 @@ impl SentPackets {
     /// changes nothing. A server writes each of its connections a packet in turn and finds
     /// that slot cold (hundreds of connections' histories since).
     pub(crate) fn prefetch_next(&self) {
-        let slot = &self.slots[slot(self.next, self.slots.len())];
-        let p: *const SentPacket = slot;
-        prefetch(p);
-        prefetch(
-            p.cast::<u8>()
-                .wrapping_add(std::mem::size_of::<SentPacket>() - 1),
-        );
+        prefetch_item(&self.slots[slot(self.next, self.slots.len())]);
     }
 
     /// Records the packet just written under the next sequence, replacing the packet a

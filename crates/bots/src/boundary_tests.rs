@@ -279,3 +279,57 @@ fn bots_decode_every_snapshot_across_short_matches_that_start_over() {
         }
     }
 }
+
+#[test]
+fn the_replica_a_bot_prepares_is_the_one_its_match_s_welcome_asks_for() {
+    let mut field = Field::new(5, RulesConfig::default());
+    // As `run` does before the schedule starts.
+    for bot in &mut field.bots {
+        bot.session
+            .prepare(prepared_replica(&field.config).unwrap());
+    }
+    for t in 0..256 {
+        if field.bots.iter().all(|b| b.session.welcome().is_some()) {
+            break;
+        }
+        field.tick(t);
+    }
+    let expected = prepared_replica(&field.config).unwrap();
+    let reserved = RESERVED_RECORDS.min(usize::from(PLAYERS));
+    assert_eq!(
+        expected.room(),
+        reserved * expected.config().history_ticks as usize
+    );
+    for bot in &field.bots {
+        let w = bot.session.welcome().expect("welcomed within two seconds");
+        let asked =
+            session_config(true, field.config.pose_every).replica_config(w.entities, w.tick_hz);
+        assert_eq!(*expected.config(), asked, "the match's welcome: {w:?}");
+        let replica = bot.session.replica().unwrap();
+        assert_eq!(
+            (replica.config(), replica.room()),
+            (&asked, expected.room())
+        );
+    }
+    // A match no replica holds, or a rate of 0: nothing prepared.
+    for config in [
+        BotsConfig {
+            bots_per_match: 5000,
+            ..field.config.clone()
+        },
+        BotsConfig {
+            tick_hz: 0,
+            ..field.config.clone()
+        },
+    ] {
+        assert!(prepared_replica(&config).is_none());
+    }
+    // Capture the flag's match has its flags besides its players.
+    let ctf = BotsConfig {
+        game: BotGame::Ctf,
+        ..field.config.clone()
+    };
+    let r = prepared_replica(&ctf).unwrap();
+    assert_eq!(r.config().max_entities, usize::from(PLAYERS) + 2);
+    assert!(std::ptr::eq(r.schema(), tickforge_ctf::schema()));
+}

@@ -35,6 +35,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use tickforge_api::Game;
 use tickforge_client::{
     compact_link_config, view_time, Ended, Session, SessionConfig, SessionEvent, Welcome,
 };
@@ -46,7 +47,7 @@ use tickforge_proto::netcode::token::{ConnectToken, TokenParams};
 use tickforge_proto::netcode::PrivateKey;
 use tickforge_proto::user_data::{UserData, ANY, ANY_SEAT};
 use tickforge_proto::MatchId;
-use tickforge_replication::{NetId, Replica, Schema};
+use tickforge_replication::{NetId, Replica, Schema, MAX_ENTITIES};
 use tickforge_shooter::{cmd, flags, EntityState, ShooterEvent, NO_SLOT};
 use tickforge_telemetry::report::{
     BotsCost, BotsReport, Clients, CorrectionM, Hitreg, Memory, ResponseTimeMs, SaturatedBy,
@@ -86,6 +87,19 @@ impl BotGame {
     /// The game named `name`.
     pub fn from_name(name: &str) -> Option<BotGame> {
         BotGame::ALL.into_iter().find(|g| g.name() == name)
+    }
+
+    /// The network ids a match of this game with `seats` seats has (its welcome says so),
+    /// with capture the flag's settings `ctf`.
+    pub fn entities(self, seats: u16, ctf: &tickforge_ctf::CtfConfig) -> u16 {
+        match self {
+            // The shooter's own settings do not change its entities.
+            BotGame::Shooter => tickforge_shooter::Shooter::max_entities(
+                &tickforge_shooter::ShooterConfig::default(),
+                seats,
+            ),
+            BotGame::Ctf => tickforge_ctf::Ctf::max_entities(ctf, seats),
+        }
     }
 
     /// The game's replicated fields: a match of another game is refused at its welcome.
@@ -197,6 +211,34 @@ pub fn session_config(aims: bool, pose_every: std::num::NonZeroU8) -> SessionCon
         },
         ..SessionConfig::COMPACT
     }
+}
+
+/// Records a bot's replica makes room for in each of its slots before the schedule starts:
+/// a snapshot carries no more entities than its match has, and in the fight of a thousand
+/// about 120, rarely over 256 (the server's budgets).
+const RESERVED_RECORDS: usize = 256;
+
+/// A replica for one of the bots, sized as their matches' welcomes will size it and its
+/// memory written ([`Replica::reserve`]), for its session's welcome to take
+/// ([`Session::prepare`]). The bots make them before their schedule starts: at a thousand,
+/// the kernel zeroing their replicas' pages as their first snapshots came in put their
+/// schedule over a second behind. `None` for a match no replica can hold (the welcome
+/// then refuses it).
+fn prepared_replica(config: &BotsConfig) -> Option<Replica> {
+    let seats = u16::try_from(config.bots_per_match).ok()?;
+    let entities = config.game.entities(seats, &config.ctf);
+    let tick_hz = u16::try_from(config.tick_hz).ok().filter(|&hz| hz > 0)?;
+    if !(1..=MAX_ENTITIES).contains(&usize::from(entities)) {
+        return None;
+    }
+    // The delay floor aside, every bot's session keeps the same history.
+    let session = session_config(false, config.pose_every);
+    let mut replica = Replica::new(
+        session.replica_config(entities, tick_hz),
+        config.game.schema(),
+    );
+    replica.reserve(RESERVED_RECORDS);
+    Some(replica)
 }
 
 /// Once a second while running: what the bots see so far.
@@ -708,8 +750,9 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         }
     });
     time::tighten_timer_slack();
-    let start = time::now();
     let total = (config.matches * config.bots_per_match) as usize;
+    let mut replicas: Vec<Replica> = (0..total).map_while(|_| prepared_replica(config)).collect();
+    let made = time::now();
     let mut bots = Vec::with_capacity(total);
     let map = Arc::new(config.map.load());
     let mut shared = SharedSockets::open(config, total)?;
@@ -717,19 +760,16 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         for b in 0..config.bots_per_match {
             let i = u64::from(m * config.bots_per_match + b);
             let role = config.behaviour.role(i);
-            let bot = Bot::new(
-                config,
-                i,
-                MatchId(m + 1),
-                role,
-                &map,
-                start,
-                shared.as_ref(),
-            )?;
+            let mut bot = Bot::new(config, i, MatchId(m + 1), role, &map, made, shared.as_ref())?;
+            if let Some(replica) = replicas.pop() {
+                bot.session.prepare(replica);
+            }
             bots.push(bot);
         }
     }
     let mut scratch = Scratch::new();
+    // The schedule starts once the bots are made: making them is not a tick they kept late.
+    let start = time::now();
 
     let period_ns = 1_000_000_000 / u64::from(config.tick_hz);
     let period = Duration::from_nanos(period_ns);

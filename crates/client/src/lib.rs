@@ -134,6 +134,18 @@ pub fn compact_link_config() -> ReliableConfig {
     }
 }
 
+impl SessionConfig {
+    /// A session's replica in a match of `entities` network ids at `tick_hz`: what the
+    /// welcome of that match makes it ([`Session::prepare`]).
+    pub fn replica_config(&self, entities: u16, tick_hz: u16) -> ReplicaConfig {
+        ReplicaConfig {
+            max_entities: usize::from(entities),
+            history_ticks: self.history_ticks.max(1),
+            tick_hz: u32::from(tick_hz),
+        }
+    }
+}
+
 impl Default for SessionConfig {
     /// Matches a server with the default replication settings.
     fn default() -> Self {
@@ -310,6 +322,8 @@ pub struct Session {
     link: Endpoint,
     /// Made with the welcome, sized by it.
     replica: Option<Replica>,
+    /// A replica made ahead of the welcome ([`Session::prepare`]), for the welcome to take.
+    prepared: Option<Replica>,
     welcome: Option<Welcome>,
     epoch: u32,
     /// The last input's sequence number (0: none sent yet).
@@ -382,6 +396,7 @@ impl Session {
             transport: Client::new(token, now),
             link: Endpoint::new(link, now),
             replica: None,
+            prepared: None,
             welcome: None,
             epoch: 0,
             seq: 0,
@@ -520,6 +535,16 @@ impl Session {
     /// The match's current run: the welcome's epoch, or the last [`SessionEvent::Epoch`].
     pub fn epoch(&self) -> u32 {
         self.epoch
+    }
+
+    /// Hands the session a replica made ahead of its welcome, of its schema and sized by
+    /// [`SessionConfig::replica_config`] for the match the client expects (and perhaps
+    /// [`Replica::reserve`]d). A welcome that names that match's size and rate takes it
+    /// rather than making its own: a client that knows its match can allocate and touch
+    /// that memory before its frames are timed (the bots make theirs before their schedule
+    /// starts). A welcome it does not fit makes its own, as without it.
+    pub fn prepare(&mut self, replica: Replica) {
+        self.prepared = Some(replica);
     }
 
     /// The replica of the match, once the welcome sized it.
@@ -829,15 +854,21 @@ impl Session {
         if welcome.tick_hz == 0 {
             return Err(Ended::BadWelcome("a tick rate of 0"));
         }
-        let config = ReplicaConfig {
-            max_entities: usize::from(welcome.entities),
-            history_ticks: self.config.history_ticks.max(1),
-            tick_hz: u32::from(welcome.tick_hz),
+        let config = self
+            .config
+            .replica_config(welcome.entities, welcome.tick_hz);
+        let fits = |r: &Replica| {
+            *r.config() == config && r.schema().fingerprint() == self.schema.fingerprint()
         };
         match self.replica.as_mut() {
-            Some(r) if *r.config() == config => r.reset(),
-            _ => self.replica = Some(Replica::new(config, self.schema)),
+            Some(r) if fits(r) => r.reset(),
+            _ => {
+                let made = self.prepared.take().filter(|r| fits(r));
+                self.replica = Some(made.unwrap_or_else(|| Replica::new(config, self.schema)));
+            }
         }
+        // A replica of the match made ahead, not taken, is not kept.
+        self.prepared = None;
         self.frames.reset();
         self.clock.set_rate(welcome.tick_hz);
         self.clock.reset_run();

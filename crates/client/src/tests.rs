@@ -576,6 +576,72 @@ fn hostile_datagrams_change_nothing() {
     assert_eq!(s.stats().snapshots + s.stats().bad_snapshots, 0);
 }
 
+#[test]
+fn a_welcome_takes_the_replica_prepared_for_its_match_and_only_that() {
+    let welcome = Welcome {
+        match_id: 1,
+        seat: 0,
+        tick_hz: 30,
+        seats: 100,
+        entities: 100,
+        epoch: 0,
+    };
+    let schema = tickforge_ctf::schema();
+    let session = || Session::new(token(0), schema, SessionConfig::COMPACT, Instant::now());
+    let prepared = |entities: u16, tick_hz: u16| {
+        let mut r = Replica::new(
+            SessionConfig::COMPACT.replica_config(entities, tick_hz),
+            schema,
+        );
+        r.reserve(100);
+        r
+    };
+    // Made with the welcome: room for 64 records a slot.
+    let mut plain = session();
+    plain.welcomed(welcome, schema.fingerprint()).unwrap();
+    let made = plain.replica().unwrap().room();
+    assert_eq!(made, 64 * 72);
+    // Prepared for this match: the welcome takes it, room and all.
+    let mut s = session();
+    let r = prepared(100, 30);
+    assert_eq!(r.room(), 100 * 72);
+    s.prepare(r);
+    s.welcomed(welcome, schema.fingerprint()).unwrap();
+    assert_eq!(s.replica().unwrap().room(), 100 * 72);
+    assert_eq!(
+        *s.replica().unwrap().config(),
+        SessionConfig::COMPACT.replica_config(100, 30)
+    );
+    // Prepared for another size, or another rate: the welcome makes its own.
+    for (entities, tick_hz) in [(99, 30), (100, 60)] {
+        let mut s = session();
+        let r = prepared(entities, tick_hz);
+        s.prepare(r);
+        s.welcomed(welcome, schema.fingerprint()).unwrap();
+        assert_eq!(
+            s.replica().unwrap().room(),
+            made,
+            "{entities} at {tick_hz} Hz"
+        );
+        assert!(s.prepared.is_none(), "the unfit replica is dropped");
+    }
+    // Prepared for this match, but decoding another game's fields: not taken either.
+    static OTHER: Schema = match Schema::new(&[Field::new("x", Coding::Scalar, Quantum::Whole)]) {
+        Ok(s) => s,
+        Err(_) => panic!("a valid table"),
+    };
+    let mut s = session();
+    let mut r = Replica::new(SessionConfig::COMPACT.replica_config(100, 30), &OTHER);
+    r.reserve(100);
+    s.prepare(r);
+    s.welcomed(welcome, schema.fingerprint()).unwrap();
+    assert_eq!(s.replica().unwrap().room(), made);
+    assert_eq!(
+        s.replica().unwrap().schema().fingerprint(),
+        schema.fingerprint()
+    );
+}
+
 /// Runs `w` until every session is welcomed (at most two seconds).
 fn run_until_welcomed(w: &mut World) {
     for _ in 0..256 {

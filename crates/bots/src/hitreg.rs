@@ -349,8 +349,9 @@ impl AimView {
     /// be in view then (the replica's [`tickforge_replication::Replica::listed`]): the
     /// others are not read, so a frame costs what is in view, not the match's size. Between
     /// the frames that pick a target ([`AimView::refreshing_every`]) only the target is
-    /// read, and on those, only the nearest enemies when the view considers that many
-    /// ([`AimView::considering`]). Call once a frame.
+    /// read (and `listed` only up to it: a crowd lists hundreds), and on those, only the
+    /// nearest enemies when the view considers that many ([`AimView::considering`]). Call
+    /// once a frame; a shot judged in it is given the same listing.
     pub fn show(
         &mut self,
         view: ViewTime,
@@ -368,16 +369,15 @@ impl AimView {
             0
         };
         self.generation = self.generation.wrapping_add(1);
-        self.listed.clear();
         self.enemies.clear();
         let players = self.players.len();
-        self.listed
-            .extend(listed.into_iter().filter(|&s| usize::from(s) < players));
+        let listed = listed.into_iter().filter(|&s| usize::from(s) < players);
         self.me = me;
         self.view = Some(view);
         if let Some(t) = target {
-            // Between refreshes: the target alone, if still listed.
-            if self.listed.contains(&t) {
+            // Between refreshes: the target alone, if still listed. The listing, lowest
+            // first, is read up to it and not kept (a judged shot is given it again).
+            if listed.take_while(|&s| s <= t).any(|s| s == t) {
                 let p = &mut self.players[usize::from(t)];
                 *p = Shown::of(at.at(t, r), self.generation);
                 if p.present && p.alive {
@@ -386,6 +386,8 @@ impl AimView {
             }
             return;
         }
+        self.listed.clear();
+        self.listed.extend(listed);
         let limited = self.choose_nearest(me, &mut at);
         let chosen = &self.chosen;
         let shows = |slot: u16| {
@@ -532,15 +534,20 @@ impl AimView {
     /// What a shot of `shooter` (the player shown to) from `eye` with `cmd` hits in this
     /// view, and who was shown alive then (bit `slot`, of the first [`SHOWN_SLOTS`]): the
     /// nearest hitbox of a player shown alive (teammates included, as on the server), the
-    /// map occluding; `None` for a miss, or before anything is shown. `at` reads the
-    /// players as for [`AimView::show`].
-    fn judge_shown(
+    /// map occluding; `None` for a miss, or before anything is shown. `listed` and `at`
+    /// list and read the players as they did for this frame's [`AimView::show`].
+    fn judge_shown<I>(
         &self,
         shooter: u16,
         eye: Vec3,
         cmd: &UserCmd,
+        listed: I,
         mut at: impl Players,
-    ) -> (Verdict, u128) {
+    ) -> (Verdict, u128)
+    where
+        I: IntoIterator<Item = u16>,
+        I::IntoIter: Clone,
+    {
         let Some(view) = self.view else {
             return (None, 0);
         };
@@ -559,8 +566,22 @@ impl AimView {
         let reads = |s: u16| {
             s != shooter && (!foes(s, self.me) || players[usize::from(s)].generation != generation)
         };
-        for (k, &slot16) in self.listed.iter().enumerate() {
-            read_ahead(&mut at, &self.listed, k, r, reads);
+        let players = self.players.len();
+        let listed = listed
+            .into_iter()
+            .filter(move |&s| usize::from(s) < players);
+        // Players read ahead of the one judged, as `read_ahead` does over a frame's.
+        let (mut near, mut far) = (
+            listed.clone().skip(READ_AHEAD),
+            listed.clone().skip(2 * READ_AHEAD),
+        );
+        for slot16 in listed {
+            if let Some(s) = far.next().filter(|&s| reads(s)) {
+                at.prefetch(s, r, true);
+            }
+            if let Some(s) = near.next().filter(|&s| reads(s)) {
+                at.prefetch(s, r, false);
+            }
             let slot = usize::from(slot16);
             if slot16 == shooter {
                 continue;
@@ -601,23 +622,39 @@ impl AimView {
 
     /// What a shot of `shooter` (the player shown to) from `eye` with `cmd` hits in this
     /// view: the nearest hitbox of a player shown alive (teammates included, as on the
-    /// server), the map occluding; `None` for a miss, or before anything is shown. `at`
-    /// reads the players as for [`AimView::show`].
-    pub fn judge(&self, shooter: u16, eye: Vec3, cmd: &UserCmd, at: impl Players) -> Verdict {
-        self.judge_shown(shooter, eye, cmd, at).0
+    /// server), the map occluding; `None` for a miss, or before anything is shown.
+    /// `listed` and `at` list and read the players as for this frame's [`AimView::show`]
+    /// (the listing is not kept between the frames that pick a target).
+    pub fn judge<I>(
+        &self,
+        shooter: u16,
+        eye: Vec3,
+        cmd: &UserCmd,
+        listed: I,
+        at: impl Players,
+    ) -> Verdict
+    where
+        I: IntoIterator<Item = u16>,
+        I::IntoIter: Clone,
+    {
+        self.judge_shown(shooter, eye, cmd, listed, at).0
     }
 
     /// Judges the shot of input `seq` ([`AimView::judge`]) and remembers its verdict and
     /// who was shown.
-    pub fn judge_input(
+    pub fn judge_input<I>(
         &mut self,
         seq: u32,
         shooter: u16,
         eye: Vec3,
         cmd: &UserCmd,
+        listed: I,
         at: impl Players,
-    ) {
-        let (verdict, shown) = self.judge_shown(shooter, eye, cmd, at);
+    ) where
+        I: IntoIterator<Item = u16>,
+        I::IntoIter: Clone,
+    {
+        let (verdict, shown) = self.judge_shown(shooter, eye, cmd, listed, at);
         self.verdicts[seq as usize % VERDICT_RING] = Judged {
             seq,
             verdict,
@@ -826,7 +863,7 @@ mod tests {
                 let at = |slot, r| Some(interpolated(&states, r, slot));
                 view.show(shown, 0, 0..view.players() as u16, at);
                 let cmd = aim(t);
-                view.judge_input(t + 1, 0, eye, &cmd, at);
+                view.judge_input(t + 1, 0, eye, &cmd, 0..view.players() as u16, at);
                 shots[t as usize] = (shown, cmd);
             }
             // The server fires the shot made at t - lag, now.
@@ -973,7 +1010,10 @@ mod tests {
         // Nothing shown yet: no target, no hit.
         assert_eq!(view.sight(&shooter, true), None);
         let nobody = |_, _| None;
-        assert_eq!(view.judge(0, eye, &at_enemy, nobody), None);
+        assert_eq!(
+            view.judge(0, eye, &at_enemy, 0..view.players() as u16, nobody),
+            None
+        );
         let world = |enemy: Option<EntityState>, mate: PlayerState| {
             move |slot: u16, _: f64| match slot {
                 0 => Some(sent(&shooter)),
@@ -986,8 +1026,12 @@ mod tests {
         view.show(view_time(100.0), 0, 0..view.players() as u16, both);
         let sight = view.sight(&shooter, true).unwrap();
         assert_eq!((sight.eye, sight.aim, sight.still), (eye, chest, true));
-        assert_eq!(view.judge(0, eye, &at_enemy, both).map(|h| h.0), Some(1));
-        view.judge_input(7, 0, eye, &at_enemy, both);
+        assert_eq!(
+            view.judge(0, eye, &at_enemy, 0..view.players() as u16, both)
+                .map(|h| h.0),
+            Some(1)
+        );
+        view.judge_input(7, 0, eye, &at_enemy, 0..view.players() as u16, both);
         assert_eq!(view.verdict(7).flatten().map(|h| h.0), Some(1));
         assert_eq!(view.was_shown(7, 1), Some(true));
         assert_eq!(view.was_shown(7, 3), Some(false));
@@ -998,7 +1042,7 @@ mod tests {
         let hidden = world(None, mate);
         view.show(view_time(101.0), 0, 0..view.players() as u16, hidden);
         assert_eq!(view.sight(&shooter, true), None);
-        view.judge_input(9, 0, eye, &at_enemy, hidden);
+        view.judge_input(9, 0, eye, &at_enemy, 0..view.players() as u16, hidden);
         assert_eq!(view.verdict(9), Some(None));
         assert_eq!(view.was_shown(9, 1), Some(false));
         // Shown dead: the same.
@@ -1009,28 +1053,41 @@ mod tests {
         let shown_dead = world(Some(dead), mate);
         view.show(view_time(102.0), 0, 0..view.players() as u16, shown_dead);
         assert_eq!(view.sight(&shooter, true), None);
-        assert_eq!(view.judge(0, eye, &at_enemy, shown_dead), None);
+        assert_eq!(
+            view.judge(0, eye, &at_enemy, 0..view.players() as u16, shown_dead),
+            None
+        );
         // A teammate stepping into the line of fire takes the shot, as on the server;
         // the sight still names the enemy (only walls hide it).
         let in_line = standing(-5.0, 17.0);
         let blocked = world(Some(sent(&enemy)), in_line);
         view.show(view_time(103.0), 0, 0..view.players() as u16, blocked);
-        assert_eq!(view.judge(0, eye, &at_enemy, blocked).map(|h| h.0), Some(2));
+        assert_eq!(
+            view.judge(0, eye, &at_enemy, 0..view.players() as u16, blocked)
+                .map(|h| h.0),
+            Some(2)
+        );
         assert_eq!(view.sight(&shooter, true).map(|s| s.aim), Some(chest));
         // A match that starts over: nobody is shown until the next show.
         view.start_over();
         assert_eq!(view.view(), None);
         assert_eq!(view.sight(&shooter, true), None);
-        assert_eq!(view.judge(0, eye, &at_enemy, both), None);
+        assert_eq!(
+            view.judge(0, eye, &at_enemy, 0..view.players() as u16, both),
+            None
+        );
         assert_eq!(view.shown(1), None);
         // Only the slots listed are read: the enemy left out is neither aimed at nor hit,
         // and a teammate left out blocks nothing.
         view.show(view_time(104.0), 0, [0, 2], both);
         assert_eq!((view.shown(1), view.sight(&shooter, true)), (None, None));
-        assert_eq!(view.judge(0, eye, &at_enemy, both), None);
+        assert_eq!(view.judge(0, eye, &at_enemy, [0, 2], both), None);
         view.show(view_time(105.0), 0, [0, 1], blocked);
         assert!(view.shown(1).is_some());
-        assert_eq!(view.judge(0, eye, &at_enemy, blocked).map(|h| h.0), Some(1));
+        assert_eq!(
+            view.judge(0, eye, &at_enemy, [0, 1], blocked).map(|h| h.0),
+            Some(1)
+        );
     }
 
     #[test]
@@ -1081,7 +1138,7 @@ mod tests {
         let eye = view.eye_of(&shooter);
         let cmd = aim_at(eye, Vec3::new(0.0, -100.0, 60.0));
         log.0.clear();
-        view.judge(40, eye, &cmd, &mut log);
+        view.judge(40, eye, &cmd, listed.iter().copied(), &mut log);
         let mates: Vec<u16> = (listed.iter().copied())
             .filter(|s| s % 2 == 0 && *s != 40)
             .collect();
@@ -1143,6 +1200,7 @@ mod tests {
             0,
             eye,
             &aim_at(eye, Vec3::new(-10.0, -100.0, 60.0)),
+            0..20,
             &mut lane,
         );
         let unread: Vec<u16> = (1..20).filter(|s| !nearest.contains(s)).collect();
@@ -1240,7 +1298,7 @@ mod tests {
         // front takes it, read afresh.
         let at_far = aim_at(eye, chest(&far));
         reads.borrow_mut().clear();
-        let verdict = view.judge(0, eye, &at_far, world(Some(moved)));
+        let verdict = view.judge(0, eye, &at_far, all.clone(), world(Some(moved)));
         assert_eq!(verdict.map(|h| h.0), Some(1));
         assert!(reads.borrow().contains(&3) && reads.borrow().contains(&5));
         // The target gone from view: no sight, and the next frame reads every enemy and
@@ -1258,6 +1316,23 @@ mod tests {
         assert_eq!(show(&mut view, 105.0, None), [5]);
         view.sight(&shooter, true);
         assert_eq!(show(&mut view, 106.0, None), [1, 3, 5]);
+        // Between refreshes, a target no longer listed is neither read nor shown, though
+        // the slots listed past it are; a shot then is judged against the listing given.
+        assert_eq!(
+            view.sight(&shooter, true).map(|s| s.aim),
+            Some(chest(&aside))
+        );
+        reads.borrow_mut().clear();
+        view.show(view_time(107.0), 0, [0, 1, 3], world(None));
+        assert!(reads.borrow().is_empty());
+        assert_eq!((view.shown(5), view.sight(&shooter, true)), (None, None));
+        let at_aside = aim_at(eye, chest(&aside));
+        assert_eq!(view.judge(0, eye, &at_aside, [0, 1, 3], world(None)), None);
+        assert_eq!(
+            view.judge(0, eye, &at_aside, all.clone(), world(None))
+                .map(|h| h.0),
+            Some(5)
+        );
     }
 
     #[test]

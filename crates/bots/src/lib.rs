@@ -1579,7 +1579,13 @@ impl Bot {
                 return c;
             }
             let shown = ShownBy(&self.session);
-            view.judge_input(self.session.seq() + 1, me, sight.eye, &c, shown);
+            let listed = self
+                .session
+                .replica()
+                .map(Replica::listed)
+                .unwrap_or_default();
+            let listed = listed.map(|id| id.0);
+            view.judge_input(self.session.seq() + 1, me, sight.eye, &c, listed, shown);
         }
         c
     }

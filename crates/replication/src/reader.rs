@@ -382,8 +382,12 @@ struct Parsed {
     /// Ticks back to the baseline (a delta's).
     back: u8,
     mask: u16,
-    /// The baseline record's index in the slot `base_slot`.
+    /// The baseline record's index in the slot `base_slot`, once found; unused when the
+    /// baseline is the entity's newest record (`in_view`).
     base_index: u16,
+    /// The baseline is the entity's newest record, whose state the view holds: its record
+    /// is not read.
+    in_view: bool,
     base_slot: u32,
 }
 
@@ -393,9 +397,16 @@ impl Parsed {
         matches!(u32::from(self.kind), KIND_DELTA_DEFAULT | KIND_DELTA_BACK)
     }
 
-    /// The stored baseline record a delta points at.
-    fn base<'s>(&self, slots: &'s [Slot]) -> &'s Record {
-        &slots[self.base_slot as usize].records[usize::from(self.base_index)]
+    /// The baseline a delta points at, once found: its state, and whether it is present
+    /// (a delta against a gone record is refused).
+    fn base<'s>(&self, slots: &'s [Slot], view: &'s [Shown]) -> (&'s Lanes, bool) {
+        if self.in_view {
+            let v = &view[usize::from(self.id)];
+            (&v.state, v.present)
+        } else {
+            let r = &slots[self.base_slot as usize].records[usize::from(self.base_index)];
+            (&r.q, r.present)
+        }
     }
 }
 
@@ -535,13 +546,14 @@ impl Replica {
         slot.records.get(i).filter(|_| slot.tick == Some(link.tick))
     }
 
-    /// Reads a body in two passes. The first reads the records' heads, finds each delta's
-    /// baseline in its slot and starts loading it, and reads the fields as the wire holds
-    /// them (checking them): the baselines, scattered over the history, then load together
-    /// rather than one miss after another. The second applies the fields against them,
-    /// without parsing a byte again. The refusals are
-    /// those of one pass in record order: a delta whose baseline is a gone record is
-    /// refused before anything a later record (or its own fields) holds.
+    /// Reads a body in two passes. The first reads the records' heads and their fields as
+    /// the wire holds them (checking them), starting each entity's view lines; then finds
+    /// each delta's baseline, in the view (an entity's newest record) or in its slot (its
+    /// record then started): the lines, scattered over the view and the history, load
+    /// together rather than one miss after another. The second applies the fields against
+    /// the baselines, without parsing a byte again. The refusals are those of one pass in
+    /// record order: a delta whose baseline is not held, or a gone record, is refused
+    /// before anything a later record (or its own fields) holds.
     fn decode(&mut self, body: &[u8]) -> Result<ReadInfo, ReadError> {
         let mut r = Cursor::new(body);
         let tick = r.u32_le()?;
@@ -563,11 +575,18 @@ impl Replica {
                 ..ReadInfo::default()
             });
         }
-        let mut info = match self.parse(&mut r, tick, default_back, count) {
-            Ok(info) => info,
-            Err(e) => {
+        let parsed = self.parse(&mut r, tick, default_back, count);
+        // The baselines of the records read, even of a snapshot refused: a missing one
+        // (not held, or a gone record) is the refusal, before anything a later record (or
+        // the record's own fields) holds.
+        let found = self.find_baselines(tick, default_back);
+        let mut info = match (parsed, found) {
+            (Ok(info), Ok(())) => info,
+            (_, Err(e)) => return Err(e),
+            (Err(e), Ok(())) => {
+                let (slots, view) = (&self.slots, &self.view);
                 let gone_base =
-                    (self.parsed.iter()).any(|p| p.is_delta() && !p.base(&self.slots).present);
+                    (self.parsed.iter()).any(|p| p.is_delta() && !p.base(slots, view).1);
                 return Err(if gone_base {
                     ReadError::MissingBaseline
                 } else {
@@ -581,6 +600,7 @@ impl Replica {
             schema,
             rate,
             slots,
+            view,
             parsed,
             scratch,
             ..
@@ -592,12 +612,12 @@ impl Replica {
             let base = if !p.is_delta() {
                 Base::Zero
             } else {
-                let record = p.base(slots);
-                if !record.present {
+                let (state, present) = p.base(slots, view);
+                if !present {
                     return Err(ReadError::MissingBaseline);
                 }
                 Base::Delta {
-                    state: &record.q,
+                    state,
                     back: u32::from(p.back),
                     rate: *rate,
                 }
@@ -615,9 +635,10 @@ impl Replica {
         Ok(info)
     }
 
-    /// [`Replica::decode`]'s first pass over the `count` records that `r` is at, of the
-    /// snapshot of `tick`: into `parsed`, each delta's baseline found and its record
-    /// prefetched, and each record's fields as the wire holds them into `scratch`.
+    /// [`Replica::decode`]'s first pass over the `count` records that `r` is at: into
+    /// `parsed`, each record's head (a delta's ticks back, its baseline not yet found), its
+    /// view lines started; into `scratch`, its fields as the wire holds them. On an error,
+    /// `parsed` holds the records read up to it, the failing one's head included once read.
     fn parse(
         &mut self,
         r: &mut Cursor<'_>,
@@ -628,12 +649,6 @@ impl Replica {
         let schema = self.schema;
         let (fields, head_bits) = (schema.len(), schema.head_bits());
         self.parsed.clear();
-        // Where the default baseline's slot was last looked in, and a few others' (by
-        // tick): the records come lowest id first, so each place only moves on. A baseline
-        // tick met first is searched for; then its slot is walked from there.
-        let mut default_from = 0usize;
-        let mut others = [(0u32, 0usize); OTHER_BASELINES];
-        let mut other_count = 0usize;
         let mut next_id = 0usize;
         let mut info = ReadInfo::default();
         if let Some(base) = tick.checked_sub(u32::from(default_back)) {
@@ -652,9 +667,10 @@ impl Replica {
                 return Err(ReadError::IdOutOfRange);
             }
             next_id = id + 1;
-            // Its view lines, which the commit updates: a snapshot's entities are scattered
-            // over the view, and a process holding many replicas (a bots process) finds
-            // them cold, so they are all started here, their misses overlapped.
+            // Its view lines, which the baseline's search reads and the commit updates: a
+            // snapshot's entities are scattered over the view, and a process holding many
+            // replicas (a bots process) finds them cold, so they are all started here,
+            // their misses overlapped, and read once every record is.
             prefetch_item(&self.view[id]);
             let mut p = Parsed {
                 id: id as u16,
@@ -662,6 +678,7 @@ impl Replica {
                 back: 0,
                 mask,
                 base_index: 0,
+                in_view: false,
                 base_slot: 0,
             };
             match kind {
@@ -685,34 +702,10 @@ impl Replica {
                     } else {
                         default_back
                     };
-                    let base_tick = tick
-                        .checked_sub(u32::from(back))
-                        .filter(|_| back != 0)
-                        .ok_or(ReadError::BadBack)?;
-                    let s = self.slot_of(base_tick);
-                    let slot = &self.slots[s];
-                    let known = others[..other_count]
-                        .iter()
-                        .position(|&(t, _)| t == base_tick);
-                    let index = if back == default_back {
-                        slot.find(id, base_tick, &mut default_from, true)
-                    } else if let Some(k) = known {
-                        slot.find(id, base_tick, &mut others[k].1, true)
-                    } else {
-                        slot.prefetch_ids();
-                        let mut from = 0;
-                        let index = slot.find(id, base_tick, &mut from, false);
-                        if other_count < OTHER_BASELINES {
-                            others[other_count] = (base_tick, from);
-                            other_count += 1;
-                        }
-                        index
+                    if back == 0 || tick < u32::from(back) {
+                        return Err(ReadError::BadBack);
                     }
-                    .ok_or(ReadError::MissingBaseline)?;
-                    prefetch_item(&slot.records[index]);
                     p.back = back;
-                    p.base_slot = s as u32;
-                    p.base_index = index as u16;
                 }
                 _ => unreachable!("a two-bit kind"),
             }
@@ -732,6 +725,63 @@ impl Replica {
             return Err(ReadError::TrailingBytes);
         }
         Ok(info)
+    }
+
+    /// [`Replica::decode`]'s search for the baselines of the deltas `parse` read, of the
+    /// snapshot of `tick`, in record order: `MissingBaseline` at the first not held. Most
+    /// often a delta's baseline is its entity's newest record (the server encodes against
+    /// the newest snapshot the client acknowledged that carried it), whose state the view
+    /// holds, in the lines `parse` started: its record is not read. Otherwise it is looked
+    /// up in its slot, and its record started loading.
+    fn find_baselines(&mut self, tick: u32, default_back: u8) -> Result<(), ReadError> {
+        // Where the default baseline's slot was last looked in, and a few others' (by
+        // tick): the records come lowest id first, so each place only moves on. A baseline
+        // tick met first is searched for; then its slot is walked from there.
+        let mut default_from = 0usize;
+        let mut others = [(0u32, 0usize); OTHER_BASELINES];
+        let mut other_count = 0usize;
+        let history = self.config.history_ticks;
+        let Replica {
+            slots,
+            view,
+            parsed,
+            ..
+        } = self;
+        for p in parsed.iter_mut().filter(|p| p.is_delta()) {
+            // `parse` checked it is a tick of this run.
+            let base_tick = tick - u32::from(p.back);
+            let s = (base_tick % history) as usize;
+            let slot = &slots[s];
+            let id = usize::from(p.id);
+            p.base_slot = s as u32;
+            let newest = view[id].stored().filter(|l| l.tick == base_tick);
+            if let Some(link) = newest.filter(|_| slot.tick == Some(base_tick)) {
+                p.in_view = true;
+                p.base_index = link.index;
+                continue;
+            }
+            let known = others[..other_count]
+                .iter()
+                .position(|&(t, _)| t == base_tick);
+            let index = if p.back == default_back {
+                slot.find(id, base_tick, &mut default_from, true)
+            } else if let Some(k) = known {
+                slot.find(id, base_tick, &mut others[k].1, true)
+            } else {
+                slot.prefetch_ids();
+                let mut from = 0;
+                let index = slot.find(id, base_tick, &mut from, false);
+                if other_count < OTHER_BASELINES {
+                    others[other_count] = (base_tick, from);
+                    other_count += 1;
+                }
+                index
+            }
+            .ok_or(ReadError::MissingBaseline)?;
+            prefetch_item(&slot.records[index]);
+            p.base_index = index as u16;
+        }
+        Ok(())
     }
 
     /// Applies the decoded snapshot of `tick`: stores its records in the tick's slot

@@ -22,7 +22,9 @@ pub mod token;
 
 pub use client::{Client, ClientEvent, ClientState};
 pub use key::{KeyError, PrivateKey};
-pub use server::{Server, ServerConfig, ServerDrop, ServerEvent, ServerStats, Transmit};
+pub use server::{
+    Server, ServerConfig, ServerDrop, ServerEvent, ServerStats, Transmit, MAX_TRANSMIT_BYTES,
+};
 
 /// `"NETCODE 1.02"` and its terminating zero.
 pub const VERSION_INFO: &[u8; 13] = b"NETCODE 1.02\0";

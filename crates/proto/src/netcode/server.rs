@@ -28,6 +28,10 @@ pub const GLOBAL_SEQUENCE_START: u64 = 1 << 63;
 
 /// Largest control packet: a challenge with an 8-byte sequence (333 bytes).
 const CONTROL_BYTES: usize = 1 + 8 + CHALLENGE_BODY_BYTES + MAC_BYTES;
+/// The most [`Server::send_payload`] writes: the largest payload sealed, after the
+/// keep-alive an unconfirmed client is sent first. An `out` of this capacity never grows.
+pub const MAX_TRANSMIT_BYTES: usize =
+    packet::MAX_ENCRYPTED_BYTES + 1 + 8 + packet::KEEPALIVE_BODY_BYTES + MAC_BYTES;
 /// Buckets of the per-source request limiter; sources that hash alike share one.
 const RATE_BUCKETS: usize = 4096;
 /// Requests one source may send in a burst before the rate applies.
@@ -376,7 +380,9 @@ impl Server {
             control_cap: 4 * n + 10 * n + 64,
             ended: VecDeque::with_capacity(n),
             next_timeout: None,
-            scratch: Vec::with_capacity(CONTROL_BYTES),
+            // The largest packet it seals: a payload's, once one is that large, would
+            // otherwise grow it in the middle of a frame.
+            scratch: Vec::with_capacity(CONTROL_BYTES.max(packet::MAX_ENCRYPTED_BYTES)),
             stats: ServerStats::default(),
             config,
         }

@@ -547,7 +547,7 @@ impl Worker {
             routes: vec![None; usize::from(max_clients)],
             recv: RecvBatch::with_capacity(RECV_BATCH),
             send: SendBatch::with_capacity(datagrams_per_wake, MAX_PACKET_BYTES),
-            frame_buf: Vec::with_capacity(MAX_PACKET_BYTES),
+            frame_buf: Vec::with_capacity(netcode::MAX_TRANSMIT_BYTES),
             routed: Vec::with_capacity(room),
             due: Vec::with_capacity(room),
             order: Vec::with_capacity(room),

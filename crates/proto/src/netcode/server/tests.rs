@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::netcode::client::{Client, ClientEvent, ClientState};
 use crate::netcode::token::{ConnectToken, TokenParams};
+use crate::netcode::MAX_PAYLOAD_BYTES;
 
 const PRIVATE_KEY: [u8; 32] = [7; 32];
 const PROTOCOL_ID: u64 = 0x7469_636b;
@@ -213,6 +214,31 @@ fn payloads_to_an_unconfirmed_client_follow_a_keepalive() {
             .unwrap()
             .keepalive_bytes,
         0
+    );
+}
+
+#[test]
+fn the_largest_payload_is_sealed_in_the_room_made_for_it() {
+    let t0 = Instant::now();
+    let mut s = server(4, t0);
+    let mut c = Client::new(token(13), t0);
+    let t1 = connect(&mut s, &mut c, client_addr(3), t0);
+    let mut out = Vec::with_capacity(MAX_TRANSMIT_BYTES);
+    let room = (s.scratch.capacity(), out.capacity(), out.as_ptr());
+    // Unconfirmed: a keep-alive first, then the payload.
+    let largest = [7u8; MAX_PAYLOAD_BYTES];
+    let tx = s
+        .send_payload(t1, ClientIndex(0), &largest, &mut out)
+        .unwrap();
+    assert!(tx.keepalive_bytes > 0);
+    assert!(out.len() > MAX_PAYLOAD_BYTES && out.len() <= MAX_TRANSMIT_BYTES);
+    // Neither the transport's sealing room nor `out` grew (which a frame would pay for).
+    assert_eq!((s.scratch.capacity(), out.capacity(), out.as_ptr()), room);
+    let (keepalive, payload) = out.split_at_mut(tx.keepalive_bytes);
+    assert_eq!(c.handle_datagram(t1, server_addr(), keepalive), None);
+    assert_eq!(
+        c.handle_datagram(t1, server_addr(), payload),
+        Some(ClientEvent::Payload(&largest[..]))
     );
 }
 

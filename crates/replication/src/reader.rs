@@ -494,8 +494,8 @@ impl Replica {
         reserve_written(&mut self.departed, self.config.max_entities);
     }
 
-    /// Records the slots have room for, in all: what a snapshot of up to that many a slot
-    /// stores without allocating ([`Replica::reserve`]), 74 bytes each.
+    /// Records the slots have room for, in all, 74 bytes each: a slot stores a snapshot of
+    /// up to its share without allocating ([`Replica::reserve`]).
     pub fn room(&self) -> usize {
         self.slots.iter().map(|s| s.records.capacity()).sum()
     }

@@ -305,11 +305,9 @@ fn the_replica_a_bot_prepares_is_the_one_its_match_s_welcome_asks_for() {
         let asked =
             session_config(true, field.config.pose_every).replica_config(w.entities, w.tick_hz);
         assert_eq!(*expected.config(), asked, "the match's welcome: {w:?}");
-        let replica = bot.session.replica().unwrap();
-        assert_eq!(
-            (replica.config(), replica.room()),
-            (&asked, expected.room())
-        );
+        // Of that config, the welcome takes it (the client's tests show a replica of
+        // another is not); at ten players its room is also what one made there would have.
+        assert_eq!(bot.session.replica().unwrap().config(), &asked);
     }
     // A match no replica holds, or a rate of 0: nothing prepared.
     for config in [

@@ -206,20 +206,31 @@ fn foes(a: u16, b: u16) -> bool {
 /// loading.
 pub const READ_AHEAD: usize = 8;
 
-/// Before the `k`th of `slots` is read at `tick`: starts loading the ones [`READ_AHEAD`]
-/// and twice that further on, those of them that will be read (`read`).
-fn read_ahead(
-    at: &mut impl Players,
-    slots: &[u16],
-    k: usize,
-    tick: f64,
-    read: impl Fn(u16) -> bool,
-) {
-    if let Some(&far) = slots.get(k + 2 * READ_AHEAD).filter(|&&s| read(s)) {
-        at.prefetch(far, tick, true);
+/// What a loop over listed players starts loading ahead of the one it reads: the ones
+/// [`READ_AHEAD`] and twice that further on in the listing, those of them it will read.
+/// [`Ahead::step`] once per player, before reading it.
+struct Ahead<I> {
+    near: std::iter::Skip<I>,
+    far: std::iter::Skip<I>,
+}
+
+impl<I: Iterator<Item = u16> + Clone> Ahead<I> {
+    fn new(listed: I) -> Self {
+        Ahead {
+            near: listed.clone().skip(READ_AHEAD),
+            far: listed.skip(2 * READ_AHEAD),
+        }
     }
-    if let Some(&near) = slots.get(k + READ_AHEAD).filter(|&&s| read(s)) {
-        at.prefetch(near, tick, false);
+
+    /// Moves on one player: starts loading, as at `tick`, those ahead that `read` says
+    /// will be read (the farther one's first lines only).
+    fn step(&mut self, at: &mut impl Players, tick: f64, read: impl Fn(u16) -> bool) {
+        if let Some(far) = self.far.next().filter(|&s| read(s)) {
+            at.prefetch(far, tick, true);
+        }
+        if let Some(near) = self.near.next().filter(|&s| read(s)) {
+            at.prefetch(near, tick, false);
+        }
     }
 }
 
@@ -397,9 +408,9 @@ impl AimView {
                 foes(slot, me)
             }
         };
-        for k in 0..self.listed.len() {
-            read_ahead(&mut at, &self.listed, k, r, shows);
-            let slot = self.listed[k];
+        let mut ahead = Ahead::new(self.listed.iter().copied());
+        for &slot in &self.listed {
+            ahead.step(&mut at, r, shows);
             if shows(slot) {
                 let p = &mut self.players[usize::from(slot)];
                 *p = Shown::of(at.at(slot, r), self.generation);
@@ -570,18 +581,9 @@ impl AimView {
         let listed = listed
             .into_iter()
             .filter(move |&s| usize::from(s) < players);
-        // Players read ahead of the one judged, as `read_ahead` does over a frame's.
-        let (mut near, mut far) = (
-            listed.clone().skip(READ_AHEAD),
-            listed.clone().skip(2 * READ_AHEAD),
-        );
+        let mut ahead = Ahead::new(listed.clone());
         for slot16 in listed {
-            if let Some(s) = far.next().filter(|&s| reads(s)) {
-                at.prefetch(s, r, true);
-            }
-            if let Some(s) = near.next().filter(|&s| reads(s)) {
-                at.prefetch(s, r, false);
-            }
+            ahead.step(&mut at, r, reads);
             let slot = usize::from(slot16);
             if slot16 == shooter {
                 continue;

@@ -1119,6 +1119,12 @@ impl hitreg::Players for ShownBy<'_> {
     }
 }
 
+/// The player slots `session`'s replica lists (all that may be in view), lowest first;
+/// none before its welcome.
+fn listed_slots(session: &Session) -> impl Iterator<Item = u16> + Clone + '_ {
+    (session.replica().map(Replica::listed).unwrap_or_default()).map(|id| id.0)
+}
+
 /// Where bot `i` sends from. Against a loopback server each bot gets its own loopback
 /// address (127.1.x.y: all of 127/8 is this host), so the bots look like the separate hosts
 /// they stand for, and the server's per-source limits see one player per source, as in a
@@ -1579,12 +1585,7 @@ impl Bot {
                 return c;
             }
             let shown = ShownBy(&self.session);
-            let listed = self
-                .session
-                .replica()
-                .map(Replica::listed)
-                .unwrap_or_default();
-            let listed = listed.map(|id| id.0);
+            let listed = listed_slots(&self.session);
             view.judge_input(self.session.seq() + 1, me, sight.eye, &c, listed, shown);
         }
         c
@@ -1612,8 +1613,7 @@ impl Bot {
             } else {
                 if let (Some(aim), Some(v), Some(me)) = (self.aim.as_mut(), shown, self.slot) {
                     let session = &self.session;
-                    let listed = session.replica().map(Replica::listed).unwrap_or_default();
-                    aim.show(v, me, listed.map(|id| id.0), ShownBy(session));
+                    aim.show(v, me, listed_slots(session), ShownBy(session));
                 }
                 let c = self.next_cmd(config.tick_hz);
                 let seq = self.session.send_input(now, view, &cmd::to_bytes(&c));

@@ -3,11 +3,13 @@
 use crate::state::NetId;
 
 /// The indices of the set bits of a word, lowest first.
+#[derive(Clone, Debug, Default)]
 pub(crate) struct BitIter(pub u64);
 
 impl Iterator for BitIter {
     type Item = usize;
 
+    #[inline]
     fn next(&mut self) -> Option<usize> {
         if self.0 == 0 {
             return None;
@@ -26,7 +28,7 @@ pub struct Ids<'a> {
     words: &'a [u64],
     /// The word `bits` is left of, and its bits not yet given.
     at: usize,
-    bits: u64,
+    bits: BitIter,
 }
 
 impl<'a> Ids<'a> {
@@ -34,7 +36,7 @@ impl<'a> Ids<'a> {
         Ids {
             words,
             at: 0,
-            bits: words.first().copied().unwrap_or(0),
+            bits: BitIter(words.first().copied().unwrap_or(0)),
         }
     }
 }
@@ -44,13 +46,13 @@ impl Iterator for Ids<'_> {
 
     #[inline]
     fn next(&mut self) -> Option<NetId> {
-        while self.bits == 0 {
+        loop {
+            if let Some(b) = self.bits.next() {
+                return Some(NetId((self.at * 64 + b) as u16));
+            }
             self.at += 1;
-            self.bits = *self.words.get(self.at)?;
+            self.bits = BitIter(*self.words.get(self.at)?);
         }
-        let b = self.bits.trailing_zeros() as usize;
-        self.bits &= self.bits - 1;
-        Some(NetId((self.at * 64 + b) as u16))
     }
 }
 

@@ -480,7 +480,7 @@ impl Replica {
     /// `max_entities`; a slot never has less than it had), and writes all of the replica's
     /// memory once. Neither allocating nor the pages' first touch is then left for the
     /// snapshots: up to that size, reading allocates nothing and faults no page in.
-    /// Memory: 74 bytes a record per `history_ticks`. For a client that makes its replica
+    /// Memory: 74 bytes a record, in each of the `history_ticks` slots. For a client that makes its replica
     /// before its frames are timed, as the bots do before their schedule starts: at a
     /// thousand bots, the kernel zeroing their replicas' pages as their first snapshots
     /// came in put them over a second behind it.

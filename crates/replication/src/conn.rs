@@ -10,7 +10,7 @@
 //! more than that), and the entities whose state it carried get a priority bump. A late
 //! ack still counts as an ack: judging a packet lost only speeds its correction up.
 
-use crate::bits::BitIter;
+use crate::bits::{prefetch, BitIter};
 
 use crate::priority::TokenBucket;
 use crate::state::NetId;
@@ -152,6 +152,23 @@ impl Conn {
         record[0] = u64::from(tick) | WRITTEN;
         record[1..1 + words].copy_from_slice(states);
         record[1 + words..].copy_from_slice(gone);
+    }
+
+    /// Starts loading what [`Conn::on_ack`] reads for the ack of the packet of `last`, the
+    /// newest written, as most acks are: `deep` false, the connection's own first lines
+    /// (the ring's head fields); `deep` true, once those have arrived, the ring slots of
+    /// that packet and of the one its ack judges, and the end of the queue it joins. A
+    /// hint, which changes nothing.
+    pub fn prefetch_ack(&self, last: u32, deep: bool) {
+        if !deep {
+            let p: *const u8 = (self as *const Conn).cast();
+            prefetch(p);
+            prefetch(p.wrapping_add(64));
+            return;
+        }
+        prefetch(&self.slots[self.slot_at(last)]);
+        prefetch(&self.slots[self.slot_at(last.wrapping_sub(LOSS_ACK_GAP))]);
+        prefetch(self.pending.as_ptr().wrapping_add(self.pending.len()));
     }
 
     /// The packet for `tick` arrived. `now` is the current tick; acks for packets no

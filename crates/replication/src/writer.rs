@@ -740,6 +740,15 @@ impl Replicator {
         }
     }
 
+    /// Starts loading what [`Replicator::on_ack`] reads of connection `conn` for an ack of
+    /// this tick's packet ([`Conn::prefetch_ack`]: `deep` once a shallow hint's lines have
+    /// arrived). A hint, which changes nothing; nothing for a connection out of range.
+    pub fn prefetch_ack(&self, conn: usize, deep: bool) {
+        if let Some(c) = self.conns.get(conn) {
+            c.prefetch_ack(self.tick, deep);
+        }
+    }
+
     /// Appends connection `conn`'s snapshot for this tick to `out` and returns what it
     /// holds. Call once per connection per tick, after the tick's `set_entity` calls.
     ///

@@ -20,6 +20,7 @@ use tickforge_proto::msg::{self, ClientMsg, Event, ServerMsg};
 use tickforge_proto::reliable::{Endpoint, ReliableError};
 use tickforge_proto::{ClientIndex, MatchId};
 use tickforge_replication::{ReplicationConfig, Replicator};
+use tickforge_sim::hint::prefetch_lines;
 use tickforge_telemetry::{Category, FrameRecord, Phase, Scopes};
 
 /// Packets a client may send beyond one a tick before it counts as flooding: two seconds'
@@ -513,6 +514,18 @@ impl<G: Game> HostedMatch for Match<G> {
         Ok(())
     }
 
+    fn prefetch_seat(&self, seat: Seat, deep: bool) {
+        let Some(s) = self.seats.get(seat.index()) else {
+            return;
+        };
+        if deep {
+            s.link.prefetch_read();
+        } else {
+            prefetch_lines(s);
+        }
+        self.replicator.prefetch_ack(seat.index(), deep);
+    }
+
     fn is_over(&self) -> bool {
         self.game.is_over()
     }
@@ -764,6 +777,14 @@ pub trait HostedMatch: Send {
     /// the input it carries. An error means the client broke the protocol or the game
     /// refused it; the caller disconnects it.
     fn receive(&mut self, now: Instant, seat: Seat, packet: &[u8]) -> Result<(), ReceiveError>;
+    /// Starts loading what [`HostedMatch::receive`] will read of `seat`: a hint, which
+    /// changes nothing. `deep` false, the seat's own lines (its link); `deep` true, given
+    /// once those have arrived, what they point to (the link's packet histories,
+    /// replication's ring). The worker hints the datagrams a few ahead of the one it reads:
+    /// hundreds of connections' seats are cold by the time their inputs arrive.
+    fn prefetch_seat(&self, seat: Seat, deep: bool) {
+        let _ = (seat, deep);
+    }
     /// True once the game says the match is over: [`HostedMatch::finish_if_over`] then has
     /// its result.
     fn is_over(&self) -> bool;

@@ -1,5 +1,7 @@
 //! Replay protection: each side remembers the last 256 sequence numbers it accepted.
 
+use tickforge_sim::hint::prefetch;
+
 /// How many sequence numbers the window remembers.
 pub const REPLAY_WINDOW: usize = 256;
 
@@ -40,6 +42,13 @@ impl ReplayWindow {
         }
         let entry = self.received[(sequence % REPLAY_WINDOW as u64) as usize];
         entry != EMPTY && entry >= sequence
+    }
+
+    /// Starts loading what [`ReplayWindow::already_received`] and
+    /// [`ReplayWindow::advance`] read for `sequence`: a hint, which changes nothing.
+    pub fn prefetch(&self, sequence: u64) {
+        prefetch(&self.most_recent);
+        prefetch(&self.received[(sequence % REPLAY_WINDOW as u64) as usize]);
     }
 
     /// Records `sequence` as accepted. Call only after the packet authenticated.

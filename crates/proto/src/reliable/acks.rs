@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use tickforge_sim::hint::prefetch_item;
+use tickforge_sim::hint::{prefetch, prefetch_item};
 
 use super::header::ACK_BITS;
 use super::seq::Seq16;
@@ -251,6 +251,17 @@ impl SentPackets {
         prefetch_item(&self.slots[slot(self.next, self.slots.len())]);
     }
 
+    /// Starts loading what reading the peer's next header usually touches: the slots of
+    /// our newest two packets (what it acknowledges, as a peer that sends a packet a tick
+    /// has received one or two since its last) and of the oldest not yet judged (what the
+    /// ack's window moving past it judges). A hint, which changes nothing.
+    pub(crate) fn prefetch_acks(&self) {
+        let len = self.slots.len();
+        prefetch_item(&self.slots[slot(self.next.wrapping_sub(1), len)]);
+        prefetch_item(&self.slots[slot(self.next.wrapping_sub(2), len)]);
+        prefetch_item(&self.slots[slot(self.next_to_judge, len)]);
+    }
+
     /// Records the packet just written under the next sequence, replacing the packet a
     /// history ago (judged now if no ack judged it).
     pub(crate) fn record(&mut self, mut packet: SentPacket, stats: &mut LinkStats) {
@@ -360,6 +371,14 @@ impl TagQueue {
     pub(crate) fn reset(&mut self) {
         self.head = 0;
         self.len = 0;
+    }
+
+    /// Starts loading the slot the next [`TagQueue::push`] writes: a hint.
+    pub(crate) fn prefetch_push(&self) {
+        let cap = self.tags.len();
+        if cap > 0 {
+            prefetch(&self.tags[(self.head + self.len) % cap]);
+        }
     }
 
     /// Appends `tag`, discarding the oldest when full; false when it discarded one.

@@ -141,6 +141,16 @@ impl Endpoint {
         self.sent.prefetch_next();
     }
 
+    /// Starts loading what [`Endpoint::read_packet`] usually finds cold when a server reads
+    /// from many connections in turn: the history slots the peer's acks name and the slot
+    /// of the tag queue they fill. A hint, which changes nothing; it reads the endpoint's
+    /// own fields, so give it once those are loaded (after a
+    /// [`tickforge_sim::hint::prefetch_lines`] of the endpoint, a few datagrams later).
+    pub fn prefetch_read(&self) {
+        self.sent.prefetch_acks();
+        self.acked_tags.prefetch_push();
+    }
+
     /// Writes the next packet into `out` (cleared first): the header with our acks, the
     /// reliable sections due (new ones, and unacknowledged ones past
     /// [`Endpoint::resend_after`]), oldest first, and the unreliable message `(tag, bytes)`

@@ -3,7 +3,8 @@
 use std::time::Instant;
 
 use tickforge_api::Seat;
-use tickforge_proto::netcode::ServerEvent;
+use tickforge_io::udp::RecvBatch;
+use tickforge_proto::netcode::{Server, ServerEvent};
 use tickforge_proto::user_data::{UserData, ANY_SEAT};
 use tickforge_proto::{ClientIndex, DisconnectReason};
 
@@ -26,9 +27,25 @@ impl Worker {
         } = self;
         routed.clear();
         routed.resize(matches.len(), 0);
+        // The route of each datagram hinted ahead, by its index modulo the ring.
+        let mut hinted = [None; HINT_AHEAD];
         loop {
             let n = recv.fill(socket, io);
+            for (j, route) in hinted.iter_mut().enumerate().take(n) {
+                *route = hint(recv, transport, routes, matches, j);
+            }
             for i in 0..n {
+                // The seat of the datagram HINT_AHEAD on starts loading, and what the seat
+                // of the one half as far points to (its lines hinted two datagrams ago).
+                if i + HINT_AHEAD < n {
+                    hinted[i % HINT_AHEAD] = hint(recv, transport, routes, matches, i + HINT_AHEAD);
+                }
+                let deep = i + HINT_AHEAD / 2;
+                if let Some((mi, seat)) = hinted[deep % HINT_AHEAD].filter(|_| deep < n) {
+                    if let Some(m) = matches.get(mi) {
+                        m.prefetch_seat(seat, true);
+                    }
+                }
                 if recv.is_truncated(i) {
                     drops.oversize += 1;
                     continue;
@@ -102,6 +119,27 @@ impl Worker {
             c.wake_receive_ns = share;
         }
     }
+}
+
+/// How many datagrams ahead of the one being read the worker hints the connection and the
+/// seat of (their own lines); half as far, what those lines point to. A datagram costs about
+/// a microsecond to read, a cold line a tenth of that to load: two datagrams cover it.
+const HINT_AHEAD: usize = 4;
+
+/// Starts loading the connection and the seat datagram `j` of `recv` is for, and returns
+/// its route: a hint, which changes nothing (a datagram from no route gets none).
+fn hint(
+    recv: &RecvBatch,
+    transport: &Server,
+    routes: &[Option<(usize, Seat)>],
+    matches: &[Box<dyn HostedMatch>],
+    j: usize,
+) -> Option<(usize, Seat)> {
+    let (from, data) = recv.get(j);
+    let client = transport.prefetch_connection(from, data)?;
+    let (mi, seat) = (*routes.get(client.as_usize())?)?;
+    matches.get(mi)?.prefetch_seat(seat, false);
+    Some((mi, seat))
 }
 
 /// Why a connection was refused after its handshake.

@@ -549,6 +549,33 @@ fn replayed_payloads_are_dropped() {
 }
 
 #[test]
+fn the_connection_hinted_for_a_datagram_is_the_one_it_is_handled_for() {
+    let t0 = Instant::now();
+    let mut s = server(4, t0);
+    let (mut a, mut b) = (Client::new(token(21), t0), Client::new(token(22), t0));
+    connect(&mut s, &mut a, client_addr(21), t0);
+    let t1 = connect(&mut s, &mut b, client_addr(22), t0);
+    let mut out = Vec::new();
+    for (c, from) in [(&mut a, client_addr(21)), (&mut b, client_addr(22))] {
+        c.send_payload(t1, b"input", &mut out).unwrap();
+        let hinted = s.prefetch_connection(from, &out);
+        let Some(ServerEvent::Payload { client, .. }) = s.handle_datagram(t1, from, &mut out)
+        else {
+            panic!("a payload from {from}");
+        };
+        assert_eq!(hinted, Some(client));
+        // From an address with no connection, or garbage: no connection, and nothing
+        // read past the datagram.
+        assert_eq!(s.prefetch_connection(client_addr(99), &out), None);
+        assert_eq!(s.prefetch_connection(from, &[]), Some(client));
+    }
+    assert_ne!(
+        s.prefetch_connection(client_addr(21), &out),
+        s.prefetch_connection(client_addr(22), &out)
+    );
+}
+
+#[test]
 fn a_client_moves_to_the_next_server_then_times_out() {
     let t0 = Instant::now();
     let second: SocketAddr = "127.0.0.1:40002".parse().unwrap();

@@ -352,9 +352,12 @@ pub fn bench(r: &Report) -> String {
     let d = &r.server.datagrams;
     let _ = writeln!(
         out,
-        "  i/o           floor {} per match tick ({} per datagram), frame = {} floor; {} datagrams per recvmmsg, {} per sendmmsg",
+        "  i/o           floor {} per match tick ({} per datagram{}), frame = {} floor; {} datagrams per recvmmsg, {} per sendmmsg",
         ms(r.io_floor_ms),
         r.io_floor_per_datagram_us.map_or("n/a".into(), |v| format!("{v:.2} µs")),
+        r.io_floor_before_after_us.map_or(String::new(), |[b, a]| format!(
+            ": {b:.2} before the run, {a:.2} after"
+        )),
         r.frame_to_io_floor.map_or("n/a".into(), |v| format!("{v:.2}×")),
         d.per_recv_call.map_or("n/a".into(), |v| format!("{v:.1}")),
         d.per_send_call.map_or("n/a".into(), |v| format!("{v:.1}")),

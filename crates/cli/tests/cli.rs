@@ -198,6 +198,11 @@ fn smoke_bench_accounts_for_every_tick_of_its_window_and_checks_the_report() {
     // Every client measured its response time, and what does not exist yet is null.
     assert!(r.clients.response_time_ms.p50.unwrap() > 0.0);
     assert!(r.io_floor_ms.unwrap() > 0.0);
+    // The floor divided by is the mean of the one measured before the run and after it.
+    let [before, after] = r.io_floor_before_after_us.unwrap();
+    assert!(before > 0.0 && after > 0.0, "{before} {after}");
+    let mean = (before + after) / 2.0;
+    assert!((r.io_floor_per_datagram_us.unwrap() - mean).abs() < 1e-9);
     // Datagrams per receive call is what it says (empty calls count): received over calls.
     let d = &r.server.datagrams;
     assert!(d.received > 0 && d.recv_calls > 0, "{d:?}");

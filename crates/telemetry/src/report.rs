@@ -913,10 +913,15 @@ pub struct Report {
     pub schedule: Schedule,
     pub games_per_core: GamesPerCore,
     /// Cost of one match tick's datagrams (batched receive and send, AEAD) with no game
-    /// work, measured on this host before the run.
+    /// work, measured on this host before the run and again after it: the mean of the two.
     pub io_floor_ms: Option<f64>,
     /// The I/O floor per datagram in or out, microseconds.
     pub io_floor_per_datagram_us: Option<f64>,
+    /// The I/O floor per datagram measured before the run and after it, microseconds: a
+    /// shared host's load moves while a run lasts, and either alone may be a quarter off
+    /// the floor the run had.
+    #[serde(default)]
+    pub io_floor_before_after_us: Option<[f64; 2]>,
     /// Mean match frame ÷ I/O floor: what game and replication add on top of the I/O.
     pub frame_to_io_floor: Option<f64>,
     /// The flood sent during the run, if any.

@@ -49,6 +49,7 @@ use tickforge_proto::user_data::{UserData, ANY, ANY_SEAT};
 use tickforge_proto::MatchId;
 use tickforge_replication::{NetId, Replica, Schema, MAX_ENTITIES};
 use tickforge_shooter::{cmd, flags, EntityState, ShooterEvent, NO_SLOT};
+use tickforge_sim::hint::prefetch;
 use tickforge_telemetry::report::{
     BotsCost, BotsReport, Clients, CorrectionM, Hitreg, Memory, ResponseTimeMs, SaturatedBy,
     ServerDelayMs,
@@ -846,12 +847,17 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
                 receive_time += time::now() - t0;
             }
         }
-        for (i, bot) in bots
-            .iter_mut()
-            .enumerate()
-            .skip(group as usize)
-            .step_by(PHASE_GROUPS as usize)
-        {
+        let step = PHASE_GROUPS as usize;
+        for i in (group as usize..bots.len()).step_by(step) {
+            // The group's bot after next starts loading its own lines, the next one what
+            // those point to: each turn finds its bot warm.
+            if let Some(later) = bots.get(i + 2 * step) {
+                later.prefetch(false);
+            }
+            if let Some(next) = bots.get(i + step) {
+                next.prefetch(true);
+            }
+            let bot = &mut bots[i];
             let t0 = in_window.then(time::now);
             if let Some(shared) = &mut shared {
                 shared.hand_over(i, bot, clocks, (window_start, window_end), &mut scratch);
@@ -1198,6 +1204,24 @@ fn mint_token(config: &BotsConfig, match_id: MatchId) -> ConnectToken {
 }
 
 impl Bot {
+    /// Starts loading what this bot's next turn (its datagrams read, its tick) finds cold:
+    /// a hint, which changes nothing. `deep` false, its own lines and its session's;
+    /// `deep` true, given once those have arrived (a bot later in the group), what they
+    /// point to. A thousand bots' state spans gigabytes, and each turn came after every
+    /// other bot's.
+    fn prefetch(&self, deep: bool) {
+        self.session.prefetch(deep);
+        if deep {
+            prefetch(&self.sent_at[(self.input_ack as usize + 1) % SENT_RING]);
+            return;
+        }
+        prefetch(&self.net);
+        prefetch(&self.metrics);
+        prefetch(&self.input_ack);
+        prefetch(&self.predict);
+        prefetch(&self.aim);
+    }
+
     /// Bot `i` of the run (counted from 0 across every match), playing `role` in
     /// `match_id`, on its own socket, with a token it minted; it starts connecting at
     /// `start`.

@@ -54,6 +54,7 @@ use tickforge_proto::netcode::{Client, ClientEvent, ClientState};
 use tickforge_proto::reliable::{ConfigError, Endpoint, LinkStats, ReliableConfig, ReliableError};
 use tickforge_proto::{DisconnectReason, MAX_PACKET_BYTES};
 use tickforge_replication::{Lanes, NetId, ReadInfo, Replica, ReplicaConfig, Schema, MAX_ENTITIES};
+use tickforge_sim::hint::{prefetch, prefetch_lines};
 use tickforge_sim::ViewTime;
 
 mod interp;
@@ -593,6 +594,29 @@ impl Session {
     /// The server's address.
     pub fn server_addr(&self) -> SocketAddr {
         self.transport.server_addr()
+    }
+
+    /// Starts loading what [`Session::handle_datagram`] reads of this session for the
+    /// server's next packet: a hint, which changes nothing. `deep` false, the session's own
+    /// lines (its connection's keys and times, its link, its counters and buffers' heads);
+    /// `deep` true, given once those have arrived (a bot later), what they point to (the
+    /// link's packet histories, the replay window's word). A process running hundreds of
+    /// sessions in turn (a bots process) finds each one cold.
+    pub fn prefetch(&self, deep: bool) {
+        self.transport.prefetch(deep);
+        if deep {
+            self.link.prefetch_read();
+            return;
+        }
+        prefetch_lines(&self.link);
+        prefetch(&self.stats);
+        prefetch(&self.ended);
+        prefetch(&self.pending);
+        prefetch(&self.event);
+        prefetch(&self.clock);
+        prefetch(&self.frames);
+        prefetch(&self.replica);
+        prefetch(&self.welcome);
     }
 
     /// Takes one datagram from `from`, received at `now` (decrypted in place). Its events

@@ -51,6 +51,12 @@ impl ReplayWindow {
         prefetch(&self.received[(sequence % REPLAY_WINDOW as u64) as usize]);
     }
 
+    /// [`ReplayWindow::prefetch`] for the sequence after the newest accepted, the next a
+    /// peer that sends in order uses: give it once the window's first line is loaded.
+    pub fn prefetch_next(&self) {
+        self.prefetch(self.most_recent.wrapping_add(1));
+    }
+
     /// Records `sequence` as accepted. Call only after the packet authenticated.
     pub fn advance(&mut self, sequence: u64) {
         self.most_recent = self.most_recent.max(sequence);

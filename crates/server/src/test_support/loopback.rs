@@ -5,7 +5,8 @@
 //! ([`run`]). What the clients send and make of the game's events is the game's
 //! ([`Script`]).
 //!
-//! Measured is [`Worker::frame`], the function [`Worker::run`] calls once a wake-up, and
+//! Measured is [`Worker::frame`] (as [`Worker::frame_at`], on the clients' virtual time),
+//! the function [`Worker::run`] calls once a wake-up, and
 //! [`Worker::after_frame`] in every frame but the one the match ends in: what must
 //! allocate, a finished match's result and its successor's state, is done there, after
 //! the send ([`run`] checks that it happened); the rest of it (recording the frames, their
@@ -165,7 +166,10 @@ pub fn run<G: Game, S: Script<G>>(players: u16, table: ConfigTable, script: &mut
     let mut worker = Worker::lone(config, Instant::now() - Duration::from_secs(600)).unwrap();
     let server = worker.local_addr();
     // The clients live on virtual time, a tick a frame, so that their handshake and their
-    // pace take as many frames on any machine; the worker keeps the real clock.
+    // pace take as many frames on any machine, and the worker's ticks on the same time
+    // (`Worker::frame_at`): a lost reliable message is sent again as many frames later on
+    // a fast build as on a slow one (on the real clock an optimised build's frames outran
+    // the resend, and the match's end went unheard).
     let clients_t0 = Instant::now();
     let players_n = players;
     let mut players = self::players::<G>(server, clients_t0, players_n);
@@ -221,7 +225,7 @@ pub fn run<G: Game, S: Script<G>>(players: u16, table: ConfigTable, script: &mut
         }
 
         let ticks_before = S::ticks(hosted::<G>(&worker).game());
-        let (done, n) = allocations_in(|| worker.frame(Instant::now()));
+        let (done, n) = allocations_in(|| worker.frame_at(now));
         if frame >= WARM_UP {
             measured += 1;
             if n > 0 {

@@ -374,6 +374,9 @@ pub struct Worker {
     recv: RecvBatch,
     send: SendBatch,
     frame_buf: Vec<u8>,
+    /// The moment a [`Worker::frame_at`] runs at, which its ticks read rather than the
+    /// clock; `None` otherwise.
+    frame_clock: Option<Instant>,
     /// Datagrams routed to each match in this wake-up, to share the receive cost.
     routed: Vec<u32>,
     /// Frames of this wake-up waiting for their share of the send cost.
@@ -548,6 +551,7 @@ impl Worker {
             recv: RecvBatch::with_capacity(RECV_BATCH),
             send: SendBatch::with_capacity(datagrams_per_wake, MAX_PACKET_BYTES),
             frame_buf: Vec::with_capacity(netcode::MAX_TRANSMIT_BYTES),
+            frame_clock: None,
             routed: Vec::with_capacity(room),
             due: Vec::with_capacity(room),
             order: Vec::with_capacity(room),
@@ -684,6 +688,24 @@ impl Worker {
         }
     }
 
+    /// [`Worker::frame`] at `now` of a clock the caller keeps: what is due, and the time
+    /// every tick of the frame runs at (its links' resends, its transport's keep-alives),
+    /// go by `now`, not by the host's clock; only the frame's costs are timed for real. A
+    /// test that runs its clients a tick a frame on virtual time runs the worker on the
+    /// same time, so that a lost message is sent again as many frames later on any
+    /// machine, fast or slow.
+    pub fn frame_at(&mut self, now: Instant) -> Frame {
+        self.frame_clock = Some(now);
+        let frame = self.frame(now);
+        self.frame_clock = None;
+        frame
+    }
+
+    /// The time a tick runs at: [`Worker::frame_at`]'s, or the clock's.
+    fn tick_now(&self) -> Instant {
+        self.frame_clock.unwrap_or_else(time::now)
+    }
+
     /// What follows a [`Worker::frame`] before the next wake-up, off the tick: the frames'
     /// costs are charged and recorded (allocating nothing), every match that ended in it
     /// hands its result to the persister and starts over or is removed (allocating its new
@@ -735,7 +757,7 @@ impl Worker {
     fn run_due_ticks(&mut self) -> usize {
         self.due.clear();
         self.order.clear();
-        let now = time::now();
+        let now = self.tick_now();
         for i in 0..self.matches.len() {
             let deadline = self.matches[i].next_deadline();
             if deadline > now {
@@ -760,7 +782,7 @@ impl Worker {
             let fair::Due {
                 index: i, deadline, ..
             } = self.order[k];
-            let now = time::now();
+            let now = self.tick_now();
             // Receiving this match's own datagrams in this wake-up is its frame's work,
             // not a late start: the tick is late by what came before it otherwise (the
             // worker's wake-up, other matches' datagrams and ticks).

@@ -11,6 +11,7 @@
 //! ack still counts as an ack: judging a packet lost only speeds its correction up.
 
 use crate::bits::{prefetch, BitIter};
+use tickforge_sim::hint::prefetch_lines;
 
 use crate::priority::TokenBucket;
 use crate::state::NetId;
@@ -155,20 +156,34 @@ impl Conn {
     }
 
     /// Starts loading what [`Conn::on_ack`] reads for the ack of the packet of `last`, the
-    /// newest written, as most acks are: `deep` false, the connection's own first lines
-    /// (the ring's head fields); `deep` true, once those have arrived, the ring slots of
-    /// that packet and of the one its ack judges, and the end of the queue it joins. A
-    /// hint, which changes nothing.
+    /// newest written, as most acks are: `deep` false, the connection's own lines (the
+    /// ring's head fields, its tables' addresses); `deep` true, once those have arrived,
+    /// the ring slots of that packet and of the one its ack judges, and the end of the
+    /// queue it joins. A hint, which changes nothing.
+    ///
+    /// For a small match (one word of entities: a table is a line) `deep` also starts the
+    /// tables the next write reads and the ring slot it records into: a worker hosting many
+    /// such matches reads each connection's ack shortly before its write, and the write
+    /// found every table cold (80 other matches' ticks since).
     pub fn prefetch_ack(&self, last: u32, deep: bool) {
         if !deep {
-            let p: *const u8 = (self as *const Conn).cast();
-            prefetch(p);
-            prefetch(p.wrapping_add(64));
+            prefetch_lines(self);
             return;
         }
         prefetch(&self.slots[self.slot_at(last)]);
         prefetch(&self.slots[self.slot_at(last.wrapping_sub(LOSS_ACK_GAP))]);
         prefetch(self.pending.as_ptr().wrapping_add(self.pending.len()));
+        if self.words == 1 {
+            prefetch(&self.slots[self.slot_at(last.wrapping_add(1))]);
+            prefetch(self.priority.as_ptr());
+            prefetch(self.baselines.as_ptr());
+            prefetch(self.last_sent.as_ptr());
+            prefetch(self.in_range_until.as_ptr());
+            prefetch(self.near.as_ptr());
+            prefetch(self.relevant.as_ptr());
+            prefetch(self.gone.as_ptr());
+            prefetch(self.known.as_ptr());
+        }
     }
 
     /// The packet for `tick` arrived. `now` is the current tick; acks for packets no

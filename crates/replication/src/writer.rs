@@ -17,6 +17,7 @@ use crate::delta::{
 use crate::priority::{PriorityConfig, RateByDistance, RateTiers, Viewer, ViewerFrame};
 use crate::schema::{Lanes, Schema, MAX_ANY_BODY_BYTES};
 use crate::state::{NetId, Position, Stored, MAX_ENTITIES};
+use tickforge_sim::hint::prefetch_lines;
 use tickforge_sim::spatial::Grid;
 
 /// Tunables of a [`Replicator`]; [`Default`] is a 128-tick, 128-player match.
@@ -740,6 +741,24 @@ impl Replicator {
         }
     }
 
+    /// Starts loading what this tick's writes read of the entities (the states of the
+    /// tick and the three before it, a delta's usual baselines, and the encoding cache),
+    /// for a match of up to [`HINTED_TICK_ENTITIES`] entities: a hint, which changes
+    /// nothing. A worker hosting many small matches finds them cold at each tick; given
+    /// before the game's step, they arrive while it runs. A larger match's writes start
+    /// their own, by what each connection sends.
+    pub fn prefetch_tick(&self, tick: u32) {
+        let e = &self.entities;
+        if e.n == 0 || e.n > HINTED_TICK_ENTITIES {
+            return;
+        }
+        for back in 0..4 {
+            let t = tick.wrapping_sub(back);
+            prefetch_lines(&e.ring[e.slot(0, t)..=e.slot(e.n - 1, t)]);
+        }
+        prefetch_lines(&e.cache[..e.n]);
+    }
+
     /// Starts loading what [`Replicator::on_ack`] reads of connection `conn` for an ack of
     /// this tick's packet ([`Conn::prefetch_ack`]: `deep` once a shallow hint's lines have
     /// arrived). A hint, which changes nothing; nothing for a connection out of range.
@@ -1328,6 +1347,10 @@ fn warm(entities: &Entities, c: &Conn, ahead: &[u64]) {
         prefetch(&c.baselines[e]);
     }
 }
+
+/// Entities of a match whose tick [`Replicator::prefetch_tick`] hints: a few dozen lines
+/// (four ticks' states and the cache), where a crowd's would be thousands.
+const HINTED_TICK_ENTITIES: usize = 64;
 
 /// Sets in `near` the entities of `seen` within `radius2` (squared metres) of the viewer,
 /// looking at every seen entity: one at a time in a word that holds a few, else all 64 of

@@ -610,6 +610,8 @@ impl<G: Game> HostedMatch for Match<G> {
 
     fn run_tick(&mut self, now: Instant, scopes: &Scopes) -> FrameRecord {
         scopes.begin_frame();
+        // What replication will read of the entities starts loading while the game steps.
+        self.replicator.prefetch_tick(self.tick.0);
 
         scopes.phase(Phase::Simulate);
         {

@@ -27,11 +27,12 @@ pub fn prefetch_item<T>(item: &T) {
 }
 
 /// [`prefetch`] of every cache line `item` spans: a struct of several lines that a loop
-/// will read much of (a seat's link, some 700 bytes), hinted whole.
+/// will read much of (a seat's link, some 700 bytes), or a slice (a tick's states of a
+/// small match), hinted whole.
 #[inline(always)]
-pub fn prefetch_lines<T>(item: &T) {
+pub fn prefetch_lines<T: ?Sized>(item: &T) {
     let p: *const u8 = (item as *const T).cast();
-    let size = std::mem::size_of::<T>();
+    let size = std::mem::size_of_val(item);
     let mut at = 0;
     while at < size {
         prefetch(p.wrapping_add(at));

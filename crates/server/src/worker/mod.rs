@@ -895,6 +895,29 @@ mod tests {
     }
 
     #[test]
+    fn a_frame_at_a_moment_ticks_what_is_due_then_whatever_the_clock_says() {
+        crate::testing::register_walk();
+        let config = ServerConfig {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            matches: 2,
+            ..ServerConfig::default()
+        };
+        // Started a minute from now: on the clock nothing is due yet.
+        let start = time::now() + Duration::from_secs(60);
+        let mut w = Worker::lone(config, start).unwrap();
+        assert_eq!(w.frame(time::now()).ticks, 0, "the clock: nothing due");
+        // A moment past every match's first deadline: each ticks once, and at that moment.
+        let at = w.matches.iter().map(|m| m.next_deadline()).max().unwrap();
+        assert_eq!(w.frame_at(at).ticks, 2);
+        assert!(
+            w.due.iter().all(|d| d.started == at),
+            "the ticks ran at the frame's moment"
+        );
+        // The frame's moment does not outlive it.
+        assert_eq!(w.frame(time::now()).ticks, 0);
+    }
+
+    #[test]
     fn a_match_over_its_share_runs_after_the_others_and_still_ticks() {
         let mut w = worker_started_in_the_past(4);
         // Match 0 is due first (its grid is the earliest) and costs 3 ms a frame: over its

@@ -161,10 +161,11 @@ impl Conn {
     /// the ring slots of that packet and of the one its ack judges, and the end of the
     /// queue it joins. A hint, which changes nothing.
     ///
-    /// For a small match (one word of entities: a table is a line) `deep` also starts the
-    /// tables the next write reads and the ring slot it records into: a worker hosting many
-    /// such matches reads each connection's ack shortly before its write, and the write
-    /// found every table cold (80 other matches' ticks since).
+    /// For a small match (one word of entities: a ten-player match's tables each fit their
+    /// first line, which is what is started) `deep` also starts the tables the next write
+    /// reads and the ring slot it records into: a worker hosting many such matches reads
+    /// each connection's ack shortly before its write, and the write found every table
+    /// cold (80 other matches' ticks since).
     pub fn prefetch_ack(&self, last: u32, deep: bool) {
         if !deep {
             prefetch_lines(self);

@@ -372,6 +372,11 @@ struct Decoded {
     q: Lanes,
 }
 
+/// The slot of the history that holds `tick`, of `history_ticks` slots.
+fn slot_index(tick: u32, history_ticks: u32) -> usize {
+    (tick % history_ticks) as usize
+}
+
 /// One record of a snapshot as its first pass reads it: what it is and where its baseline
 /// is stored (a delta's). Its fields, as the wire holds them, are in the scratch; the second
 /// pass applies them against the baseline.
@@ -382,8 +387,8 @@ struct Parsed {
     /// Ticks back to the baseline (a delta's).
     back: u8,
     mask: u16,
-    /// The baseline record's index in the slot `base_slot`, once found; unused when the
-    /// baseline is the entity's newest record (`in_view`).
+    /// The baseline record's index in the slot `base_slot`, both set once found; unused
+    /// when the baseline is the entity's newest record (`in_view`).
     base_index: u16,
     /// The baseline is the entity's newest record, whose state the view holds: its record
     /// is not read.
@@ -392,7 +397,7 @@ struct Parsed {
 }
 
 impl Parsed {
-    /// A delta: its baseline was found.
+    /// A delta: [`Replica::find_baselines`] looks for its baseline.
     fn is_delta(&self) -> bool {
         matches!(u32::from(self.kind), KIND_DELTA_DEFAULT | KIND_DELTA_BACK)
     }
@@ -480,10 +485,10 @@ impl Replica {
     /// `max_entities`; a slot never has less than it had), and writes all of the replica's
     /// memory once. Neither allocating nor the pages' first touch is then left for the
     /// snapshots: up to that size, reading allocates nothing and faults no page in.
-    /// Memory: 74 bytes a record, in each of the `history_ticks` slots. For a client that makes its replica
-    /// before its frames are timed, as the bots do before their schedule starts: at a
-    /// thousand bots, the kernel zeroing their replicas' pages as their first snapshots
-    /// came in put them over a second behind it.
+    /// Memory: 74 bytes a record, in each of the `history_ticks` slots. For a client that
+    /// makes its replica before its frames are timed, as the bots do before their schedule
+    /// starts: at a thousand bots, the kernel zeroing their replicas' pages as their first
+    /// snapshots came in put them over a second behind it.
     pub fn reserve(&mut self, records: usize) {
         let records = records.min(self.config.max_entities);
         for s in &mut self.slots {
@@ -531,7 +536,7 @@ impl Replica {
     }
 
     fn slot_of(&self, tick: u32) -> usize {
-        (tick % self.config.history_ticks) as usize
+        slot_index(tick, self.config.history_ticks)
     }
 
     /// The record `link` (a link of entity `id`'s) points at, if its slot still holds it.
@@ -750,14 +755,12 @@ impl Replica {
         for p in parsed.iter_mut().filter(|p| p.is_delta()) {
             // `parse` checked it is a tick of this run.
             let base_tick = tick - u32::from(p.back);
-            let s = (base_tick % history) as usize;
+            let s = slot_index(base_tick, history);
             let slot = &slots[s];
             let id = usize::from(p.id);
-            p.base_slot = s as u32;
-            let newest = view[id].stored().filter(|l| l.tick == base_tick);
-            if let Some(link) = newest.filter(|_| slot.tick == Some(base_tick)) {
+            let newest_is_base = view[id].stored().is_some_and(|l| l.tick == base_tick);
+            if newest_is_base && slot.tick == Some(base_tick) {
                 p.in_view = true;
-                p.base_index = link.index;
                 continue;
             }
             let known = others[..other_count]
@@ -779,6 +782,7 @@ impl Replica {
             }
             .ok_or(ReadError::MissingBaseline)?;
             prefetch_item(&slot.records[index]);
+            p.base_slot = s as u32;
             p.base_index = index as u16;
         }
         Ok(())

@@ -107,7 +107,7 @@ impl Client {
     /// sequence). A process that runs hundreds of clients finds each one's lines cold.
     pub fn prefetch(&self, deep: bool) {
         if deep {
-            if let Some(addr) = self.token.server_addresses.get(self.server) {
+            if let Some(addr) = self.token.server_addresses.get(self.server_index()) {
                 prefetch(addr);
             }
             self.replay.prefetch_next();
@@ -123,9 +123,12 @@ impl Client {
 
     /// The server address in use.
     pub fn server_addr(&self) -> SocketAddr {
-        self.token.server_addresses[self
-            .server
-            .min(self.token.server_addresses.len().saturating_sub(1))]
+        self.token.server_addresses[self.server_index()]
+    }
+
+    /// Where the server address in use is in the token's list: the last once past it.
+    fn server_index(&self) -> usize {
+        (self.server).min(self.token.server_addresses.len().saturating_sub(1))
     }
 
     fn timeout(&self) -> Option<Duration> {

@@ -373,23 +373,27 @@ impl TagQueue {
         self.len = 0;
     }
 
+    /// Where the next [`TagQueue::push`] writes: over the oldest, `head`, when full.
+    fn tail(&self) -> usize {
+        (self.head + self.len) % self.tags.len()
+    }
+
     /// Starts loading the slot the next [`TagQueue::push`] writes: a hint.
     pub(crate) fn prefetch_push(&self) {
-        let cap = self.tags.len();
-        if cap > 0 {
-            prefetch(&self.tags[(self.head + self.len) % cap]);
+        if !self.tags.is_empty() {
+            prefetch(&self.tags[self.tail()]);
         }
     }
 
     /// Appends `tag`, discarding the oldest when full; false when it discarded one.
     pub(crate) fn push(&mut self, tag: u32) -> bool {
         let cap = self.tags.len();
+        let at = self.tail();
+        self.tags[at] = tag;
         if self.len == cap {
-            self.tags[self.head] = tag;
             self.head = (self.head + 1) % cap;
             return false;
         }
-        self.tags[(self.head + self.len) % cap] = tag;
         self.len += 1;
         true
     }

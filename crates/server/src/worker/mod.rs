@@ -693,7 +693,8 @@ impl Worker {
     /// go by `now`, not by the host's clock; only the frame's costs are timed for real. A
     /// test that runs its clients a tick a frame on virtual time runs the worker on the
     /// same time, so that a lost message is sent again as many frames later on any
-    /// machine, fast or slow.
+    /// machine, fast or slow. [`Worker::after_frame`] keeps the host's clock (a finished
+    /// match's wait for its result to be durable is real time).
     pub fn frame_at(&mut self, now: Instant) -> Frame {
         self.frame_clock = Some(now);
         let frame = self.frame(now);

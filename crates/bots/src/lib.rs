@@ -272,7 +272,8 @@ const SEND_BATCH: usize = 16;
 const BOT_RECV_BUFFER: usize = 256 << 10;
 
 /// Why the bots could not keep their tick, if they could not: over 90% of their core in
-/// the window, more than 1% of the window's send deadlines met over a tick late, or their
+/// the window, more than 1% of the window's send deadlines met over a tick late by their
+/// own doing ([`HostDebt`]: the host's holds excused), or their
 /// schedule over [`SaturatedBy::WARMUP_BEHIND_LIMIT`] behind in the warm-up.
 fn saturated_by(
     cpu_util: Option<f64>,
@@ -288,6 +289,41 @@ fn saturated_by(
         Some(SaturatedBy::LateWarmup)
     } else {
         None
+    }
+}
+
+/// How far the bots' schedule is behind because the host held their thread off its core
+/// (its run-queue delay: preempted, or, as a real-time thread over its share of a second,
+/// throttled for the rest of it), as the server's worker attributes its own stalls.
+#[derive(Clone, Copy, Debug, Default)]
+struct HostDebt {
+    debt: Duration,
+}
+
+/// How a send deadline was met.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Met {
+    /// Within a tick of its time.
+    OnTime,
+    /// Over a tick late by the bots' own doing.
+    Late,
+    /// Over a tick late, and within a tick but for what the host held the thread.
+    LateHost,
+}
+
+impl HostDebt {
+    /// A send deadline met `behind` its time, the host having held the thread `held` since
+    /// the last one, with ticks of `period`. The host's holds explain no more than the
+    /// bots are behind, so the debt is paid as they catch up.
+    fn met(&mut self, behind: Duration, held: Duration, period: Duration) -> Met {
+        self.debt = (self.debt + held).min(behind);
+        if behind <= period {
+            Met::OnTime
+        } else if behind - self.debt > period {
+            Met::Late
+        } else {
+            Met::LateHost
+        }
     }
 }
 
@@ -778,7 +814,14 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
     let window_end = window_start + config.duration;
     let total_s = (config.warmup + config.duration).as_secs_f64();
     let mut wake_late = DurationHistogram::new();
+    // Late deadlines by the bots' own doing, and those the host's holds explain.
     let mut late_ticks = 0u64;
+    let mut late_host_ticks = 0u64;
+    // The thread's run-queue delay: what the host held it off its core.
+    let probe = cpu::ThreadProbe::open();
+    let mut held_last = probe.read().run_delay_ns;
+    let mut held_in_window = Duration::ZERO;
+    let mut debt = HostDebt::default();
     let mut window_ticks = 0u64;
     // Time in the window spent in the bots' receives and in their ticks, and ticks run.
     let (mut receive_time, mut tick_time, mut bot_ticks) = (Duration::ZERO, Duration::ZERO, 0u64);
@@ -821,6 +864,10 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         // were behind).
         let in_window = now >= window_start;
         let behind = now - deadline;
+        let held_now = probe.read().run_delay_ns;
+        let held = Duration::from_nanos(held_now.saturating_sub(held_last));
+        held_last = held_now;
+        let met = debt.met(behind, held, period);
         max_behind = max_behind.max(behind);
         if !in_window && behind > warm_max_behind {
             warm_max_behind = behind;
@@ -831,10 +878,12 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
                 cpu_start = Some(cpu::process_cpu_time());
             }
             window_ticks += 1;
-            let late = now - deadline;
-            wake_late.record_ns(late.as_nanos() as u64);
-            if late > period {
-                late_ticks += 1;
+            held_in_window += held;
+            wake_late.record_ns(behind.as_nanos() as u64);
+            match met {
+                Met::OnTime => {}
+                Met::Late => late_ticks += 1,
+                Met::LateHost => late_host_ticks += 1,
             }
         }
         // One reading of both clocks dates the group's datagrams.
@@ -974,7 +1023,12 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         (tick_time.as_secs_f64(), bot_ticks),
     );
     let saturated_by = saturated_by(cpu_util, late_ticks, window_ticks, warm_max_behind);
-    let late_deadline_rate = (window_ticks > 0).then(|| late_ticks as f64 / window_ticks as f64);
+    let rate = |n: u64| (window_ticks > 0).then(|| n as f64 / window_ticks as f64);
+    let late_deadline_rate = rate(late_ticks);
+    // Where the OS gives no run-queue delay, nothing was excused and nothing is said.
+    let probed = probe.knows_run_delay();
+    let late_host_rate = rate(late_host_ticks).filter(|_| probed);
+    let host_held_ms = probed.then_some(held_in_window.as_secs_f64() * 1e3);
     Ok(BotsReport {
         clients: Clients {
             response_rate_hz: Some(rates.iter().sum::<f64>() / n),
@@ -1017,6 +1071,8 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         saturated: saturated_by.is_some(),
         saturated_by,
         late_deadline_rate,
+        late_host_rate,
+        host_held_ms,
         max_behind_ms: Some(max_behind.as_secs_f64() * 1e3),
         warm_max_behind_at_s: warm_max_at.map(|at| at.as_secs_f64()),
         cost,
@@ -1723,6 +1779,33 @@ mod tests {
             Some(SaturatedBy::LateWarmup)
         );
         assert_eq!(saturated_by(None, 0, 0, ms(0)), None);
+    }
+
+    #[test]
+    fn deadlines_late_for_the_hosts_hold_are_the_hosts_until_the_bots_catch_up() {
+        let us = Duration::from_micros;
+        let period = us(7_812);
+        let mut d = HostDebt::default();
+        assert_eq!(d.met(us(20), us(3), period), Met::OnTime);
+        // Throttled as a real-time thread for the rest of a second: 50 ms off the core.
+        assert_eq!(d.met(us(50_020), us(50_000), period), Met::LateHost);
+        // Catching up, a group's deadline every quarter tick: still the host's.
+        let mut behind = 50_020;
+        while behind > 7_812 {
+            assert_eq!(d.met(us(behind), us(0), period), Met::LateHost, "{behind}");
+            behind -= 1_500;
+        }
+        assert_eq!(d.met(us(behind), us(0), period), Met::OnTime);
+        assert_eq!(d.met(us(15), us(0), period), Met::OnTime);
+        // Caught up, the debt is paid: a burst of the bots' own is theirs.
+        assert_eq!(d.met(us(20_000), us(0), period), Met::Late);
+        assert_eq!(d.met(us(12), us(0), period), Met::OnTime);
+        // A hold that explains only part of how far behind they are does not excuse it.
+        assert_eq!(d.met(us(20_000), us(5_000), period), Met::Late);
+        assert_eq!(d.met(us(12), us(0), period), Met::OnTime);
+        // Holds add up while the bots are behind.
+        assert_eq!(d.met(us(14_000), us(4_000), period), Met::Late);
+        assert_eq!(d.met(us(16_000), us(8_000), period), Met::LateHost);
     }
 
     #[test]

@@ -117,8 +117,9 @@ pub fn bots(r: &BotsReport) -> String {
     }
     let _ = writeln!(
         out,
-        "  bots          cpu {}{}",
+        "  bots          cpu {}{}{}",
         pct(r.cpu_util),
+        host_held(r).map_or(String::new(), |held| format!(", {held}")),
         saturation(r).map_or(String::new(), |why| format!(
             ", {why}: the figures speak of the bots, not the server"
         ))
@@ -163,6 +164,18 @@ fn saturation(r: &BotsReport) -> Option<String> {
         ),
         Some(SaturatedBy::Cpu) | None => format!("{word} ({behind})"),
     })
+}
+
+/// What the host held the bots' thread off its core, when that made deadlines late:
+/// `held off their core 151.980 ms by the host (2.1% of their send deadlines late for it alone,
+/// excused)`.
+fn host_held(r: &BotsReport) -> Option<String> {
+    let rate = r.late_host_rate.filter(|&v| v > 0.0)?;
+    Some(format!(
+        "held off their core {} by the host ({:.1}% of their send deadlines late for it alone, excused)",
+        ms(r.host_held_ms),
+        rate * 100.0
+    ))
 }
 
 /// The word for bots that could not keep their tick: `SATURATED` (their core full; also
@@ -588,6 +601,23 @@ mod tests {
         };
         assert!(super::saturation(&old).unwrap().starts_with("SATURATED"));
         assert!(super::bots(&r(Some(SaturatedBy::Late), 0.59)).contains(", LATE (2.1%"));
+        // Deadlines late only for the host's holds are said, and excused.
+        let held = BotsReport {
+            late_host_rate: Some(0.034),
+            host_held_ms: Some(151.98),
+            ..r(None, 0.83)
+        };
+        let line = super::bots(&held);
+        assert!(
+            line.contains("cpu 83%, held off their core 151.980 ms by the host (3.4% of their send deadlines late for it alone, excused)\n"),
+            "{line}"
+        );
+        let unheld = BotsReport {
+            late_host_rate: Some(0.0),
+            host_held_ms: Some(0.3),
+            ..r(None, 0.83)
+        };
+        assert!(!super::bots(&unheld).contains("held off"));
     }
 
     #[test]

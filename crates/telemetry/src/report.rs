@@ -773,9 +773,20 @@ pub struct BotsReport {
     /// Why `saturated`, when it is: `cpu`, `late` or `late_warmup` ([`SaturatedBy`]).
     #[serde(default)]
     pub saturated_by: Option<SaturatedBy>,
-    /// Share of the bots' send deadlines in the window they met over a tick late.
+    /// Share of the bots' send deadlines in the window they met over a tick late by their
+    /// own doing: late ones the host's holds explain (`late_host_rate`) left out.
     #[serde(default)]
     pub late_deadline_rate: Option<f64>,
+    /// Share of the bots' send deadlines in the window that were over a tick late only
+    /// because the host held their thread off its core: less the run-queue delay it had
+    /// waited since it was last on schedule, each would have been met within a tick.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_host_rate: Option<f64>,
+    /// Milliseconds the host held the bots' thread runnable but off its core in the
+    /// window (its run-queue delay: preempted, or, as a real-time thread over its share of
+    /// a second, throttled for the rest of it); `None` where the OS does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_held_ms: Option<f64>,
     /// The furthest the bots' schedule fell behind, warm-up included: a bot reads its
     /// datagrams that much after they arrived, and past the token's timeout (5 s) its
     /// session ends as if the server had gone silent.

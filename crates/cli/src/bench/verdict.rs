@@ -19,8 +19,9 @@ pub const WINDOWS: usize = 3;
 /// outcome is "host", and a sweep that sees it twice stops there.
 pub const HOST_LIMIT: f64 = 0.05;
 /// The bots count as saturated only when their flag is up and their process used at least
-/// this share of its core: the bots' own flag also trips when their thread is preempted
-/// (1% of their ticks late) at 40–60% of a core, which is the host, not the bots' limit.
+/// this share of its core. Their flag leaves out the deadlines their thread's run-queue
+/// delay explains (preempted, throttled), but it still trips when the host stalls them
+/// unseen (a VM's steal) at 40–60% of a core, which is the host, not the bots' limit.
 pub const BOTS_BUSY: f64 = 0.75;
 
 /// What a step's run gives its verdict.

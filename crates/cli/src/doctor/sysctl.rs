@@ -68,7 +68,9 @@ pub fn settings() -> Vec<Setting> {
         value: cpu::RT_RUNTIME_DEFAULT_US,
         check: "rt_runtime",
         why: "serve --rt-priority runs workers as SCHED_FIFO, which never runs at 0; the \
-              kernel's default leaves 5% of each second to other tasks"
+              kernel's default leaves 5% of each second to other tasks, so a real-time \
+              thread busy past 95% of a second waits out the rest of it (bench's bots report \
+              that wait as the host's, bots.host_held_ms)"
             .to_string(),
     });
     out

@@ -29,6 +29,7 @@ use std::fs::File;
 use std::io::Read;
 use std::time::{Duration, Instant};
 
+use tickforge_io::cpu::{ThreadProbe, ThreadSched as Sched};
 use tickforge_telemetry::report::{LateCauses, Preemption};
 
 use super::LATE_AFTER;
@@ -56,15 +57,6 @@ impl Cause {
             Cause::HostPreempted | Cause::HostSteal | Cause::Unexplained
         )
     }
-}
-
-/// A thread's scheduler counters at one instant.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Sched {
-    /// Involuntary context switches.
-    pub(crate) nivcsw: u64,
-    /// Time runnable but waiting for a CPU, nanoseconds (0 where unknown).
-    pub(crate) run_delay_ns: u64,
 }
 
 /// What the worker knows of one wake-up.
@@ -155,68 +147,6 @@ pub(crate) fn tick_cause(
     } else {
         Cause::Others
     }
-}
-
-/// The thread's scheduler counters: `getrusage(RUSAGE_THREAD)` and its schedstat file.
-pub(crate) struct ThreadProbe {
-    schedstat: Option<File>,
-}
-
-impl ThreadProbe {
-    /// Opens the calling thread's counters (call it on the thread it reads).
-    pub(crate) fn open() -> ThreadProbe {
-        ThreadProbe {
-            schedstat: File::open("/proc/thread-self/schedstat").ok(),
-        }
-    }
-
-    /// Reads them now. Allocates nothing.
-    pub(crate) fn read(&self) -> Sched {
-        Sched {
-            nivcsw: thread_nivcsw(),
-            run_delay_ns: self
-                .schedstat
-                .as_ref()
-                .and_then(read_run_delay)
-                .unwrap_or(0),
-        }
-    }
-}
-
-/// The calling thread's involuntary context switches; 0 off Linux (a development server
-/// attributes no lateness to preemption).
-#[cfg(not(target_os = "linux"))]
-pub(crate) fn thread_nivcsw() -> u64 {
-    0
-}
-
-/// The calling thread's involuntary context switches.
-#[cfg(target_os = "linux")]
-pub(crate) fn thread_nivcsw() -> u64 {
-    // SAFETY: getrusage writes a plain struct we own; RUSAGE_THREAD is Linux's.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
-    if rc == 0 {
-        ru.ru_nivcsw as u64
-    } else {
-        0
-    }
-}
-
-fn read_run_delay(f: &File) -> Option<u64> {
-    let mut buf = [0u8; 96];
-    // Only Linux has the file; elsewhere `f` is never opened, but this still builds.
-    #[cfg(unix)]
-    let n = std::os::unix::fs::FileExt::read_at(f, &mut buf, 0).ok()?;
-    #[cfg(windows)]
-    let n = std::os::windows::fs::FileExt::seek_read(f, &mut buf, 0).ok()?;
-    parse_run_delay(&buf[..n])
-}
-
-/// The second field of a schedstat line: `on-cpu-ns run-delay-ns timeslices`.
-pub(crate) fn parse_run_delay(text: &[u8]) -> Option<u64> {
-    let text = std::str::from_utf8(text).ok()?;
-    text.split_ascii_whitespace().nth(1)?.parse().ok()
 }
 
 /// The host's CPU time and steal time, in clock ticks, from the first line of `/proc/stat`
@@ -489,24 +419,10 @@ mod tests {
         assert_eq!(parse_proc_stat_steal(b"cpu0 1 2 3 4 5 6 7 8\n"), None);
         // Kernels before 2.6.11 had no steal field.
         assert_eq!(parse_proc_stat_steal(b"cpu  1 2 3 4 5 6 7\n"), None);
-        assert_eq!(parse_run_delay(b"938636 1503212 1\n"), Some(1_503_212));
-        assert_eq!(parse_run_delay(b"garbage"), None);
     }
 
     #[test]
-    fn the_real_counters_never_go_back() {
-        let probe = ThreadProbe::open();
-        let a = probe.read();
-        let mut x = 0u64;
-        for i in 0..100_000u64 {
-            x = x.wrapping_add(i * i);
-        }
-        std::hint::black_box(x);
-        let b = probe.read();
-        assert!(
-            b.nivcsw >= a.nivcsw && b.run_delay_ns >= a.run_delay_ns,
-            "{a:?} {b:?}"
-        );
+    fn the_hosts_steal_reads_within_its_total() {
         if let Some((total, steal)) = read_steal() {
             assert!(total >= steal && total > 0);
         }

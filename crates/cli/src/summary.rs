@@ -475,9 +475,10 @@ pub fn bench(r: &Report) -> String {
     }
     let _ = writeln!(
         out,
-        "  cpu           server {}, bots {}{}",
+        "  cpu           server {}, bots {}{}{}",
         pct(r.server_cpu_util),
         pct(r.bots_cpu_util),
+        host_held(&r.bots).map_or(String::new(), |held| format!(" ({held})")),
         if r.bots_saturated == Some(true) {
             format!(
                 " — bots {}: the client figures speak of the bots, not the server",

@@ -41,4 +41,6 @@ pub use priority::{PriorityConfig, RateByDistance, Viewer};
 pub use reader::{ReadError, ReadInfo, Replica, ReplicaConfig, ReplicaStats};
 pub use schema::{Coding, Field, Lanes, Quantum, Schema, SchemaError, MAX_FIELDS, MAX_LANES};
 pub use state::{NetId, Position, MAX_ENTITIES};
-pub use writer::{ConfigError, ReplicationConfig, ReplicationStats, Replicator, WriteInfo};
+pub use writer::{
+    ConfigError, ReplicationConfig, ReplicationStats, Replicator, WriteInfo, MIN_RING_TICKS,
+};

@@ -76,6 +76,11 @@ impl Default for ReplicationConfig {
     }
 }
 
+/// The shortest ring of baselines [`ReplicationConfig::at_tick_hz`] gives: at a low tick
+/// rate, a client's acks still arrive within it through a few ticks of jitter and loss
+/// (half a second at 30 Hz).
+pub const MIN_RING_TICKS: u32 = 16;
+
 /// A configuration the replicator refuses, naming the field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
@@ -104,6 +109,24 @@ pub enum ConfigError {
 }
 
 impl ReplicationConfig {
+    /// [`Default`]'s at `tick_hz`: the fields counted in ticks keep the seconds the
+    /// defaults give at 128 Hz, half a second of hysteresis and of baselines (the ring
+    /// from [`MIN_RING_TICKS`] to the default's 64 ticks, which the clients' history is
+    /// sized for). Counted at 128 Hz, a 30 Hz crowd held an entity that left a client's
+    /// range relevant for 2.1 s instead of 0.5 s, competing for room.
+    pub fn at_tick_hz(tick_hz: u32) -> ReplicationConfig {
+        let d = ReplicationConfig::default();
+        let scaled = |ticks: u32| {
+            (u64::from(ticks) * u64::from(tick_hz)).div_ceil(u64::from(d.tick_hz)) as u32
+        };
+        ReplicationConfig {
+            tick_hz,
+            ring_ticks: scaled(d.ring_ticks).clamp(MIN_RING_TICKS, d.ring_ticks),
+            hysteresis_ticks: scaled(d.hysteresis_ticks).max(1),
+            ..d
+        }
+    }
+
     /// Checks every field; [`Replicator::new`] panics on what this refuses.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.max_entities == 0 || self.max_entities > MAX_ENTITIES {
@@ -1465,6 +1488,26 @@ fn note_staleness(stats: &mut ReplicationStats, worst: u32) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_config_at_a_tick_rate_keeps_the_defaults_seconds() {
+        let d = ReplicationConfig::default();
+        assert_eq!(ReplicationConfig::at_tick_hz(128), d);
+        let at = |hz| {
+            let c = ReplicationConfig::at_tick_hz(hz);
+            assert_eq!(c.validate(), Ok(()), "{hz} Hz");
+            assert_eq!((c.tick_hz, c.bytes_per_second), (hz, d.bytes_per_second));
+            (c.ring_ticks, c.hysteresis_ticks)
+        };
+        // Half a second of each: 15 ticks of hysteresis at 30 Hz, not 64 (2.1 s).
+        assert_eq!(at(30), (16, 15));
+        assert_eq!(at(60), (30, 30));
+        assert_eq!(at(64), (32, 32));
+        // The ring's bounds: a few ticks of jitter at the lowest rates; at the highest, no
+        // more than the clients' history is sized for.
+        assert_eq!(at(1), (MIN_RING_TICKS, 1));
+        assert_eq!(at(1000), (64, 500));
+    }
 
     proptest! {
         /// Scanning every seen entity and querying the grid find the same entities in

@@ -236,9 +236,8 @@ impl<G: Game> Match<G> {
         let replication = ReplicationConfig {
             max_entities: usize::from(max_entities),
             max_connections: seats.max(1),
-            tick_hz: setup.tick_hz,
             rate_by_distance: G::rate_by_distance(&config),
-            ..ReplicationConfig::default()
+            ..ReplicationConfig::at_tick_hz(setup.tick_hz)
         };
         Match {
             id,

@@ -601,11 +601,15 @@ impl Session {
     /// lines (its connection's keys and times, its link, its counters and buffers' heads);
     /// `deep` true, given once those have arrived (a bot later), what they point to (the
     /// link's packet histories, the replay window's word). A process running hundreds of
-    /// sessions in turn (a bots process) finds each one cold.
+    /// sessions in turn (a bots process) finds each one cold. The deep hint includes the
+    /// replica's next slot ([`Replica::prefetch_next`]).
     pub fn prefetch(&self, deep: bool) {
         self.transport.prefetch(deep);
         if deep {
             self.link.prefetch_read();
+            if let Some(replica) = &self.replica {
+                replica.prefetch_next();
+            }
             return;
         }
         prefetch_lines(&self.link);
@@ -615,7 +619,7 @@ impl Session {
         prefetch(&self.event);
         prefetch(&self.clock);
         prefetch(&self.frames);
-        prefetch(&self.replica);
+        prefetch_lines(&self.replica);
         prefetch(&self.welcome);
     }
 

@@ -20,7 +20,10 @@ use crate::delta::{
 use crate::schema::{Lanes, Schema};
 use crate::state::{NetId, MAX_ENTITIES};
 use crate::writer::ReplicationConfig;
-use tickforge_sim::hint::prefetch_item;
+use tickforge_sim::hint::{prefetch_item, prefetch_lines};
+
+/// Entities of a replica whose whole view [`Replica::prefetch_next`] hints: a small match.
+const HINTED_VIEW: usize = 16;
 
 /// Tunables of a [`Replica`]; they must agree with the server's [`ReplicationConfig`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -966,6 +969,24 @@ impl Replica {
         (f.known && f.tick == link.tick && f.present).then_some(f.state)
     }
 
+    /// Starts loading what [`Replica::read`] first touches of the snapshot after the
+    /// newest read (the slot it goes to, whose old records it evicts) and, for a small
+    /// match, every entity's view entry it updates: a hint, which changes nothing. A
+    /// process holding hundreds of replicas (a bots process) finds each one cold.
+    pub fn prefetch_next(&self) {
+        if let Some(at) = self.next_slot() {
+            prefetch_item(&self.slots[at]);
+        }
+        if self.view.len() <= HINTED_VIEW {
+            prefetch_lines(&self.view[..]);
+        }
+    }
+
+    /// The slot the snapshot after the newest read goes to; `None` before the first.
+    fn next_slot(&self) -> Option<usize> {
+        self.newest.map(|n| self.slot_of(n.wrapping_add(1)))
+    }
+
     /// Starts loading what [`Replica::entity_as_of`] reads first of entity `id`: a hint,
     /// which changes nothing. A client reading many entities as of past ticks (every
     /// player of a crowd, interpolated) gives it a few entities ahead of the one it reads,
@@ -1130,6 +1151,23 @@ mod tests {
         assert!(replica.read(&b[3]).unwrap().duplicate);
         let s = replica.stats();
         assert_eq!((s.snapshots, s.stale, s.duplicates), (4, 1, 1));
+    }
+
+    #[test]
+    fn the_slot_hinted_for_the_next_snapshot_is_the_one_it_is_stored_in() {
+        let b = bodies(40, &[(1, 0), (3, 1)]);
+        let mut replica = new_replica();
+        assert_eq!(replica.next_slot(), None);
+        replica.prefetch_next();
+        for (t, body) in b.iter().enumerate() {
+            let hinted = replica.next_slot();
+            replica.prefetch_next();
+            replica.read(body).unwrap();
+            if t > 0 {
+                let at = hinted.expect("a snapshot was read");
+                assert_eq!(replica.slots[at].tick, Some(t as u32), "tick {t}");
+            }
+        }
     }
 
     #[test]

@@ -602,11 +602,14 @@ impl Session {
     /// `deep` true, given once those have arrived (a bot later), what they point to (the
     /// link's packet histories, the replay window's word). A process running hundreds of
     /// sessions in turn (a bots process) finds each one cold. The deep hint includes the
-    /// replica's next slot ([`Replica::prefetch_next`]).
+    /// link's slot for the next input sent and the replica's next slot
+    /// ([`Replica::prefetch_next`]).
     pub fn prefetch(&self, deep: bool) {
         self.transport.prefetch(deep);
         if deep {
             self.link.prefetch_read();
+            // The history slot the input sent this turn replaces.
+            self.link.prefetch_write();
             if let Some(replica) = &self.replica {
                 replica.prefetch_next();
             }

@@ -2,8 +2,8 @@
 //!
 //! Each wake-up the worker reads its thread's scheduler counters once (involuntary context
 //! switches from `getrusage(RUSAGE_THREAD)`, about 0.2 µs; run-queue delay from
-//! `/proc/thread-self/schedstat`, about 0.5 µs, through a file opened once) and judges the
-//! wake-up ([`judge_wake`]):
+//! `/proc/thread-self/schedstat`, about 0.5 µs, through a file opened once: `tickforge_io`'s
+//! `cpu::ThreadProbe`, which the bots read too) and judges the wake-up ([`judge_wake`]):
 //!
 //! - the worker *slept* if it went to sleep before the deadline it woke for; a wake-up
 //!   later than [`HOST_SLACK`] past `max(deadline, went to sleep)` is more than the
@@ -408,7 +408,7 @@ mod tests {
     }
 
     #[test]
-    fn proc_stat_and_schedstat_parse() {
+    fn proc_stat_parses_to_the_total_and_the_steal() {
         let stat = b"cpu  1952525 12142 346253 3309995 47499 0 22483 1067 0 0\ncpu0 1 2 3\n";
         let (total, steal) = parse_proc_stat_steal(stat).unwrap();
         assert_eq!(steal, 1067);

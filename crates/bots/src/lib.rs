@@ -294,7 +294,9 @@ fn saturated_by(
 
 /// How far the bots' schedule is behind because the host held their thread off its core
 /// (its run-queue delay: preempted, or, as a real-time thread over its share of a second,
-/// throttled for the rest of it), as the server's worker attributes its own stalls.
+/// throttled for the rest of it). The server's worker keeps such a debt too
+/// (`worker/preempt.rs`), judged per wake-up with a slack for its spin; the bots wake per
+/// send deadline and need only how much of their lateness the delay explains.
 #[derive(Clone, Copy, Debug, Default)]
 struct HostDebt {
     debt: Duration,
@@ -819,7 +821,7 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
     let mut late_host_ticks = 0u64;
     // The thread's run-queue delay: what the host held it off its core.
     let probe = cpu::ThreadProbe::open();
-    let mut held_last = probe.read().run_delay_ns;
+    let mut held_last = probe.run_delay_ns();
     let mut held_in_window = Duration::ZERO;
     let mut debt = HostDebt::default();
     let mut window_ticks = 0u64;
@@ -864,7 +866,7 @@ pub fn run(config: &BotsConfig, mut progress: impl FnMut(Progress)) -> Result<Bo
         // were behind).
         let in_window = now >= window_start;
         let behind = now - deadline;
-        let held_now = probe.read().run_delay_ns;
+        let held_now = probe.run_delay_ns();
         let held = Duration::from_nanos(held_now.saturating_sub(held_last));
         held_last = held_now;
         let met = debt.met(behind, held, period);

@@ -199,16 +199,22 @@ impl ThreadProbe {
         self.schedstat.is_some()
     }
 
-    /// Reads them now (about 1 µs). Allocates nothing.
+    /// Reads both now: a `getrusage` (about 0.2 µs) and a read of the open file (about
+    /// 0.5 µs). Allocates nothing.
     pub fn read(&self) -> ThreadSched {
         ThreadSched {
             nivcsw: thread_nivcsw(),
-            run_delay_ns: self
-                .schedstat
-                .as_ref()
-                .and_then(read_run_delay)
-                .unwrap_or(0),
+            run_delay_ns: self.run_delay_ns(),
         }
+    }
+
+    /// The run-queue delay alone, nanoseconds (0 where unknown): one read of the open
+    /// file, for a caller that needs no switch count.
+    pub fn run_delay_ns(&self) -> u64 {
+        self.schedstat
+            .as_ref()
+            .and_then(read_run_delay)
+            .unwrap_or(0)
     }
 }
 
@@ -281,6 +287,12 @@ mod tests {
             b.nivcsw >= a.nivcsw && b.run_delay_ns >= a.run_delay_ns,
             "{a:?} {b:?}"
         );
+        assert!(probe.run_delay_ns() >= b.run_delay_ns);
+        // Linux says; elsewhere the probe knows nothing and reads zero.
+        assert_eq!(probe.knows_run_delay(), cfg!(target_os = "linux"));
+        if !probe.knows_run_delay() {
+            assert_eq!(probe.run_delay_ns(), 0);
+        }
     }
 
     #[cfg(linux_io)]

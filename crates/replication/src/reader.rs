@@ -970,8 +970,9 @@ impl Replica {
     }
 
     /// Starts loading what [`Replica::read`] first touches of the snapshot after the
-    /// newest read (the slot it goes to, whose old records it evicts) and, for a small
-    /// match, every entity's view entry it updates: a hint, which changes nothing. A
+    /// newest read (the slot it goes to: its tick, and the bits naming the records its
+    /// eviction keeps) and, for a small match, every entity's view entry it updates: a
+    /// hint, which changes nothing. A
     /// process holding hundreds of replicas (a bots process) finds each one cold.
     pub fn prefetch_next(&self) {
         if let Some(at) = self.next_slot() {

@@ -374,9 +374,6 @@ pub struct Worker {
     recv: RecvBatch,
     send: SendBatch,
     frame_buf: Vec<u8>,
-    /// The moment a [`Worker::frame_at`] runs at, which its ticks read rather than the
-    /// clock; `None` otherwise.
-    frame_clock: Option<Instant>,
     /// Datagrams routed to each match in this wake-up, to share the receive cost.
     routed: Vec<u32>,
     /// Frames of this wake-up waiting for their share of the send cost.
@@ -551,7 +548,6 @@ impl Worker {
             recv: RecvBatch::with_capacity(RECV_BATCH),
             send: SendBatch::with_capacity(datagrams_per_wake, MAX_PACKET_BYTES),
             frame_buf: Vec::with_capacity(netcode::MAX_TRANSMIT_BYTES),
-            frame_clock: None,
             routed: Vec::with_capacity(room),
             due: Vec::with_capacity(room),
             order: Vec::with_capacity(room),
@@ -673,11 +669,16 @@ impl Worker {
     /// [`Worker::run`] calls it once per wake-up; a test may drive it directly, calling
     /// [`Worker::after_frame`] after each (a match that ended waits there to start over).
     pub fn frame(&mut self, woke: Instant) -> Frame {
+        self.frame_on(woke, None)
+    }
+
+    /// [`Worker::frame`], its ticks on `clock` when given, else on the host's clock.
+    fn frame_on(&mut self, woke: Instant, clock: Option<Instant>) -> Frame {
         // Receive, and share its cost among the matches by datagrams routed to each.
         self.receive(woke);
         let received = time::now();
         self.share_receive_cost(nanos(received - woke));
-        let ticks = self.run_due_ticks();
+        let ticks = self.run_due_ticks(clock);
         let ticked = time::now();
         self.send.flush(&self.socket, &mut self.io);
         self.scopes.mark_wakeup();
@@ -696,15 +697,7 @@ impl Worker {
     /// machine, fast or slow. [`Worker::after_frame`] keeps the host's clock (a finished
     /// match's wait for its result to be durable is real time).
     pub fn frame_at(&mut self, now: Instant) -> Frame {
-        self.frame_clock = Some(now);
-        let frame = self.frame(now);
-        self.frame_clock = None;
-        frame
-    }
-
-    /// The time a tick runs at: [`Worker::frame_at`]'s, or the clock's.
-    fn tick_now(&self) -> Instant {
-        self.frame_clock.unwrap_or_else(time::now)
+        self.frame_on(now, Some(now))
     }
 
     /// What follows a [`Worker::frame`] before the next wake-up, off the tick: the frames'
@@ -754,11 +747,14 @@ impl Worker {
 
     /// Runs one tick of every match whose deadline has passed and whose predecessor's
     /// result is durable (or was waited for [`RESULT_HOLD`]); returns the ticks run. The matches
-    /// within their fair share of the tick run first ([`fair::order`]).
-    fn run_due_ticks(&mut self) -> usize {
+    /// within their fair share of the tick run first ([`fair::order`]). What is due, and
+    /// the time each tick runs at, go by `clock` when given ([`Worker::frame_at`]'s), else
+    /// by the host's clock.
+    fn run_due_ticks(&mut self, clock: Option<Instant>) -> usize {
+        let tick_now = || clock.unwrap_or_else(time::now);
         self.due.clear();
         self.order.clear();
-        let now = self.tick_now();
+        let now = tick_now();
         for i in 0..self.matches.len() {
             let deadline = self.matches[i].next_deadline();
             if deadline > now {
@@ -783,7 +779,7 @@ impl Worker {
             let fair::Due {
                 index: i, deadline, ..
             } = self.order[k];
-            let now = self.tick_now();
+            let now = tick_now();
             // Receiving this match's own datagrams in this wake-up is its frame's work,
             // not a late start: the tick is late by what came before it otherwise (the
             // worker's wake-up, other matches' datagrams and ticks).
@@ -914,8 +910,6 @@ mod tests {
             w.due.iter().all(|d| d.started == at),
             "the ticks ran at the frame's moment"
         );
-        // The frame's moment does not outlive it.
-        assert_eq!(w.frame(time::now()).ticks, 0);
     }
 
     #[test]
@@ -927,7 +921,11 @@ mod tests {
             w.hosted[0].cost.add(3_000_000);
         }
         for round in 0..3 {
-            assert_eq!(w.run_due_ticks(), 4, "round {round}: every due match ticks");
+            assert_eq!(
+                w.run_due_ticks(None),
+                4,
+                "round {round}: every due match ticks"
+            );
             let order: Vec<usize> = w.due.iter().map(|d| d.index).collect();
             assert_eq!(order, vec![1, 2, 3, 0], "round {round}");
         }
@@ -935,7 +933,7 @@ mod tests {
         for _ in 0..64 {
             w.hosted[0].cost.add(50_000);
         }
-        w.run_due_ticks();
+        w.run_due_ticks(None);
         assert_eq!(
             w.due.iter().map(|d| d.index).collect::<Vec<_>>(),
             vec![0, 1, 2, 3]

@@ -872,7 +872,7 @@ mod tests {
         // Match 1's first deadline is the worker's start: it has passed.
         let before = tickforge_io::time::now();
         assert!(w.matches[0].next_deadline() <= before);
-        assert_eq!(w.run_due_ticks(), 0, "held back");
+        assert_eq!(w.run_due_ticks(None), 0, "held back");
         assert!(
             w.next_wake().unwrap() >= before + RESULT_POLL,
             "a held match does not make the worker spin"
@@ -881,7 +881,7 @@ mod tests {
         p.start();
         p.hand_over();
         p.finish();
-        assert_eq!(w.run_due_ticks(), 1, "durable: the match ticks");
+        assert_eq!(w.run_due_ticks(None), 1, "durable: the match ticks");
         assert_eq!(w.hosted[0].awaiting_result, None);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "held\n");
     }
@@ -1206,9 +1206,9 @@ mod tests {
         w.persister = Some(p);
         let held_at = tickforge_io::time::now();
         w.hosted[0].await_result(ticket, held_at);
-        assert_eq!(w.run_due_ticks(), 0, "held back");
+        assert_eq!(w.run_due_ticks(None), 0, "held back");
         let give_up = Instant::now() + Duration::from_secs(10);
-        while w.run_due_ticks() == 0 {
+        while w.run_due_ticks(None) == 0 {
             assert!(Instant::now() < give_up, "held back for ever");
             std::thread::sleep(Duration::from_millis(1));
         }

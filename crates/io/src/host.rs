@@ -109,3 +109,81 @@ mod tests {
         .unwrap();
     }
 }
+
+/// Raises this process's soft limit on open files to `needed` if it is lower, as far as
+/// the hard limit allows, and returns the soft limit then in force. A bench that opens a
+/// socket per simulated player needs more than the 1,024 many systems start with.
+#[cfg(unix)]
+// `rlim_t` is a u64 on Linux, not on every unix.
+#[allow(clippy::unnecessary_cast)]
+pub fn raise_open_files(needed: u64) -> std::io::Result<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let needed = needed as libc::rlim_t;
+    if limit.rlim_cur >= needed || limit.rlim_cur == limit.rlim_max {
+        return Ok(limit.rlim_cur as u64);
+    }
+    limit.rlim_cur = needed.min(limit.rlim_max);
+    // SAFETY: setrlimit reads one rlimit we own; a soft limit within the hard one.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(limit.rlim_cur as u64)
+}
+
+/// Elsewhere there is no such limit to raise.
+#[cfg(not(unix))]
+pub fn raise_open_files(_needed: u64) -> std::io::Result<u64> {
+    Ok(u64::MAX)
+}
+
+#[cfg(all(test, unix))]
+mod open_files_tests {
+    use super::raise_open_files;
+
+    #[allow(clippy::unnecessary_cast)]
+    fn soft_and_hard() -> (u64, u64) {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes one rlimit we own.
+        assert_eq!(
+            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
+            0
+        );
+        (limit.rlim_cur as u64, limit.rlim_max as u64)
+    }
+
+    #[test]
+    fn the_open_files_limit_only_goes_up_and_never_past_the_hard_one() {
+        let (soft, hard) = soft_and_hard();
+        // Room to raise it, if it has none (a process may always lower its own).
+        let soft = if soft == hard {
+            let lower = libc::rlimit {
+                rlim_cur: (hard - 1) as libc::rlim_t,
+                rlim_max: hard as libc::rlim_t,
+            };
+            // SAFETY: setrlimit reads one rlimit we own.
+            assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lower) }, 0);
+            hard - 1
+        } else {
+            soft
+        };
+        // Asking for less leaves it as it is.
+        assert_eq!(raise_open_files(0).unwrap(), soft);
+        assert_eq!(soft_and_hard().0, soft);
+        // Asking for more raises it, and says where it stands.
+        let now = raise_open_files(soft + 1).unwrap();
+        assert_eq!(now, soft + 1);
+        assert_eq!(soft_and_hard().0, now);
+        // Never past the hard limit.
+        assert_eq!(raise_open_files(u64::MAX).unwrap(), hard);
+    }
+}

@@ -1,14 +1,16 @@
-//! The I/O floor: what one match tick's datagrams cost on this host with no game work.
+//! The I/O floor: what a match tick's datagrams cost on this host with no game work.
 //!
 //! Per tick, as a match does it: receive one input datagram from each player with one
 //! batched call, open each (ChaCha20-Poly1305), seal one snapshot-sized payload for each,
 //! and send them with one batched call, each player at its own socket and loopback
-//! address. Ticks are paced as a worker paces them (it sleeps between ticks, so it works
-//! from cold caches as a real worker does). Only the server side is timed; the players'
-//! sending and draining happen outside the measurement. The figure a match frame is
-//! compared with: game and replication cost what the frame costs above it.
+//! address. Shaped as a run ([`FloorRun`]): its matches, each with a socket of its own,
+//! ticked in turn at the run's tick rate, and the players on a thread of their own (on the
+//! bots' core), so the kernel's paths are as warm, and the datagrams cross cores, as in
+//! the run. Only the server side is timed. The figure a match frame is compared with: game
+//! and replication cost what the frame costs above it.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tickforge_io::udp::{wait_readable, IoStats, RecvBatch, SendBatch, SocketOptions, UdpSocket};
@@ -27,30 +29,82 @@ pub struct IoFloor {
     pub players: usize,
     /// Ticks measured.
     pub ticks: usize,
+    /// Ticks (warm-up included) whose server side found fewer inputs than players: a
+    /// floor that read nothing would be cheap and wrong.
+    pub short_ticks: usize,
 }
 
-/// Measures the I/O floor of a `players`-player tick with `snapshot_bytes` payloads and
-/// `input_bytes` inputs, over `ticks` ticks on loopback, one every `period` (zero: back to
-/// back), pinned to `core` if given.
-pub fn measure(
-    players: usize,
-    input_bytes: usize,
-    snapshot_bytes: usize,
-    ticks: usize,
-    period: Duration,
-    core: Option<usize>,
-) -> std::io::Result<IoFloor> {
-    if let Some(c) = core {
+/// What [`measure`] runs: the shape of the ticks whose datagrams it times, and where.
+#[derive(Clone, Copy, Debug)]
+pub struct FloorRun {
+    /// Players per match: an input from each in, a snapshot to each out, per tick.
+    pub players: usize,
+    /// Matches, each with its own socket, ticked in turn as a worker ticks them: match
+    /// `m` of round `r` at `r + m / matches` periods.
+    pub matches: usize,
+    /// The players' input datagram's payload.
+    pub input_bytes: usize,
+    /// The snapshot datagram's payload.
+    pub snapshot_bytes: usize,
+    /// Rounds measured (each match ticked once per round), after a tenth as many more
+    /// that warm caches.
+    pub rounds: usize,
+    /// A round: the tick period (zero: back to back).
+    pub period: Duration,
+    /// The core the server side is pinned to, if any.
+    pub core: Option<usize>,
+    /// Where the players' side runs.
+    pub players_side: PlayersSide,
+}
+
+/// Where [`measure`]'s players send their inputs and drain their snapshots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlayersSide {
+    /// On the measuring thread, before and after each timed tick: the players' sending
+    /// warms the kernel's paths and the core's caches for the server's receive.
+    Interleaved,
+    /// On a thread of their own, pinned to the core given, as a run's bots are: the
+    /// datagrams the server sends are allocated on its core and freed on the other, and
+    /// each socket's queue is written on one core and read on the other.
+    Thread(Option<usize>),
+}
+
+/// Measures the I/O floor of `run` on loopback: per tick of a match, the server side's
+/// receive, open, seal and send, timed; the players' side is not.
+pub fn measure(run: FloorRun) -> std::io::Result<IoFloor> {
+    let FloorRun {
+        players,
+        matches,
+        period,
+        ..
+    } = run;
+    let matches = matches.max(1);
+    if let Some(c) = run.core {
         cpu::pin_current_thread(c)?;
     }
+    // A socket per match and per player, and some to spare for the process's own.
+    let sockets = (matches * (players + 1)) as u64;
+    let limit = tickforge_io::host::raise_open_files(sockets + 64)?;
+    if limit < sockets + 16 {
+        return Err(std::io::Error::other(format!(
+            "the I/O floor opens {sockets} sockets and the open-files limit is {limit}: \
+             raise it (ulimit -n)"
+        )));
+    }
     let loopback: SocketAddr = "127.0.0.1:0".parse().expect("constant address");
-    let server = UdpSocket::bind(loopback, SocketOptions::default())?;
-    let server_addr = server.local_addr()?;
+    let servers = (0..matches)
+        .map(|_| UdpSocket::bind(loopback, SocketOptions::default()))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let server_addrs = servers
+        .iter()
+        .map(UdpSocket::local_addr)
+        .collect::<std::io::Result<Vec<_>>>()?;
     let small = SocketOptions {
         recv_buffer_bytes: Some(64 << 10),
         send_buffer_bytes: None,
     };
-    let peers = (0..players)
+    // Match m's players are peers m * players .. (m + 1) * players.
+    let peers = (0..matches * players)
         .map(|i| {
             let addr = SocketAddr::from(([127, 3, (i / 250) as u8, (i % 250) as u8 + 1], 0));
             UdpSocket::bind(addr, small)
@@ -61,101 +115,240 @@ pub fn measure(
         .map(UdpSocket::local_addr)
         .collect::<std::io::Result<Vec<_>>>()?;
     let key = packet::cipher(&[0x5a; 32]);
-    const PROTOCOL_ID: u64 = 1;
-
-    // The players' inputs, sealed once: the floor counts the server's opening, not theirs.
-    let mut inputs = SendBatch::with_capacity(players, 1300);
-    let mut sealed = Vec::with_capacity(1300);
-    let input = vec![0x11u8; input_bytes.clamp(1, 1200)];
-    let snapshot = vec![0x22u8; snapshot_bytes.clamp(1, 1200)];
+    let players_side = Players {
+        peers,
+        players,
+        server_addrs,
+        key: key.clone(),
+        input: vec![0x11u8; run.input_bytes.clamp(1, 1200)],
+        inputs: SendBatch::with_capacity(1, 1300),
+        sealed: Vec::with_capacity(1300),
+        drain: RecvBatch::with_capacity(4),
+        stats: IoStats::default(),
+        sequence: 0,
+    };
+    let snapshot = vec![0x22u8; run.snapshot_bytes.clamp(1, 1200)];
     let mut recv = RecvBatch::with_capacity(players.max(1) * 2);
     let mut send = SendBatch::with_capacity(players, 1300);
-    let mut drain = RecvBatch::with_capacity(4);
+    let mut sealed = Vec::with_capacity(1300);
     let mut stats = IoStats::default();
-    let mut peer_stats = IoStats::default();
     let mut hist = DurationHistogram::new();
-    let mut sequence = 0u64;
+    let mut sequence = 1 << 40;
+    let mut short_ticks = 0;
+    let warm_steps = run.rounds / 10 * matches;
+    let steps = warm_steps + run.rounds * matches;
+    let step_at = |start: std::time::Instant, s: usize| {
+        start + period * (s / matches) as u32 + period / matches as u32 * (s % matches) as u32
+    };
 
     let start = time::now();
-    for tick in 0..ticks + ticks / 10 {
-        if !period.is_zero() {
-            time::sleep_until(start + period * tick as u32, Duration::ZERO);
-        }
-        for peer in &peers {
-            sequence += 1;
-            packet::seal(
-                &mut sealed,
-                PacketType::Payload,
-                sequence,
-                PROTOCOL_ID,
-                &key,
-                |b| b.extend_from_slice(&input),
-            );
-            inputs.push(server_addr, &sealed);
-            inputs.flush(peer, &mut peer_stats);
-        }
-        // Loopback delivers during the send call; wait anyway, bounded, in case it did not.
-        wait_readable(&[&server], Duration::from_millis(50))?;
-
-        let began = time::now();
-        let mut got = 0;
-        while got < players {
-            let n = recv.fill(&server, &mut stats);
-            if n == 0 {
-                break;
+    // With a thread of their own, the players drain a match's last snapshots and send its
+    // inputs at its step, and count it sent; the server side starts half a step later,
+    // once the count says the inputs went (loopback delivers during the send), and counts
+    // the step done.
+    let (sent, done) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    std::thread::scope(|scope| -> std::io::Result<()> {
+        let mut local = None;
+        let players_thread = match run.players_side {
+            PlayersSide::Thread(core) => {
+                let mut side = players_side;
+                let (sent, done) = (&sent, &done);
+                Some(scope.spawn(move || -> std::io::Result<()> {
+                    if let Some(c) = core {
+                        cpu::pin_current_thread(c)?;
+                    }
+                    for s in 0..steps {
+                        if !period.is_zero() {
+                            time::sleep_until(step_at(start, s), Duration::ZERO);
+                        }
+                        // Never ahead of the server side: a match's next inputs wait
+                        // until its last tick was read.
+                        wait_for(done, s);
+                        side.drain(s % matches);
+                        side.send_inputs(s % matches);
+                        sent.store(s + 1, Ordering::Release);
+                    }
+                    Ok(())
+                }))
             }
-            for i in 0..n {
-                let (_, data) = recv.get_mut(i);
-                if packet::open(data, PROTOCOL_ID, &key, |_| true, None).is_ok() {
-                    got += 1;
+            PlayersSide::Interleaved => {
+                local = Some(players_side);
+                None
+            }
+        };
+        let mut result = Ok(());
+        for s in 0..steps {
+            let m = s % matches;
+            if players_thread.is_some() {
+                if !period.is_zero() {
+                    let half = period / (2 * matches as u32);
+                    time::sleep_until(step_at(start, s) + half, Duration::ZERO);
+                }
+                wait_for(&sent, s + 1);
+            } else {
+                if !period.is_zero() {
+                    time::sleep_until(step_at(start, s), Duration::ZERO);
+                }
+                if let Some(side) = &mut local {
+                    side.send_inputs(m);
                 }
             }
-        }
-        for &to in &peer_addrs {
-            sequence += 1;
-            packet::seal(
-                &mut sealed,
-                PacketType::Payload,
-                sequence,
-                PROTOCOL_ID,
-                &key,
-                |b| b.extend_from_slice(&snapshot),
-            );
-            send.push(to, &sealed);
-        }
-        send.flush(&server, &mut stats);
-        let elapsed = time::now() - began;
+            // Loopback delivers during the send call; wait anyway, bounded, in case it did
+            // not.
+            if let Err(e) = wait_readable(&[&servers[m]], Duration::from_millis(50)) {
+                result = Err(e);
+                break;
+            }
 
-        // The first tenth warms caches and is not counted.
-        if tick >= ticks / 10 {
-            hist.record_ns(elapsed.as_nanos() as u64);
+            let began = time::now();
+            let mut got = 0;
+            while got < players {
+                let n = recv.fill(&servers[m], &mut stats);
+                if n == 0 {
+                    break;
+                }
+                for i in 0..n {
+                    let (_, data) = recv.get_mut(i);
+                    if packet::open(data, PROTOCOL_ID, &key, |_| true, None).is_ok() {
+                        got += 1;
+                    }
+                }
+            }
+            for &to in &peer_addrs[m * players..(m + 1) * players] {
+                sequence += 1;
+                packet::seal(
+                    &mut sealed,
+                    PacketType::Payload,
+                    sequence,
+                    PROTOCOL_ID,
+                    &key,
+                    |b| b.extend_from_slice(&snapshot),
+                );
+                send.push(to, &sealed);
+            }
+            send.flush(&servers[m], &mut stats);
+            let elapsed = time::now() - began;
+
+            if s >= warm_steps {
+                hist.record_ns(elapsed.as_nanos() as u64);
+            }
+            short_ticks += usize::from(got < players);
+            done.store(s + 1, Ordering::Release);
+            if let Some(side) = &mut local {
+                side.drain(m);
+            }
         }
-        for peer in &peers {
-            while drain.fill(peer, &mut peer_stats) == drain.capacity() {}
+        match players_thread.map(|t| t.join()) {
+            Some(Ok(Err(e))) => result.and(Err(e)),
+            Some(Err(_)) => result.and(Err(std::io::Error::other("the players' thread panicked"))),
+            _ => result,
         }
-    }
+    })?;
     let per_tick_ms = hist.quantile_ms(0.5).unwrap_or(0.0);
     Ok(IoFloor {
         per_tick_ms,
         per_datagram_us: per_tick_ms * 1000.0 / (2 * players.max(1)) as f64,
         players,
-        ticks,
+        ticks: run.rounds * matches,
+        short_ticks,
     })
+}
+
+const PROTOCOL_ID: u64 = 1;
+
+/// Waits until `count` reaches `at`, or a second has passed: the other side may be held
+/// off its core by the host, and a step it missed is then counted short, not waited for.
+fn wait_for(count: &AtomicUsize, at: usize) {
+    let give_up = time::now() + Duration::from_secs(1);
+    while count.load(Ordering::Acquire) < at && time::now() < give_up {
+        std::thread::yield_now();
+    }
+}
+
+/// The players' side of the floor: their sockets, and each tick's sealed inputs.
+struct Players {
+    /// Match m's players are `peers[m * players..][..players]`.
+    peers: Vec<UdpSocket>,
+    players: usize,
+    server_addrs: Vec<SocketAddr>,
+    key: tickforge_proto::netcode::aead::PacketKey,
+    input: Vec<u8>,
+    inputs: SendBatch,
+    sealed: Vec<u8>,
+    drain: RecvBatch,
+    stats: IoStats,
+    sequence: u64,
+}
+
+impl Players {
+    /// One input from each player of match `m`, each from its own socket.
+    fn send_inputs(&mut self, m: usize) {
+        for peer in &self.peers[m * self.players..(m + 1) * self.players] {
+            self.sequence += 1;
+            packet::seal(
+                &mut self.sealed,
+                PacketType::Payload,
+                self.sequence,
+                PROTOCOL_ID,
+                &self.key,
+                |b| b.extend_from_slice(&self.input),
+            );
+            self.inputs.push(self.server_addrs[m], &self.sealed);
+            self.inputs.flush(peer, &mut self.stats);
+        }
+    }
+
+    /// Reads what the server sent match `m`'s players, so no queue fills.
+    fn drain(&mut self, m: usize) {
+        for peer in &self.peers[m * self.players..(m + 1) * self.players] {
+            while self.drain.fill(peer, &mut self.stats) == self.drain.capacity() {}
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn run(players: usize, matches: usize, players_side: PlayersSide) -> FloorRun {
+        FloorRun {
+            players,
+            matches,
+            input_bytes: 40,
+            snapshot_bytes: 200,
+            rounds: 200 / matches,
+            period: Duration::ZERO,
+            core: None,
+            players_side,
+        }
+    }
+
     #[test]
     fn measures_a_positive_cost_that_grows_with_players() {
-        let small = measure(2, 40, 200, 200, Duration::ZERO, None).unwrap();
-        let large = measure(40, 40, 200, 200, Duration::ZERO, None).unwrap();
+        let small = measure(run(2, 1, PlayersSide::Interleaved)).unwrap();
+        let large = measure(run(40, 1, PlayersSide::Interleaved)).unwrap();
         assert!(small.per_tick_ms > 0.0);
         // Twenty times the datagrams cannot cost less than twice as much.
         assert!(
             large.per_tick_ms > 2.0 * small.per_tick_ms,
             "{small:?} {large:?}"
         );
+        assert_eq!((small.short_ticks, large.short_ticks), (0, 0));
+    }
+
+    #[test]
+    fn matches_in_turn_with_the_players_on_their_own_thread_each_get_their_inputs() {
+        // Every match's socket gets its own players' inputs, every tick, the two threads in
+        // lockstep.
+        let floor = measure(FloorRun {
+            rounds: 40,
+            ..run(5, 3, PlayersSide::Thread(None))
+        })
+        .unwrap();
+        assert_eq!(floor.ticks, 120);
+        assert_eq!(floor.short_ticks, 0, "{floor:?}");
+        assert!(floor.per_tick_ms > 0.0);
+        let interleaved = measure(run(5, 3, PlayersSide::Interleaved)).unwrap();
+        assert_eq!(interleaved.short_ticks, 0, "{interleaved:?}");
     }
 }

@@ -346,6 +346,16 @@ fn measure_io_floor(
         .map_err(|_| anyhow::anyhow!("the I/O floor measurement panicked"))?
         .context("measuring the I/O floor");
     spinner.finish_and_clear();
+    if let Ok(f) = &floor {
+        if f.short_ticks > 0 {
+            // The players' thread was held off its core past the wait: those ticks read
+            // fewer datagrams, and the floor is that much too low.
+            eprintln!(
+                "warning: the I/O floor {when}: {} of its ticks found fewer inputs than players",
+                f.short_ticks
+            );
+        }
+    }
     floor
 }
 

@@ -10,7 +10,7 @@
 //! and replication cost what the frame costs above it.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tickforge_io::udp::{wait_readable, IoStats, RecvBatch, SendBatch, SocketOptions, UdpSocket};
@@ -146,16 +146,24 @@ pub fn measure(run: FloorRun) -> std::io::Result<IoFloor> {
     // inputs at its step, and count it sent; the server side starts half a step later,
     // once the count says the inputs went (loopback delivers during the send), and counts
     // the step done.
+    // Either side that stops early says so, and the other stops at its next step rather
+    // than wait out every step left: the server side by `done` = `usize::MAX`, the
+    // players' by `players_failed`.
     let (sent, done) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    let players_failed = AtomicBool::new(false);
     std::thread::scope(|scope| -> std::io::Result<()> {
         let mut local = None;
         let players_thread = match run.players_side {
             PlayersSide::Thread(core) => {
                 let mut side = players_side;
-                let (sent, done) = (&sent, &done);
+                let (sent, done, failed) = (&sent, &done, &players_failed);
                 Some(scope.spawn(move || -> std::io::Result<()> {
                     if let Some(c) = core {
-                        cpu::pin_current_thread(c)?;
+                        if let Err(e) = cpu::pin_current_thread(c) {
+                            failed.store(true, Ordering::Release);
+                            sent.store(usize::MAX, Ordering::Release);
+                            return Err(e);
+                        }
                     }
                     for s in 0..steps {
                         if !period.is_zero() {
@@ -164,6 +172,9 @@ pub fn measure(run: FloorRun) -> std::io::Result<IoFloor> {
                         // Never ahead of the server side: a match's next inputs wait
                         // until its last tick was read.
                         wait_for(done, s);
+                        if done.load(Ordering::Acquire) == usize::MAX {
+                            break;
+                        }
                         side.drain(s % matches);
                         side.send_inputs(s % matches);
                         sent.store(s + 1, Ordering::Release);
@@ -185,6 +196,9 @@ pub fn measure(run: FloorRun) -> std::io::Result<IoFloor> {
                     time::sleep_until(step_at(start, s) + half, Duration::ZERO);
                 }
                 wait_for(&sent, s + 1);
+                if players_failed.load(Ordering::Acquire) {
+                    break;
+                }
             } else {
                 if !period.is_zero() {
                     time::sleep_until(step_at(start, s), Duration::ZERO);
@@ -238,6 +252,7 @@ pub fn measure(run: FloorRun) -> std::io::Result<IoFloor> {
                 side.drain(m);
             }
         }
+        done.store(usize::MAX, Ordering::Release);
         match players_thread.map(|t| t.join()) {
             Some(Ok(Err(e))) => result.and(Err(e)),
             Some(Err(_)) => result.and(Err(std::io::Error::other("the players' thread panicked"))),
@@ -350,5 +365,20 @@ mod tests {
         assert!(floor.per_tick_ms > 0.0);
         let interleaved = measure(run(5, 3, PlayersSide::Interleaved)).unwrap();
         assert_eq!(interleaved.short_ticks, 0, "{interleaved:?}");
+    }
+
+    #[test]
+    fn a_players_thread_that_cannot_start_fails_the_measurement_without_waiting_it_out() {
+        // No host has this core (and the portable path pins none): the players' thread
+        // fails at once, and so does the measurement, rather than wait a second a step.
+        let began = std::time::Instant::now();
+        let result = measure(run(2, 3, PlayersSide::Thread(Some(usize::MAX))));
+        assert!(result.is_err(), "{result:?}");
+        // Not a speed target: waiting it out takes a second for each of its 216 steps.
+        assert!(
+            began.elapsed() < Duration::from_secs(60),
+            "{:?}",
+            began.elapsed()
+        );
     }
 }

@@ -63,9 +63,10 @@ pub enum PlayersSide {
     /// On the measuring thread, before and after each timed tick: the players' sending
     /// warms the kernel's paths and the core's caches for the server's receive.
     Interleaved,
-    /// On a thread of their own, pinned to the core given, as a run's bots are: the
-    /// datagrams the server sends are allocated on its core and freed on the other, and
-    /// each socket's queue is written on one core and read on the other.
+    /// On a thread of their own, pinned to the core given (left to the scheduler given
+    /// none), as a run's bots are: the datagrams the server sends are allocated on its
+    /// core and freed on the other, and each socket's queue is written on one core and read
+    /// on the other.
     Thread(Option<usize>),
 }
 

@@ -3,7 +3,8 @@
 use std::fmt::Write;
 
 use tickforge_telemetry::report::{
-    BotsCost, BotsReport, Clients, Hitreg, Memory, ReplaySource, Report, SaturatedBy, ServerReport,
+    BotsCost, BotsReport, Clients, FrameSecond, Hitreg, Memory, ReplaySource, Report, SaturatedBy,
+    ServerReport,
 };
 pub use tickforge_telemetry::summary::game_label;
 use tickforge_telemetry::summary::{
@@ -296,6 +297,41 @@ fn step_verdict(s: &tickforge_telemetry::report::SweepStep) -> String {
     )
 }
 
+/// Seconds of the window a summary looks at before it calls one of them slow.
+const SLOW_SECOND_MIN_SECONDS: usize = 5;
+/// How far above the median second's median frame a second's is called slow.
+const SLOW_SECOND_RATIO: f64 = 1.10;
+
+/// A line naming the second of the window whose median frame ran furthest above the
+/// median second's, when it ran at least 10% above it; `None` for a steady window or one
+/// under five seconds. A run's p99 can come from such a stretch, where every frame ran
+/// slower at once, rather than from its load; whether a stall made any of its ticks late
+/// is said too, as a slowdown with none is the host's clock or its neighbours on the cache,
+/// which no counter here sees.
+fn slowest_second(seconds: &[FrameSecond]) -> Option<String> {
+    if seconds.len() < SLOW_SECOND_MIN_SECONDS {
+        return None;
+    }
+    let mut medians: Vec<f64> = seconds.iter().map(|s| s.p50).collect();
+    medians.sort_by(f64::total_cmp);
+    let typical = medians[medians.len() / 2];
+    let slowest = seconds.iter().max_by(|a, b| a.p50.total_cmp(&b.p50))?;
+    if !(typical > 0.0 && slowest.p50 >= SLOW_SECOND_RATIO * typical) {
+        return None;
+    }
+    Some(format!(
+        "  slowest sec.  s {}: median frame {:.3} ms, {:.0}% above the median second's {:.3} ms; {}\n",
+        slowest.s,
+        slowest.p50,
+        100.0 * (slowest.p50 / typical - 1.0),
+        typical,
+        match slowest.late_host {
+            0 => "no tick of it late for a stall".to_string(),
+            n => format!("{n} of its ticks late for a stall"),
+        }
+    ))
+}
+
 /// What `bench` prints when it ends (and `report` again): the game, and the map when it
 /// has one, in the first line; the hit registration and lag compensation lines for the
 /// shooter only, the one game whose bots shoot.
@@ -313,6 +349,9 @@ pub fn bench(r: &Report) -> String {
         r.warmup_s
     );
     frame_line(&mut out, "match frame", &r.match_frame_ms);
+    if let Some(line) = slowest_second(&r.server.frame_seconds) {
+        out.push_str(&line);
+    }
     let _ = writeln!(
         out,
         "  budget        {:.3} ms per match tick ({})",
@@ -668,6 +707,43 @@ mod tests {
         r.server.players_per_match = 10;
         r.server.tick_hz = 128;
         r
+    }
+
+    #[test]
+    fn a_second_well_above_the_others_is_named_and_a_steady_window_is_not() {
+        let second = |s: u32, p50: f64| FrameSecond {
+            s,
+            frames: 30,
+            p50,
+            p99: p50 * 1.1,
+            max: p50 * 1.2,
+            ..FrameSecond::default()
+        };
+        // The crowd of 1,000's run: one second of twenty at 19.2 ms, the rest about 16.4.
+        let mut seconds: Vec<FrameSecond> = (0..20).map(|s| second(s, 16.4)).collect();
+        seconds[2].p50 = 19.2;
+        let mut r = report("shooter", "arena");
+        r.server.frame_seconds = seconds.clone();
+        let text = bench(&r);
+        assert!(
+            text.contains(
+                "  slowest sec.  s 2: median frame 19.200 ms, 17% above the median second's \
+                 16.400 ms; no tick of it late for a stall\n"
+            ),
+            "{text}"
+        );
+        seconds[2].late_host = 3;
+        assert!(slowest_second(&seconds)
+            .unwrap()
+            .ends_with("; 3 of its ticks late for a stall\n"));
+        // Under 10% above: steady.
+        seconds[2].p50 = 17.9;
+        assert_eq!(slowest_second(&seconds), None);
+        // Too few seconds to tell.
+        let short: Vec<FrameSecond> = vec![second(0, 16.4), second(1, 30.0), second(2, 16.4)];
+        assert_eq!(slowest_second(&short), None);
+        r.server.frame_seconds = Vec::new();
+        assert!(!bench(&r).contains("slowest sec."));
     }
 
     #[test]

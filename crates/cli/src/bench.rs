@@ -20,7 +20,7 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use tickforge_bots::behaviour::BotMix;
 use tickforge_game::BuiltinMap;
-use tickforge_server::io_floor::{FloorRun, PlayersSide};
+use tickforge_server::io_floor::FloorRun;
 use tickforge_telemetry::match_budget_ms;
 use tickforge_telemetry::report::{BotsReport, GamesPerCore, Host, Report, ServerReport};
 
@@ -324,7 +324,7 @@ fn measure_io_floor(
     // out.
     let players = plan.players as usize;
     let (input_bytes, snapshot_bytes) = tick_datagram_bytes(plan.game, players);
-    // Paced at the tick, as a worker is: 256 ticks, two seconds at 128 Hz.
+    // Paced at the tick, as a worker is: 256 rounds, two seconds at 128 Hz.
     let period = Duration::from_nanos(1_000_000_000 / u64::from(tick_hz));
     // Shaped as the run: its matches ticked in turn on the server's core, each with its
     // own socket, and the players on the bots' core. Shaped as one match that sleeps
@@ -339,7 +339,7 @@ fn measure_io_floor(
         rounds: 256,
         period,
         core: plan.server_core,
-        players_side: PlayersSide::Thread(plan.bots_core),
+        players_core: plan.bots_core,
     };
     let floor = std::thread::spawn(move || tickforge_server::io_floor::measure(run))
         .join()

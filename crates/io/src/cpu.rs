@@ -248,7 +248,7 @@ fn read_run_delay(f: &std::fs::File) -> Option<u64> {
 }
 
 /// The second field of a schedstat line: `on-cpu-ns run-delay-ns timeslices`.
-pub fn parse_run_delay(text: &[u8]) -> Option<u64> {
+fn parse_run_delay(text: &[u8]) -> Option<u64> {
     let text = std::str::from_utf8(text).ok()?;
     text.split_ascii_whitespace().nth(1)?.parse().ok()
 }

@@ -1,7 +1,8 @@
 //! Questions about the host that only a system call answers: whether the kernel offers UDP
 //! segmentation offload, and the calling thread's timer slack. `tickforge doctor` asks
 //! them; nothing on the hot path does. On the portable path both are Linux questions with
-//! a neutral answer: no offload, no slack reading.
+//! a neutral answer: no offload, no slack reading. And one request of it, for a bench's
+//! many sockets: a higher open-files limit ([`raise_open_files`]).
 
 #[cfg(not(linux_io))]
 use std::{io, time::Duration};

@@ -10,7 +10,7 @@
 //! and replication cost what the frame costs above it.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tickforge_io::udp::{wait_readable, IoStats, RecvBatch, SendBatch, SocketOptions, UdpSocket};
@@ -53,21 +53,11 @@ pub struct FloorRun {
     pub period: Duration,
     /// The core the server side is pinned to, if any.
     pub core: Option<usize>,
-    /// Where the players' side runs.
-    pub players_side: PlayersSide,
-}
-
-/// Where [`measure`]'s players send their inputs and drain their snapshots.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PlayersSide {
-    /// On the measuring thread, before and after each timed tick: the players' sending
-    /// warms the kernel's paths and the core's caches for the server's receive.
-    Interleaved,
-    /// On a thread of their own, pinned to the core given (left to the scheduler given
-    /// none), as a run's bots are: the datagrams the server sends are allocated on its
-    /// core and freed on the other, and each socket's queue is written on one core and read
-    /// on the other.
-    Thread(Option<usize>),
+    /// The core the players' thread is pinned to, if any: the bots' core, so the datagrams
+    /// the server sends are allocated on its core and freed on the other, and each socket's
+    /// queue is written on one core and read on the other, as in a run. (With the players
+    /// on the measuring thread, their sending warmed the server's receive for it.)
+    pub players_core: Option<usize>,
 }
 
 /// Measures the I/O floor of `run` on loopback: per tick of a match, the server side's
@@ -143,70 +133,49 @@ pub fn measure(run: FloorRun) -> std::io::Result<IoFloor> {
     };
 
     let start = time::now();
-    // With a thread of their own, the players drain a match's last snapshots and send its
-    // inputs at its step, and count it sent; the server side starts half a step later,
-    // once the count says the inputs went (loopback delivers during the send), and counts
-    // the step done.
-    // Either side that stops early says so, and the other stops at its next step rather
-    // than wait out every step left: the server side by `done` = `usize::MAX`, the
-    // players' by `players_failed`.
+    // On their own thread, in lockstep, the players drain a match's last snapshots and
+    // send its inputs at its step, and count it sent; the server side starts half a step
+    // later, once the count says the inputs went (loopback delivers during the send), and
+    // counts the step done. Either side that stops early sets its count to `GONE`, and the
+    // other stops at its next step rather than wait out every step left.
     let (sent, done) = (AtomicUsize::new(0), AtomicUsize::new(0));
-    let players_failed = AtomicBool::new(false);
     std::thread::scope(|scope| -> std::io::Result<()> {
-        let mut local = None;
-        let players_thread = match run.players_side {
-            PlayersSide::Thread(core) => {
-                let mut side = players_side;
-                let (sent, done, failed) = (&sent, &done, &players_failed);
-                Some(scope.spawn(move || -> std::io::Result<()> {
-                    if let Some(c) = core {
-                        if let Err(e) = cpu::pin_current_thread(c) {
-                            failed.store(true, Ordering::Release);
-                            sent.store(usize::MAX, Ordering::Release);
-                            return Err(e);
-                        }
-                    }
-                    for s in 0..steps {
-                        if !period.is_zero() {
-                            time::sleep_until(step_at(start, s), Duration::ZERO);
-                        }
-                        // Never ahead of the server side: a match's next inputs wait
-                        // until its last tick was read.
-                        wait_for(done, s);
-                        if done.load(Ordering::Acquire) == usize::MAX {
-                            break;
-                        }
-                        side.drain(s % matches);
-                        side.send_inputs(s % matches);
-                        sent.store(s + 1, Ordering::Release);
-                    }
-                    Ok(())
-                }))
-            }
-            PlayersSide::Interleaved => {
-                local = Some(players_side);
-                None
-            }
-        };
-        let mut result = Ok(());
-        for s in 0..steps {
-            let m = s % matches;
-            if players_thread.is_some() {
-                if !period.is_zero() {
-                    let half = period / (2 * matches as u32);
-                    time::sleep_until(step_at(start, s) + half, Duration::ZERO);
+        let mut side = players_side;
+        let (sent_by_players, done_for_players) = (&sent, &done);
+        let players_thread = scope.spawn(move || -> std::io::Result<()> {
+            let (sent, done) = (sent_by_players, done_for_players);
+            if let Some(c) = run.players_core {
+                if let Err(e) = cpu::pin_current_thread(c) {
+                    sent.store(GONE, Ordering::Release);
+                    return Err(e);
                 }
-                wait_for(&sent, s + 1);
-                if players_failed.load(Ordering::Acquire) {
-                    break;
-                }
-            } else {
+            }
+            for s in 0..steps {
                 if !period.is_zero() {
                     time::sleep_until(step_at(start, s), Duration::ZERO);
                 }
-                if let Some(side) = &mut local {
-                    side.send_inputs(m);
+                // Never ahead of the server side: a match's next inputs wait until its last
+                // tick was read.
+                wait_for(done, s);
+                if done.load(Ordering::Acquire) == GONE {
+                    break;
                 }
+                side.drain(s % matches);
+                side.send_inputs(s % matches);
+                sent.store(s + 1, Ordering::Release);
+            }
+            Ok(())
+        });
+        let mut result = Ok(());
+        for s in 0..steps {
+            let m = s % matches;
+            if !period.is_zero() {
+                let half = period / (2 * matches as u32);
+                time::sleep_until(step_at(start, s) + half, Duration::ZERO);
+            }
+            wait_for(&sent, s + 1);
+            if sent.load(Ordering::Acquire) == GONE {
+                break;
             }
             // Loopback delivers during the send call; wait anyway, bounded, in case it did
             // not.
@@ -249,15 +218,12 @@ pub fn measure(run: FloorRun) -> std::io::Result<IoFloor> {
             }
             short_ticks += usize::from(got < players);
             done.store(s + 1, Ordering::Release);
-            if let Some(side) = &mut local {
-                side.drain(m);
-            }
         }
-        done.store(usize::MAX, Ordering::Release);
-        match players_thread.map(|t| t.join()) {
-            Some(Ok(Err(e))) => result.and(Err(e)),
-            Some(Err(_)) => result.and(Err(std::io::Error::other("the players' thread panicked"))),
-            _ => result,
+        done.store(GONE, Ordering::Release);
+        match players_thread.join() {
+            Ok(Err(e)) => result.and(Err(e)),
+            Err(_) => result.and(Err(std::io::Error::other("the players' thread panicked"))),
+            Ok(Ok(())) => result,
         }
     })?;
     let per_tick_ms = hist.quantile_ms(0.5).unwrap_or(0.0);
@@ -271,6 +237,9 @@ pub fn measure(run: FloorRun) -> std::io::Result<IoFloor> {
 }
 
 const PROTOCOL_ID: u64 = 1;
+
+/// The count a side of the floor sets when it stops early.
+const GONE: usize = usize::MAX;
 
 /// Waits until `count` reaches `at`, or a second has passed: the other side may be held
 /// off its core by the host, and a step it missed is then counted short, not waited for.
@@ -326,7 +295,7 @@ impl Players {
 mod tests {
     use super::*;
 
-    fn run(players: usize, matches: usize, players_side: PlayersSide) -> FloorRun {
+    fn run(players: usize, matches: usize) -> FloorRun {
         FloorRun {
             players,
             matches,
@@ -335,14 +304,14 @@ mod tests {
             rounds: 200 / matches,
             period: Duration::ZERO,
             core: None,
-            players_side,
+            players_core: None,
         }
     }
 
     #[test]
     fn measures_a_positive_cost_that_grows_with_players() {
-        let small = measure(run(2, 1, PlayersSide::Interleaved)).unwrap();
-        let large = measure(run(40, 1, PlayersSide::Interleaved)).unwrap();
+        let small = measure(run(2, 1)).unwrap();
+        let large = measure(run(40, 1)).unwrap();
         assert!(small.per_tick_ms > 0.0);
         // Twenty times the datagrams cannot cost less than twice as much.
         assert!(
@@ -358,14 +327,12 @@ mod tests {
         // lockstep.
         let floor = measure(FloorRun {
             rounds: 40,
-            ..run(5, 3, PlayersSide::Thread(None))
+            ..run(5, 3)
         })
         .unwrap();
         assert_eq!(floor.ticks, 120);
         assert_eq!(floor.short_ticks, 0, "{floor:?}");
         assert!(floor.per_tick_ms > 0.0);
-        let interleaved = measure(run(5, 3, PlayersSide::Interleaved)).unwrap();
-        assert_eq!(interleaved.short_ticks, 0, "{interleaved:?}");
     }
 
     #[test]
@@ -373,7 +340,10 @@ mod tests {
         // No host has this core (and the portable path pins none): the players' thread
         // fails at once, and so does the measurement, rather than wait a second a step.
         let began = std::time::Instant::now();
-        let result = measure(run(2, 3, PlayersSide::Thread(Some(usize::MAX))));
+        let result = measure(FloorRun {
+            players_core: Some(usize::MAX),
+            ..run(2, 3)
+        });
         assert!(result.is_err(), "{result:?}");
         // Not a speed target: waiting it out takes a second for each of its 216 steps.
         assert!(

@@ -27,24 +27,7 @@ fn threads() -> Option<usize> {
 
 /// Lets this process hold `n` descriptors, if the hard limit allows; returns false if not.
 fn allow_descriptors(n: u64) -> bool {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a valid pointer to a local rlimit.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return false;
-        }
-        if lim.rlim_cur >= n as libc::rlim_t {
-            return true;
-        }
-        if lim.rlim_max < n as libc::rlim_t {
-            return false;
-        }
-        lim.rlim_cur = n as libc::rlim_t;
-        libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0
-    }
+    tickforge_io::host::raise_open_files(n).is_ok_and(|limit| limit >= n)
 }
 
 /// One `GET /healthz` on a new connection: 200 within [`PROBE_BOUND`]. Returns its time.

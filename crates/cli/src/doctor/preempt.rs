@@ -138,33 +138,6 @@ fn steal() -> Option<(u64, u64)> {
     Some((v.iter().sum(), *v.get(7)?))
 }
 
-fn thread_counters() -> (u64, u64) {
-    let nivcsw = thread_nivcsw();
-    let run_delay = read("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|t| t.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0);
-    (nivcsw, run_delay)
-}
-
-/// The calling thread's involuntary context switches (`RUSAGE_THREAD` is Linux's; the
-/// doctor runs this check on Linux only).
-#[cfg(target_os = "linux")]
-fn thread_nivcsw() -> u64 {
-    // SAFETY: getrusage writes a plain struct we own.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } == 0 {
-        ru.ru_nivcsw as u64
-    } else {
-        0
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn thread_nivcsw() -> u64 {
-    0
-}
-
 /// Sleeps to [`PROBE_WAKEUPS`] 1 ms deadlines on a thread pinned to `core` (normal
 /// priority, no spin), counting what kept it from running.
 fn probe(core: usize) -> Probe {
@@ -172,7 +145,9 @@ fn probe(core: usize) -> Probe {
         let _ = cpu::pin_current_thread(core);
         time::tighten_timer_slack();
         let steal0 = steal();
-        let (n0, d0) = thread_counters();
+        // The same counters the server's worker and the bots read.
+        let counters = cpu::ThreadProbe::open();
+        let before = counters.read();
         let mut p = Probe {
             core,
             ..Probe::default()
@@ -188,9 +163,9 @@ fn probe(core: usize) -> Probe {
             }
             p.worst_ms = p.worst_ms.max(late.as_secs_f64() * 1e3);
         }
-        let (n1, d1) = thread_counters();
-        p.involuntary_switches = n1.saturating_sub(n0);
-        p.run_delay_ms = d1.saturating_sub(d0) as f64 / 1e6;
+        let after = counters.read();
+        p.involuntary_switches = after.nivcsw.saturating_sub(before.nivcsw);
+        p.run_delay_ms = after.run_delay_ns.saturating_sub(before.run_delay_ns) as f64 / 1e6;
         p.steal_share = match (steal0, steal()) {
             (Some((t0, s0)), Some((t1, s1))) if t1 > t0 => {
                 Some(s1.saturating_sub(s0) as f64 / (t1 - t0) as f64)

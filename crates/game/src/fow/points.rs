@@ -91,18 +91,33 @@ pub(super) fn reach_points(
     let hull = config.movement.hull();
     let feet = state.origin;
     let (top, sole) = (UP * hull.height, UP * SOLE_M);
-    let lifted = map.trace_hull(feet, feet + UP * reach.rise_m, hull).end;
-    let fall_m = (lifted.z - feet.z) + reach.drop_m;
     let (r, w) = (reach.horizontal_m, hull.half_width);
+    // The boxes near the sweeps are found once for the nine, where each sweep through the
+    // map's grid found its own.
+    let near = map.near(sweeps_region(state, reach), hull);
+    let lifted = near.trace_hull(feet, feet + UP * reach.rise_m).end;
+    let fall_m = (lifted.z - feet.z) + reach.drop_m;
     for (k, &(sx, sy)) in CORNERS.iter().enumerate() {
         // The hull's outer corner towards (sx, sy): a skin off any wall a sweep stopped at.
         let corner = Vec3::new(sx * w, sy * w, 0.0);
-        let side = map
-            .trace_hull(lifted, lifted + Vec3::new(sx * r, sy * r, 0.0), hull)
+        let side = near
+            .trace_hull(lifted, lifted + Vec3::new(sx * r, sy * r, 0.0))
             .end;
-        let landed = map.trace_hull(side, side - UP * fall_m, hull).end;
+        let landed = near.trace_hull(side, side - UP * fall_m).end;
         out[2 * k] = side + corner + top;
         out[1 + 2 * k] = landed + corner + sole;
+    }
+}
+
+/// Where the feet of [`reach_points`]'s sweeps stay: up to the rise, across to the square's
+/// corners, down to the drop, padded by [`SHORTCUT_SLACK_M`] for rounding (a sweep that
+/// leaves it anyway goes through the map's grid, as [`Map::near`]'s do).
+fn sweeps_region(state: &PlayerState, reach: Reach) -> Aabb {
+    let (feet, r) = (state.origin, reach.horizontal_m);
+    let pad = Vec3::new(SHORTCUT_SLACK_M, SHORTCUT_SLACK_M, SHORTCUT_SLACK_M);
+    Aabb {
+        min: feet - Vec3::new(r, r, reach.drop_m) - pad,
+        max: feet + Vec3::new(r, r, reach.rise_m) + pad,
     }
 }
 
@@ -211,6 +226,47 @@ mod tests {
     }
 
     proptest! {
+        /// The reach points are those of the nine sweeps through the map's grid, and every
+        /// sweep stays within the region whose boxes are found once for them (none falls
+        /// back to the grid).
+        #[test]
+        fn the_reach_sweeps_stay_within_their_region_and_find_what_the_grid_does(
+            (x, y, z) in (-35.0f32..35.0, -25.0f32..25.0, -1.0f32..13.0),
+            (vx, vy, vz) in (-15.0f32..15.0, -15.0f32..15.0, -10.0f32..10.0),
+            on_ground in any::<bool>(),
+            horizon_s in 0.0f32..1.0,
+        ) {
+            let map = BuiltinMap::Arena.load();
+            let config = FowConfig::default();
+            let hull = config.movement.hull();
+            let state = PlayerState {
+                origin: Vec3::new(x, y, z),
+                velocity: Vec3::new(vx, vy, vz),
+                on_ground,
+                ..Default::default()
+            };
+            let reach = Reach::of(&state, &config.movement, horizon_s);
+            let mut got = [Vec3::ZERO; POINTS_PER_PLAYER - NEAR_POINTS];
+            reach_points(&state, reach, &config, &map, &mut got);
+            // The same sweeps, each through the grid, checking each is within the region.
+            let near = map.near(sweeps_region(&state, reach), hull);
+            let sweep = |a: Vec3, b: Vec3| {
+                assert!(near.covers(a, b), "{a:?} to {b:?} leaves the region");
+                map.trace_hull(a, b, hull).end
+            };
+            let feet = state.origin;
+            let lifted = sweep(feet, feet + UP * reach.rise_m);
+            let fall_m = (lifted.z - feet.z) + reach.drop_m;
+            let (r, w) = (reach.horizontal_m, hull.half_width);
+            for (k, &(sx, sy)) in CORNERS.iter().enumerate() {
+                let corner = Vec3::new(sx * w, sy * w, 0.0);
+                let side = sweep(lifted, lifted + Vec3::new(sx * r, sy * r, 0.0));
+                let landed = sweep(side, side - UP * fall_m);
+                prop_assert_eq!(got[2 * k], side + corner + UP * hull.height);
+                prop_assert_eq!(got[1 + 2 * k], landed + corner + UP * SOLE_M);
+            }
+        }
+
         /// The region known without sweeping holds every point the sweeps give: the
         /// shortcut that settles a pair on the regions alone relies on it.
         #[test]

@@ -375,7 +375,7 @@ impl Near<'_> {
 
     /// True when a sweep from `start` to `end` stays within the region.
     #[cfg(test)]
-    pub(super) fn covers(&self, start: Vec3, end: Vec3) -> bool {
+    pub(crate) fn covers(&self, start: Vec3, end: Vec3) -> bool {
         Sweep::new(start, end, self.hull).within(&self.region)
     }
 

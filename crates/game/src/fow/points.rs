@@ -225,26 +225,37 @@ mod tests {
         }
     }
 
+    /// A player anywhere on the arena, at any speed, on the ground or not, and a horizon
+    /// up to a second.
+    fn arena_player() -> impl Strategy<Value = (PlayerState, f32)> {
+        (
+            (-35.0f32..35.0, -25.0f32..25.0, -1.0f32..13.0),
+            (-15.0f32..15.0, -15.0f32..15.0, -10.0f32..10.0),
+            any::<bool>(),
+            0.0f32..1.0,
+        )
+            .prop_map(|((x, y, z), (vx, vy, vz), on_ground, horizon_s)| {
+                let state = PlayerState {
+                    origin: Vec3::new(x, y, z),
+                    velocity: Vec3::new(vx, vy, vz),
+                    on_ground,
+                    ..Default::default()
+                };
+                (state, horizon_s)
+            })
+    }
+
     proptest! {
         /// The reach points are those of the nine sweeps through the map's grid, and every
         /// sweep stays within the region whose boxes are found once for them (none falls
         /// back to the grid).
         #[test]
         fn the_reach_sweeps_stay_within_their_region_and_find_what_the_grid_does(
-            (x, y, z) in (-35.0f32..35.0, -25.0f32..25.0, -1.0f32..13.0),
-            (vx, vy, vz) in (-15.0f32..15.0, -15.0f32..15.0, -10.0f32..10.0),
-            on_ground in any::<bool>(),
-            horizon_s in 0.0f32..1.0,
+            (state, horizon_s) in arena_player(),
         ) {
             let map = BuiltinMap::Arena.load();
             let config = FowConfig::default();
             let hull = config.movement.hull();
-            let state = PlayerState {
-                origin: Vec3::new(x, y, z),
-                velocity: Vec3::new(vx, vy, vz),
-                on_ground,
-                ..Default::default()
-            };
             let reach = Reach::of(&state, &config.movement, horizon_s);
             let mut got = [Vec3::ZERO; POINTS_PER_PLAYER - NEAR_POINTS];
             reach_points(&state, reach, &config, &map, &mut got);
@@ -270,20 +281,9 @@ mod tests {
         /// The region known without sweeping holds every point the sweeps give: the
         /// shortcut that settles a pair on the regions alone relies on it.
         #[test]
-        fn the_region_holds_every_sample_point(
-            (x, y, z) in (-35.0f32..35.0, -25.0f32..25.0, -1.0f32..13.0),
-            (vx, vy, vz) in (-15.0f32..15.0, -15.0f32..15.0, -10.0f32..10.0),
-            on_ground in any::<bool>(),
-            horizon_s in 0.0f32..1.0,
-        ) {
+        fn the_region_holds_every_sample_point((state, horizon_s) in arena_player()) {
             let map = BuiltinMap::Arena.load();
             let config = FowConfig::default();
-            let state = PlayerState {
-                origin: Vec3::new(x, y, z),
-                velocity: Vec3::new(vx, vy, vz),
-                on_ground,
-                ..Default::default()
-            };
             let reach = Reach::of(&state, &config.movement, horizon_s);
             let b = region(&state, reach, &config);
             for p in all_points(&state, reach, &config, &map) {

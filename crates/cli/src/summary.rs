@@ -313,8 +313,7 @@ fn slowest_second(seconds: &[FrameSecond]) -> Option<String> {
         return None;
     }
     let mut medians: Vec<f64> = seconds.iter().map(|s| s.p50).collect();
-    medians.sort_by(f64::total_cmp);
-    let typical = medians[medians.len() / 2];
+    let typical = crate::bench::repeat::median(&mut medians)?;
     let slowest = seconds.iter().max_by(|a, b| a.p50.total_cmp(&b.p50))?;
     if !(typical > 0.0 && slowest.p50 >= SLOW_SECOND_RATIO * typical) {
         return None;

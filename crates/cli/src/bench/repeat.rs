@@ -60,7 +60,7 @@ pub(super) fn run(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
 
 /// The middle of `values` (sorted in place); the mean of the two middle ones for an even
 /// count. `None` when empty.
-fn median(values: &mut [f64]) -> Option<f64> {
+pub(crate) fn median(values: &mut [f64]) -> Option<f64> {
     values.sort_by(f64::total_cmp);
     let n = values.len();
     match n {

@@ -672,6 +672,7 @@ fn run_in(args: &BenchArgs, dir: &Path, plan: &Plan) -> Result<Report> {
     report.io_floor_ms = Some(floor_ms);
     report.io_floor_per_datagram_us = Some((before.per_datagram_us + after.per_datagram_us) / 2.0);
     report.io_floor_before_after_us = Some([before.per_datagram_us, after.per_datagram_us]);
+    report.io_floor_short_ticks = Some([before.short_ticks, after.short_ticks]);
     report.frame_to_io_floor = report
         .match_frame_ms
         .map(|f| f.mean / floor_ms)
@@ -791,6 +792,7 @@ fn merge(scenario: &str, s: ServerReport, b: BotsReport, warmup_s: f64) -> Repor
         },
         io_floor_ms: None,
         io_floor_before_after_us: None,
+        io_floor_short_ticks: None,
         io_floor_per_datagram_us: None,
         frame_to_io_floor: None,
         flood: None,

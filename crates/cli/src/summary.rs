@@ -403,12 +403,18 @@ pub fn bench(r: &Report) -> String {
     let d = &r.server.datagrams;
     let _ = writeln!(
         out,
-        "  i/o           floor {} per match tick ({} per datagram{}), frame = {} floor; {} datagrams per recvmmsg, {} per sendmmsg",
+        "  i/o           floor {} per match tick ({} per datagram{}{}), frame = {} floor; {} datagrams per recvmmsg, {} per sendmmsg",
         ms(r.io_floor_ms),
         r.io_floor_per_datagram_us.map_or("n/a".into(), |v| format!("{v:.2} µs")),
         r.io_floor_before_after_us.map_or(String::new(), |[b, a]| format!(
             ": {b:.2} before the run, {a:.2} after"
         )),
+        match r.io_floor_short_ticks {
+            Some([b, a]) if b + a > 0 => format!(
+                "; LOW: {b} ticks before and {a} after found fewer inputs than players"
+            ),
+            _ => String::new(),
+        },
         r.frame_to_io_floor.map_or("n/a".into(), |v| format!("{v:.2}×")),
         d.per_recv_call.map_or("n/a".into(), |v| format!("{v:.1}")),
         d.per_send_call.map_or("n/a".into(), |v| format!("{v:.1}")),
@@ -743,6 +749,39 @@ mod tests {
         assert_eq!(slowest_second(&short), None);
         r.server.frame_seconds = Vec::new();
         assert!(!bench(&r).contains("slowest sec."));
+    }
+
+    #[test]
+    fn a_floor_whose_ticks_came_up_short_is_flagged_low_and_a_whole_one_is_not() {
+        let mut r = report("many-matches", "arena");
+        r.io_floor_ms = Some(0.0394);
+        r.io_floor_per_datagram_us = Some(1.97);
+        r.io_floor_before_after_us = Some([1.94, 2.0]);
+        r.io_floor_short_ticks = Some([0, 0]);
+        let floor_line = |r: &Report| {
+            bench(r)
+                .lines()
+                .find(|l| l.trim_start().starts_with("i/o"))
+                .expect("an i/o line")
+                .to_string()
+        };
+        let whole = floor_line(&r);
+        assert!(!whole.contains("LOW"), "{whole}");
+        assert!(
+            whole.contains("1.94 before the run, 2.00 after)"),
+            "{whole}"
+        );
+        r.io_floor_short_ticks = Some([0, 7]);
+        let short = floor_line(&r);
+        assert!(
+            short.contains(
+                "2.00 after; LOW: 0 ticks before and 7 after found fewer inputs than players)"
+            ),
+            "{short}"
+        );
+        // A report from before the key was written reads as nothing to flag.
+        r.io_floor_short_ticks = None;
+        assert_eq!(floor_line(&r), whole);
     }
 
     #[test]

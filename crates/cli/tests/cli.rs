@@ -203,6 +203,14 @@ fn smoke_bench_accounts_for_every_tick_of_its_window_and_checks_the_report() {
     assert!(before > 0.0 && after > 0.0, "{before} {after}");
     let mean = (before + after) / 2.0;
     assert!((r.io_floor_per_datagram_us.unwrap() - mean).abs() < 1e-9);
+    // And says how many of its match ticks came up short, each measurement's at most its
+    // ticks (256 rounds and their warm-up of 25, a tick of each match a round).
+    let [short_before, short_after] = r.io_floor_short_ticks.unwrap();
+    let floor_ticks = 281 * r.matches as usize;
+    assert!(
+        short_before <= floor_ticks && short_after <= floor_ticks,
+        "{short_before} {short_after} of {floor_ticks}"
+    );
     // Datagrams per receive call is what it says (empty calls count): received over calls.
     let d = &r.server.datagrams;
     assert!(d.received > 0 && d.recv_calls > 0, "{d:?}");

@@ -933,6 +933,12 @@ pub struct Report {
     /// the floor the run had.
     #[serde(default)]
     pub io_floor_before_after_us: Option<[f64; 2]>,
+    /// The I/O floor's ticks (its warm-up included) whose server side found fewer inputs
+    /// than players, before the run and after it: the players' thread was held off its core
+    /// past the wait, so those ticks read fewer datagrams and the floor reads that much low
+    /// (and the frame that much higher against it). Zero both is a floor to trust.
+    #[serde(default)]
+    pub io_floor_short_ticks: Option<[usize; 2]>,
     /// Mean match frame ÷ I/O floor: what game and replication add on top of the I/O.
     pub frame_to_io_floor: Option<f64>,
     /// The flood sent during the run, if any.

@@ -424,6 +424,11 @@ pub struct ServerReport {
     /// seconds without a frame are left out. At most [`MAX_FRAME_SECONDS`] seconds.
     #[serde(default)]
     pub frame_seconds: Vec<FrameSecond>,
+    /// The slowest match frames of the measured window (at most [`crate::SLOWEST_FRAMES`]),
+    /// slowest first, each with where its time went: what the tail of `match_frame_ms` is
+    /// made of.
+    #[serde(default)]
+    pub slowest_frames: Vec<SlowFrame>,
     /// The budgets match ticks were held to, in milliseconds per match tick, by category
     /// name (`frame`: the whole frame): those configured, and the whole frame's (the
     /// configured one, else the match budget at `players_per_match`).
@@ -563,6 +568,23 @@ pub struct FrameSecond {
     /// ([`LateCauses::stalled`]: host preempted, host steal, unexplained).
     #[serde(default)]
     pub late_host: u32,
+}
+
+/// One of the slowest match frames of a window ([`ServerReport::slowest_frames`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SlowFrame {
+    /// The match it was a tick of.
+    pub match_id: u32,
+    /// When it started, seconds from the window's start.
+    pub at_s: f64,
+    /// What it cost, milliseconds.
+    pub frame_ms: f64,
+    /// Whether it started late.
+    pub late: bool,
+    /// Its milliseconds by phase.
+    pub phases_ms: PhaseMs,
+    /// Its milliseconds by category; `null` for one it did not enter.
+    pub categories_ms: CategoryMs,
 }
 
 /// Adds the series `other` (another worker's, of the same window) into `into`, second by

@@ -2,7 +2,7 @@
 
 use hdrhistogram::Histogram;
 
-use crate::report::{CategoryMs, Percentiles, PhaseMs};
+use crate::report::{CategoryMs, Percentiles, PhaseMs, SlowFrame};
 use crate::{Category, FrameRecord, Phase};
 
 /// Highest value a duration histogram tracks without clamping: 60 s in nanoseconds.
@@ -143,6 +143,100 @@ impl FrameStats {
     }
 }
 
+/// Frames [`SlowestFrames`] keeps.
+pub const SLOWEST_FRAMES: usize = 16;
+
+/// One match frame and where it ran, as [`SlowestFrames`] keeps it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaggedFrame {
+    /// What it cost, by category and phase.
+    pub record: FrameRecord,
+    /// The match it was a tick of.
+    pub match_id: u32,
+    /// When it started, from the measured window's start, nanoseconds.
+    pub at_ns: u64,
+    /// Whether it started late.
+    pub late: bool,
+}
+
+/// The slowest match frames of a run with where each one's time went: what makes a p99
+/// what it is, where the means only say what a frame usually costs. A fixed array:
+/// recording never allocates, and a frame no slower than the fastest kept costs one
+/// comparison.
+#[derive(Clone, Copy, Debug)]
+pub struct SlowestFrames {
+    kept: [TaggedFrame; SLOWEST_FRAMES],
+    len: usize,
+    /// Of `kept`, once full, the fastest: the one the next slower frame replaces.
+    fastest: usize,
+}
+
+impl Default for SlowestFrames {
+    fn default() -> Self {
+        SlowestFrames {
+            kept: [TaggedFrame::default(); SLOWEST_FRAMES],
+            len: 0,
+            fastest: 0,
+        }
+    }
+}
+
+impl SlowestFrames {
+    /// Keeps `frame` if it is among the [`SLOWEST_FRAMES`] slowest so far (of equal ones,
+    /// the first).
+    pub fn record(&mut self, frame: TaggedFrame) {
+        if self.len < SLOWEST_FRAMES {
+            self.kept[self.len] = frame;
+            self.len += 1;
+        } else if frame.record.total_ns > self.kept[self.fastest].record.total_ns {
+            self.kept[self.fastest] = frame;
+        } else {
+            return;
+        }
+        if self.len == SLOWEST_FRAMES {
+            self.fastest = (0..SLOWEST_FRAMES)
+                .min_by_key(|&i| self.kept[i].record.total_ns)
+                .expect("not empty");
+        }
+    }
+
+    /// Keeps the slowest of both: another worker's frames of the same window.
+    pub fn merge(&mut self, other: &SlowestFrames) {
+        for f in other.frames() {
+            self.record(*f);
+        }
+    }
+
+    /// The frames kept, in no order.
+    pub fn frames(&self) -> &[TaggedFrame] {
+        &self.kept[..self.len]
+    }
+
+    /// The report's list: slowest first (of equal frames, the earlier first), each
+    /// category `None` where the frame did not enter it.
+    pub fn report(&self) -> Vec<SlowFrame> {
+        let mut frames = self.frames().to_vec();
+        frames.sort_by_key(|f| (std::cmp::Reverse(f.record.total_ns), f.at_ns));
+        frames
+            .iter()
+            .map(|f| {
+                let r = &f.record;
+                let ms = |ns: u64| ns as f64 / 1e6;
+                SlowFrame {
+                    match_id: f.match_id,
+                    at_s: f.at_ns as f64 / 1e9,
+                    frame_ms: ms(r.total_ns),
+                    late: f.late,
+                    phases_ms: PhaseMs::from_fn(|p| Some(ms(r.phase_ns[p.index()]))),
+                    categories_ms: CategoryMs::from_fn(|c| {
+                        (r.entered & (1 << c.index()) != 0).then(|| ms(r.category_ns[c.index()]))
+                    }),
+                }
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,6 +270,61 @@ mod tests {
         let p = stats.phase_means_ms();
         assert_eq!(p.receive, Some(2.0));
         assert_eq!(p.replicate, Some(0.0));
+    }
+
+    fn frame(total_ns: u64, at_ns: u64) -> TaggedFrame {
+        let mut record = FrameRecord::default();
+        record.add(Category::Replication, Phase::Replicate, total_ns);
+        TaggedFrame {
+            record,
+            match_id: 7,
+            at_ns,
+            late: false,
+        }
+    }
+
+    #[test]
+    fn the_slowest_frames_are_kept_whatever_order_they_come_in() {
+        // 1,000 frames of 1..=1000 µs in a scrambled order: the 16 slowest are 985..=1000.
+        let mut kept = SlowestFrames::default();
+        for i in 0..1000u64 {
+            let us = (i * 337) % 1000 + 1;
+            kept.record(frame(us * 1000, i));
+        }
+        let report = kept.report();
+        let got: Vec<f64> = report.iter().map(|f| f.frame_ms).collect();
+        let want: Vec<f64> = (985..=1000).rev().map(|us| us as f64 / 1000.0).collect();
+        assert_eq!(got, want);
+        // Each with where its time went, and nothing made up for what it did not enter.
+        assert_eq!(report[0].categories_ms.replication, Some(1.0));
+        assert_eq!(report[0].categories_ms.fow, None);
+        assert_eq!(report[0].phases_ms.replicate, Some(1.0));
+        assert_eq!(report[0].phases_ms.send, Some(0.0));
+        assert_eq!(report[0].match_id, 7);
+    }
+
+    #[test]
+    fn merged_slowest_frames_are_the_slowest_of_both_and_ties_keep_the_earlier() {
+        let (mut a, mut b) = (SlowestFrames::default(), SlowestFrames::default());
+        for i in 0..20u64 {
+            a.record(frame(i * 10, i));
+            b.record(frame(i * 10 + 5, 100 + i));
+        }
+        a.merge(&b);
+        let got: Vec<u64> = a
+            .report()
+            .iter()
+            .map(|f| (f.frame_ms * 1e6).round() as u64)
+            .collect();
+        let want: Vec<u64> = (0..16).map(|k| 195 - 5 * k).collect();
+        assert_eq!(got, want);
+        // Fewer frames than it holds: all of them, slowest first, equal ones earliest first.
+        let mut few = SlowestFrames::default();
+        few.record(frame(3, 2));
+        few.record(frame(5, 1));
+        few.record(frame(3, 0));
+        let order: Vec<f64> = few.report().iter().map(|f| f.at_s * 1e9).collect();
+        assert_eq!(order, vec![1.0, 0.0, 2.0]);
     }
 
     #[test]

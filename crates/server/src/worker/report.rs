@@ -13,6 +13,7 @@ use tickforge_telemetry::report::{
 use tickforge_telemetry::rounds::{slot_name, Budgets, BUDGET_SLOTS};
 use tickforge_telemetry::{
     match_budget_ms, projected_games_per_core, Category, DurationHistogram, FrameStats, Phase,
+    SlowestFrames, TaggedFrame,
 };
 
 use super::preempt::merge_preemption;
@@ -81,6 +82,8 @@ pub(super) struct Measure {
     lag: Option<Duration>,
     /// The match frames second by second.
     seconds: FrameSeconds,
+    /// The slowest match frames, with where their time went.
+    slowest: SlowestFrames,
     /// Match ticks over budget, by budget slot.
     pub(super) violations: [u64; BUDGET_SLOTS],
     cpu_start: Option<Duration>,
@@ -288,6 +291,7 @@ impl Worker {
             record.add(Category::Network, Phase::Send, share);
             let is_late = late > LATE_AFTER;
             let m = &self.matches[mi];
+            let match_id = m.id().0;
             let budget_ns = match_budget_ms(self.config.tick_hz, m.seats() as u32) * 1e6;
             let hitch = late > m.period() || record.total_ns as f64 > 2.0 * budget_ns;
             // Why it was late (preempt.rs), judged against its cost before this frame.
@@ -317,7 +321,14 @@ impl Worker {
                 *n += u64::from(recorded.over >> slot & 1);
             }
             self.measure.frames.record(&record);
-            let second = (started.saturating_duration_since(window.start)).as_secs();
+            let since_start = started.saturating_duration_since(window.start);
+            self.measure.slowest.record(TaggedFrame {
+                record,
+                match_id,
+                at_ns: nanos(since_start),
+                late: is_late,
+            });
+            let second = since_start.as_secs();
             let host = cause.is_some_and(|c| c.is_stall());
             (self.measure.seconds).record(second as u32, record.total_ns, is_late, hitch, host);
             if let Some(c) = cause {
@@ -417,6 +428,7 @@ impl WorkerFigures {
         a.wake_late.merge(&b.wake_late);
         a.tick_late.merge(&b.tick_late);
         merge_frame_seconds(&mut a.seconds.closed, &b.seconds.closed);
+        a.slowest.merge(&b.slowest);
         let (t, u) = (&mut a.ticks, &b.ticks);
         t.expected += u.expected;
         t.on_time += u.on_time;
@@ -535,6 +547,7 @@ impl WorkerFigures {
             },
             kicked: self.kicked.clone(),
             frame_seconds: m.seconds.closed.clone(),
+            slowest_frames: m.slowest.report(),
             budgets_ms: (0..BUDGET_SLOTS)
                 .filter_map(|s| Some((slot_name(s).to_string(), self.budgets.ns[s]? as f64 / 1e6)))
                 .collect(),

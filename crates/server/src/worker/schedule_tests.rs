@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tickforge_io::time;
 use tickforge_telemetry::report::ServerReport;
-use tickforge_telemetry::{Category, FrameRecord};
+use tickforge_telemetry::{Category, FrameRecord, Phase, SLOWEST_FRAMES};
 
 use super::{DueFrame, Worker};
 use crate::config::ServerConfig;
@@ -42,6 +42,17 @@ fn run_schedule(
     wake_late: Duration,
     until: Instant,
 ) -> (Instant, Instant) {
+    let gameplay = |_| [(Category::Gameplay, Phase::Simulate, cost)];
+    run_schedule_of(w, gameplay, wake_late, until)
+}
+
+/// [`run_schedule`] with tick `k` costing what `parts(k)` charges.
+fn run_schedule_of<const N: usize>(
+    w: &mut Worker,
+    parts: impl Fn(u32) -> [(Category, Phase, Duration); N],
+    wake_late: Duration,
+    until: Instant,
+) -> (Instant, Instant) {
     let grid = w.hosted[0].grid;
     let period = Duration::from_nanos(1_000_000_000 / u64::from(TICK_HZ));
     let window = w.window;
@@ -54,8 +65,10 @@ fn run_schedule(
             break;
         }
         let mut record = FrameRecord::default();
-        record.category_ns[Category::Gameplay.index()] = cost.as_nanos() as u64;
-        record.total_ns = cost.as_nanos() as u64;
+        for (category, phase, d) in parts(k) {
+            record.add(category, phase, d.as_nanos() as u64);
+        }
+        let cost = Duration::from_nanos(record.total_ns);
         w.due.clear();
         w.due.push(DueFrame {
             index: 0,
@@ -161,4 +174,49 @@ fn a_worker_on_schedule_reports_its_full_rate_and_no_lag_line() {
     assert!(!r.schedule.fell_behind);
     let summary = tickforge_telemetry::summary::server(&r);
     assert!(!summary.contains("behind"), "{summary}");
+}
+
+#[test]
+fn the_slowest_frames_of_the_window_are_reported_with_where_their_time_went() {
+    // 5 ms a tick, but tick 30 (1 s in, the warm-up) takes 40 ms and ticks 190-209 (the
+    // window is ticks 180-269) 10.00-10.19 ms, 7 ms of it replication.
+    let (warmup, duration) = (Duration::from_secs(6), Duration::from_secs(3));
+    let mut w = worker(warmup, duration);
+    let end = w.window.end.unwrap();
+    let ms = |v: f64| Duration::from_secs_f64(v / 1e3);
+    let parts = |k: u32| {
+        let (replication, rest) = match k {
+            30 => (0.0, 40.0),
+            190..=209 => (7.0, 3.0 + f64::from(k - 190) * 0.01),
+            _ => (0.0, 5.0),
+        };
+        [
+            (Category::Replication, Phase::Replicate, ms(replication)),
+            (Category::Gameplay, Phase::Simulate, ms(rest)),
+        ]
+    };
+    run_schedule_of(&mut w, parts, Duration::ZERO, end);
+    let r = report(&w);
+    let slowest = &r.slowest_frames;
+    // The window's 16 slowest, slowest first: ticks 209 down to 194. The warm-up's 40 ms
+    // tick is not the window's.
+    assert_eq!(slowest.len(), SLOWEST_FRAMES);
+    let costs: Vec<f64> = slowest.iter().map(|f| f.frame_ms).collect();
+    let want: Vec<f64> = (194..=209)
+        .rev()
+        .map(|k| 10.0 + f64::from(k - 190) * 0.01)
+        .collect();
+    for (got, want) in costs.iter().zip(&want) {
+        assert!((got - want).abs() < 1e-6, "{costs:?}");
+    }
+    let first = &slowest[0];
+    let period = Duration::from_nanos(1_000_000_000 / u64::from(TICK_HZ));
+    let started = w.hosted[0].grid + period * 209;
+    let at_s = (started - w.window.start).as_secs_f64();
+    assert!((first.at_s - at_s).abs() < 1e-6, "{} vs {at_s}", first.at_s);
+    assert_eq!(first.match_id, w.matches[0].id().0);
+    assert!(!first.late);
+    assert_eq!(first.categories_ms.replication, Some(7.0));
+    assert_eq!(first.phases_ms.replicate, Some(7.0));
+    assert_eq!(first.categories_ms.fow, None, "a category it did not enter");
 }

@@ -100,6 +100,7 @@ pub fn render(r: &Report) -> String {
         &[
             ("categories", figures::categories(r)),
             ("phases", figures::phases(r)),
+            ("slowest-frames", figures::slowest_frames(r)),
         ],
     );
     section(
@@ -344,7 +345,7 @@ const SCRIPT: &str = "
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tickforge_telemetry::report::{FrameSecond, Percentiles, Sweep, SweepStep};
+    use tickforge_telemetry::report::{FrameSecond, Percentiles, SlowFrame, Sweep, SweepStep};
 
     fn smoke() -> Report {
         let mut r = Report {
@@ -383,6 +384,21 @@ mod tests {
                 late_host: 0,
             })
             .collect();
+        r.server.slowest_frames = [(0.4, 1.25), (0.08, 2.5)]
+            .into_iter()
+            .map(|(ms, at_s)| SlowFrame {
+                match_id: 1,
+                at_s,
+                frame_ms: ms,
+                late: ms > 0.1,
+                categories_ms: tickforge_telemetry::report::CategoryMs {
+                    network: Some(ms / 2.0),
+                    fow: Some(ms / 2.0),
+                    ..Default::default()
+                },
+                ..SlowFrame::default()
+            })
+            .collect();
         // A reading with markup in it: it must come out as text.
         r.scenario = "smoke</script><!--".into();
         r
@@ -400,8 +416,18 @@ mod tests {
         let page = render(&r);
         assert_eq!(
             charts(&page),
-            ["frame-time", "categories", "phases", "bandwidth"]
+            [
+                "frame-time",
+                "categories",
+                "phases",
+                "slowest-frames",
+                "bandwidth"
+            ]
         );
+        // Each slowest frame a bar under the mean's, labelled with when and which match.
+        assert!(page.contains("the 2 slowest match frames by category"));
+        assert!(page.contains("1.25 s, match 1, late"));
+        assert!(page.contains("2.50 s, match 1<"), "not late: no mark");
         for missing in [
             "sweep",
             "saturation-rate",
@@ -423,6 +449,10 @@ mod tests {
         assert_eq!(page.matches("<rect class=\"hitch\"").count(), 1);
         assert!(page.contains("max clipped at the top, highest 3.000 ms"));
         assert!(!page.contains("http://") && !page.contains("https://"));
+        // A report from before the slowest frames were kept says so.
+        let mut old = smoke();
+        old.server.slowest_frames.clear();
+        assert!(render(&old).contains("data-missing=\"slowest-frames\""));
     }
 
     #[test]

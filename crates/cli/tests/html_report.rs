@@ -203,6 +203,21 @@ fn a_smoke_bench_page_draws_its_charts_in_chromium_and_names_what_it_did_not_mea
     let phases = phases.iter().filter(|v| v.is_some_and(|v| v > 0.0)).count();
     assert!(phases >= 2, "{p:?}");
     assert_eq!(bars(chart(&dom, "phases").unwrap()), phases);
+    // The slowest frames (two seconds at 128 Hz hold more than it keeps), a bar each under
+    // the mean's, a part for each category each entered.
+    let slow = &report.server.slowest_frames;
+    assert_eq!(slow.len(), tickforge_telemetry::SLOWEST_FRAMES);
+    let entered = |c: &tickforge_telemetry::report::CategoryMs| {
+        (tickforge_telemetry::Category::ALL.iter())
+            .filter(|&&k| c.get(k).is_some())
+            .count()
+    };
+    let parts = entered(&report.categories_ms)
+        + slow
+            .iter()
+            .map(|f| entered(&f.categories_ms))
+            .sum::<usize>();
+    assert_eq!(bars(chart(&dom, "slowest-frames").unwrap()), parts);
     // Bandwidth and packets: down and up per client.
     assert_eq!(bars(chart(&dom, "bandwidth").unwrap()), 2);
     assert_eq!(bars(chart(&dom, "packets").unwrap()), 2);

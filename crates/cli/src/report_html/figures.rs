@@ -184,6 +184,53 @@ pub fn categories(r: &Report) -> Figure {
     )
 }
 
+/// The window's slowest match frames by category, each a stacked bar under the mean
+/// frame's: a tail one stage makes shows as that stage's segment grown, a tail the host
+/// makes as every segment grown at once.
+pub fn slowest_frames(r: &Report) -> Figure {
+    let slow = &r.server.slowest_frames;
+    if slow.is_empty() {
+        return Figure::Missing(
+            "not measured in this run (the report keeps no slowest frames)".into(),
+        );
+    }
+    let bar = |label: String, categories: &tickforge_telemetry::report::CategoryMs| Bar {
+        label,
+        segments: Category::ALL
+            .iter()
+            .filter_map(|&c| {
+                categories.get(c).map(|ms| Segment {
+                    name: c.name().into(),
+                    value: ms * 1000.0,
+                    colour: CATEGORY_COLOURS[c.index()],
+                })
+            })
+            .collect(),
+    };
+    let mut c = BarChart::new(
+        "slowest-frames",
+        format!(
+            "the {} slowest match frames by category, under the mean frame",
+            slow.len()
+        ),
+        "µs",
+        1,
+    );
+    c.bars
+        .push(bar("mean per match tick".into(), &r.categories_ms));
+    for f in slow {
+        let late = if f.late { ", late" } else { "" };
+        let label = format!("{:.2} s, match {}{late}", f.at_s, f.match_id);
+        c.bars.push(bar(label, &f.categories_ms));
+    }
+    c.rule = Some(Rule {
+        y: r.budget_ms * 1000.0,
+        label: format!("budget {:.1} µs", r.budget_ms * 1000.0),
+        colour: BUDGET,
+    });
+    Figure::Chart(c.svg())
+}
+
 /// Mean microseconds per match tick by phase, stacked, with the budget.
 pub fn phases(r: &Report) -> Figure {
     let p = &r.phases_ms;

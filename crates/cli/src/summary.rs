@@ -8,9 +8,9 @@ use tickforge_telemetry::report::{
 };
 pub use tickforge_telemetry::summary::game_label;
 use tickforge_telemetry::summary::{
-    budgets_line, categories_line, frame_line, ms, pct, ticks_line,
+    budgets_line, categories_line, frame_line, ms, pct, slowest_line, ticks_line,
 };
-use tickforge_telemetry::{Category, REFERENCE_PLAYERS};
+use tickforge_telemetry::REFERENCE_PLAYERS;
 
 /// True for the shooter's reports, whose bots judge shots and whose server rewinds them.
 fn shoots(game: &str) -> bool {
@@ -331,38 +331,6 @@ fn slowest_second(seconds: &[FrameSecond]) -> Option<String> {
     ))
 }
 
-/// The slowest frames' line: how many, their range against the mean frame, and the
-/// categories that cost them most above those categories' means (the three largest, on
-/// average over the frames kept). `None` without kept frames or a mean.
-fn slowest_frames(r: &Report) -> Option<String> {
-    let slow = &r.server.slowest_frames;
-    let (fastest, slowest) = (slow.last()?, slow.first()?);
-    let mean = r.match_frame_ms?.mean;
-    let mut above: Vec<(&str, f64)> = Category::ALL
-        .iter()
-        .filter_map(|&c| {
-            let kept: f64 = slow.iter().filter_map(|f| f.categories_ms.get(c)).sum();
-            let excess = kept / slow.len() as f64 - r.categories_ms.get(c).unwrap_or(0.0);
-            (excess >= 0.0005).then_some((c.name(), excess))
-        })
-        .collect();
-    above.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let parts: Vec<String> = above
-        .iter()
-        .take(3)
-        .map(|(name, ms)| format!("{name} +{ms:.3}"))
-        .collect();
-    let late = slow.iter().filter(|f| f.late).count();
-    Some(format!(
-        "  slowest {:<5} {:.3}–{:.3} ms against a mean of {:.3} ms; above their means: {} ms; {late} started late\n",
-        slow.len(),
-        fastest.frame_ms,
-        slowest.frame_ms,
-        mean,
-        if parts.is_empty() { "none".to_string() } else { parts.join(", ") },
-    ))
-}
-
 /// What `bench` prints when it ends (and `report` again): the game, and the map when it
 /// has one, in the first line; the hit registration and lag compensation lines for the
 /// shooter only, the one game whose bots shoot.
@@ -383,9 +351,7 @@ pub fn bench(r: &Report) -> String {
     if let Some(line) = slowest_second(&r.server.frame_seconds) {
         out.push_str(&line);
     }
-    if let Some(line) = slowest_frames(r) {
-        out.push_str(&line);
-    }
+    slowest_line(&mut out, &r.server);
     let _ = writeln!(
         out,
         "  budget        {:.3} ms per match tick ({})",
@@ -784,51 +750,6 @@ mod tests {
         assert_eq!(slowest_second(&short), None);
         r.server.frame_seconds = Vec::new();
         assert!(!bench(&r).contains("slowest sec."));
-    }
-
-    #[test]
-    fn the_slowest_frames_line_names_what_cost_them_above_its_mean() {
-        use tickforge_telemetry::report::{CategoryMs, Percentiles, SlowFrame};
-        let mut r = report("shooter", "flat2km");
-        r.match_frame_ms = Some(Percentiles {
-            p50: 16.7,
-            p90: 18.0,
-            p99: 22.9,
-            max: 25.1,
-            mean: 17.0,
-        });
-        r.categories_ms = CategoryMs {
-            replication: Some(10.3),
-            network: Some(5.7),
-            physics: Some(0.3),
-            fow: Some(0.4),
-            ..CategoryMs::default()
-        };
-        // Two kept: replication 3 and 1 ms above its mean, network 0.5 above and 0.5 under,
-        // physics 0.2 above both times, fog under; the second started late.
-        let frame = |ms: f64, replication: f64, network: f64, late: bool| SlowFrame {
-            frame_ms: ms,
-            late,
-            categories_ms: CategoryMs {
-                replication: Some(replication),
-                network: Some(network),
-                physics: Some(0.5),
-                fow: Some(0.1),
-                ..CategoryMs::default()
-            },
-            ..SlowFrame::default()
-        };
-        r.server.slowest_frames = vec![frame(25.1, 13.3, 6.2, false), frame(21.2, 11.3, 5.2, true)];
-        let text = bench(&r);
-        assert!(
-            text.contains(
-                "  slowest 2     21.200–25.100 ms against a mean of 17.000 ms; above their \
-                 means: replication +2.000, physics +0.200 ms; 1 started late\n"
-            ),
-            "{text}"
-        );
-        r.server.slowest_frames.clear();
-        assert!(!bench(&r).contains("  slowest 2"), "none kept, no line");
     }
 
     #[test]

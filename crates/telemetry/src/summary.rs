@@ -115,6 +115,41 @@ pub fn budgets_line(out: &mut String, r: &ServerReport) {
     let _ = writeln!(out, "  over budget   {} ticks", parts.join(", "));
 }
 
+/// The slowest frames' line (`server.slowest_frames`): how many, their range against the
+/// mean frame, and the categories that cost them most above those categories' means (the
+/// three largest, on average over the frames kept). Nothing without kept frames or a mean.
+pub fn slowest_line(out: &mut String, r: &ServerReport) {
+    let slow = &r.slowest_frames;
+    let (Some(fastest), Some(slowest), Some(frame)) = (slow.last(), slow.first(), r.match_frame_ms)
+    else {
+        return;
+    };
+    let mut above: Vec<(&str, f64)> = Category::ALL
+        .iter()
+        .filter_map(|&c| {
+            let kept: f64 = slow.iter().filter_map(|f| f.categories_ms.get(c)).sum();
+            let excess = kept / slow.len() as f64 - r.categories_ms.get(c).unwrap_or(0.0);
+            (excess >= 0.0005).then_some((c.name(), excess))
+        })
+        .collect();
+    above.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let parts: Vec<String> = above
+        .iter()
+        .take(3)
+        .map(|(name, ms)| format!("{name} +{ms:.3}"))
+        .collect();
+    let _ = writeln!(
+        out,
+        "  slowest {:<5} {:.3}–{:.3} ms against a mean of {:.3} ms; above their means: {} ms; {} started late",
+        slow.len(),
+        fastest.frame_ms,
+        slowest.frame_ms,
+        frame.mean,
+        if parts.is_empty() { "none".to_string() } else { parts.join(", ") },
+        slow.iter().filter(|f| f.late).count(),
+    );
+}
+
 /// What `serve` prints when it stops.
 pub fn server(r: &ServerReport) -> String {
     let mut out = String::new();
@@ -128,6 +163,7 @@ pub fn server(r: &ServerReport) -> String {
         r.duration_s
     );
     frame_line(&mut out, "match frame", &r.match_frame_ms);
+    slowest_line(&mut out, r);
     categories_line(&mut out, r);
     budgets_line(&mut out, r);
     ticks_line(&mut out, r);
@@ -156,6 +192,57 @@ pub fn game_label(game: &str, map: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_slowest_frames_line_names_what_cost_them_above_its_mean() {
+        use crate::report::{CategoryMs, SlowFrame};
+        let mut r = ServerReport {
+            match_frame_ms: Some(Percentiles {
+                p50: 16.7,
+                p90: 18.0,
+                p99: 22.9,
+                max: 25.1,
+                mean: 17.0,
+            }),
+            categories_ms: CategoryMs {
+                replication: Some(10.3),
+                network: Some(5.7),
+                physics: Some(0.3),
+                fow: Some(0.4),
+                ..CategoryMs::default()
+            },
+            ..ServerReport::default()
+        };
+        // Two kept: replication 3 and 1 ms above its mean, network 0.5 above and 0.5 under,
+        // physics 0.2 above both times, fog under; the second started late.
+        let frame = |ms: f64, replication: f64, network: f64, late: bool| SlowFrame {
+            frame_ms: ms,
+            late,
+            categories_ms: CategoryMs {
+                replication: Some(replication),
+                network: Some(network),
+                physics: Some(0.5),
+                fow: Some(0.1),
+                ..CategoryMs::default()
+            },
+            ..SlowFrame::default()
+        };
+        r.slowest_frames = vec![frame(25.1, 13.3, 6.2, false), frame(21.2, 11.3, 5.2, true)];
+        let mut text = String::new();
+        slowest_line(&mut text, &r);
+        assert!(
+            text.contains(
+                "  slowest 2     21.200–25.100 ms against a mean of 17.000 ms; above their \
+                 means: replication +2.000, physics +0.200 ms; 1 started late\n"
+            ),
+            "{text}"
+        );
+        assert!(server(&r).contains(&text), "serve's summary has it too");
+        r.slowest_frames.clear();
+        let mut none = String::new();
+        slowest_line(&mut none, &r);
+        assert_eq!(none, "", "none kept, no line");
+    }
 
     #[test]
     fn a_server_that_fell_behind_says_so_with_its_rate_and_lag() {

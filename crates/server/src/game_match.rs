@@ -30,9 +30,6 @@ const FLOOD_ALLOWANCE: u32 = 256;
 const PACKETS_PER_TICK: u32 = 2;
 /// Largest jump of input sequence accepted: two seconds of inputs at 128 Hz.
 const MAX_INPUT_JUMP: u32 = 256;
-/// The most seats of a match whose links [`HostedMatch::run_tick`] hints at its start: a
-/// larger match's would not stay in the cache until its packets are written.
-const HINTED_LINKS: usize = 32;
 
 /// Why a client's packet was refused; the worker disconnects the client.
 #[derive(Debug, thiserror::Error)]
@@ -612,15 +609,8 @@ impl<G: Game> HostedMatch for Match<G> {
 
     fn run_tick(&mut self, now: Instant, scopes: &Scopes) -> FrameRecord {
         scopes.begin_frame();
-        // What replication will read of the entities starts loading while the game steps,
-        // and so do a small match's links, which the packets' writes read: the worker read
-        // this match's datagrams when they came, and other matches' ticks ran since.
+        // What replication will read of the entities starts loading while the game steps.
         self.replicator.prefetch_tick(self.tick.0);
-        if self.seats.len() <= HINTED_LINKS {
-            for seat in self.seats.iter().filter(|s| s.client.is_some()) {
-                prefetch_lines(&seat.link);
-            }
-        }
 
         scopes.phase(Phase::Simulate);
         {

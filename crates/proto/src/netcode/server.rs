@@ -764,20 +764,6 @@ impl Server {
         Some(to)
     }
 
-    /// Starts loading what [`Server::send_payload`] reads of `client`'s connection (its
-    /// address, sequence and send key): a hint, which changes nothing. A worker that runs a
-    /// match's tick long after it last read that match's clients finds their state cold;
-    /// hinted before the tick, the misses are over by the time its packets are sealed.
-    pub fn prefetch_send(&self, client: ClientIndex) {
-        if let Some(slot) = self.slots.get(client.as_usize()).and_then(Option::as_ref) {
-            prefetch(&slot.addr);
-            prefetch(&slot.confirmed);
-            prefetch(&slot.sequence);
-            prefetch(&slot.last_send);
-            prefetch_item(&slot.s2c);
-        }
-    }
-
     /// Seals `payload` (1..=1200 bytes) for `client` into `out` (cleared first). `None` when
     /// the client is not connected or the payload has no valid size.
     pub fn send_payload(

@@ -13,9 +13,6 @@ use tickforge_telemetry::{Category, FrameRecord, Phase, Scopes};
 use super::nanos;
 use crate::game_match::HostedMatch;
 
-/// The most packets of a match whose connections [`tick_match`] hints before its tick.
-const HINTED_SENDS: usize = 32;
-
 /// One match's frame as the worker runs it: the match's tick, then its outbox sealed for
 /// each client and queued into `send`, the sealing charged to the frame as network work in
 /// the send phase, with the receive work done for the match since its last tick.
@@ -30,14 +27,6 @@ pub fn tick_match(
     frame_buf: &mut Vec<u8>,
     send: &mut SendBatch,
 ) -> (FrameRecord, usize) {
-    // The clients of the last tick's packets are this tick's: their connections start
-    // loading while the match steps and replicates. A large match's would not stay in the
-    // cache that long.
-    if m.outbox().len() <= HINTED_SENDS {
-        for (client, _) in m.outbox().iter() {
-            transport.prefetch_send(client);
-        }
-    }
     let mut record = m.run_tick(now, scopes);
     let sealing = time::now();
     let mut queued = 0;

@@ -576,32 +576,6 @@ fn the_connection_hinted_for_a_datagram_is_the_one_it_is_handled_for() {
 }
 
 #[test]
-fn hinting_a_send_changes_nothing_it_seals() {
-    // Two servers in the same state: one hinted before each send, one not, and hints for
-    // clients that are not connected or past the slots, ignored.
-    let t0 = Instant::now();
-    let (mut hinted, mut plain) = (server(4, t0), server(4, t0));
-    let (mut a, mut b) = (Client::new(token(31), t0), Client::new(token(31), t0));
-    let t1 = connect(&mut hinted, &mut a, client_addr(31), t0);
-    assert_eq!(connect(&mut plain, &mut b, client_addr(31), t0), t1);
-    let client = hinted.prefetch_connection(client_addr(31), &[]).unwrap();
-    assert_eq!(
-        plain.prefetch_connection(client_addr(31), &[]),
-        Some(client)
-    );
-    let (mut x, mut y) = (Vec::new(), Vec::new());
-    for n in 0..3u8 {
-        hinted.prefetch_send(client);
-        hinted.prefetch_send(ClientIndex(3));
-        hinted.prefetch_send(ClientIndex(u16::MAX));
-        let tx = hinted.send_payload(t1, client, &[n; 40], &mut x).unwrap();
-        let ty = plain.send_payload(t1, client, &[n; 40], &mut y).unwrap();
-        assert_eq!((tx.to, tx.keepalive_bytes), (ty.to, ty.keepalive_bytes));
-        assert_eq!(x, y, "packet {n}");
-    }
-}
-
-#[test]
 fn a_client_moves_to_the_next_server_then_times_out() {
     let t0 = Instant::now();
     let second: SocketAddr = "127.0.0.1:40002".parse().unwrap();

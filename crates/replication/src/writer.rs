@@ -446,6 +446,12 @@ impl Entities {
         (tick % self.ring_ticks) as usize * self.n + e
     }
 
+    /// True when `baseline` is a tick the ring still holds at `now`: past, and fewer than
+    /// `ring_ticks` back. A baseline too old for the ring, or in the future, is not usable.
+    fn in_ring(&self, baseline: u32, now: u32) -> bool {
+        baseline != NO_BASELINE && baseline < now && now - baseline < self.ring_ticks
+    }
+
     fn stored(&self, e: usize, tick: u32) -> Option<&Lanes> {
         let s = &self.ring[self.slot(e, tick)];
         (s.filled && s.tick == tick).then_some(&s.q)
@@ -457,11 +463,9 @@ impl Entities {
     /// waited on it). Hinted whether or not the cache holds one: asking the cache first
     /// waited on its line instead. Nothing for a baseline out of the ring. A hint.
     fn prefetch_baseline(&self, e: usize, baseline: u32, now: u32) {
-        let b = baseline;
-        if b == NO_BASELINE || b >= now || now - b >= self.ring_ticks {
-            return;
+        if self.in_ring(baseline, now) {
+            prefetch_item(&self.ring[self.slot(e, baseline)]);
         }
-        prefetch_item(&self.ring[self.slot(e, b)]);
     }
 
     /// The state every connection is sent for `e` this tick: the current one, frozen at
@@ -490,17 +494,19 @@ impl Entities {
         now: u32,
         stats: &mut ReplicationStats,
     ) -> Enc {
+        // Only usable baselines are ever cached, and a tick's ring slots hold still once
+        // written: a hit needs no further check.
+        let b = *baseline;
+        let mut key = if self.in_ring(b, now) {
+            (now - b) as u8
+        } else {
+            FULL_KEY
+        };
         let generation = self.generation;
         let set = &mut self.cache[e];
         if set.generation != generation {
             set.clear(generation);
         }
-        // Only usable baselines are ever cached, and a tick's ring slots hold still once
-        // written: a hit needs no further check. A baseline too old for the ring, or in
-        // the future, is not usable.
-        let b = *baseline;
-        let in_ring = b != NO_BASELINE && b < now && now - b < self.ring_ticks;
-        let mut key = if in_ring { (now - b) as u8 } else { FULL_KEY };
         let mut found = set.find(key);
         if found.is_none() && key != FULL_KEY && self.stored(e, b).is_none() {
             key = FULL_KEY;

@@ -22,7 +22,7 @@ mod stats;
 pub mod summary;
 
 pub use scopes::{Clock, FrameRecord, PhaseGuard, ScopeGuard, Scopes};
-pub use stats::{DurationHistogram, FrameStats, SlowestFrames, TaggedFrame, SLOWEST_FRAMES};
+pub use stats::{DurationHistogram, FrameStats, SlowestFrames, SLOWEST_FRAMES};
 
 /// The telemetry categories of VALORANT's server: every line of hot code runs in one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

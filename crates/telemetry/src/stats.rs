@@ -148,15 +148,15 @@ pub const SLOWEST_FRAMES: usize = 16;
 
 /// One match frame and where it ran, as [`SlowestFrames`] keeps it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TaggedFrame {
+struct TaggedFrame {
     /// What it cost, by category and phase.
-    pub record: FrameRecord,
+    record: FrameRecord,
     /// The match it was a tick of.
-    pub match_id: u32,
+    match_id: u32,
     /// When it started, from the measured window's start, nanoseconds.
-    pub at_ns: u64,
+    at_ns: u64,
     /// Whether it started late.
-    pub late: bool,
+    late: bool,
 }
 
 /// The slowest match frames of a run with where each one's time went: what makes a p99
@@ -182,9 +182,24 @@ impl Default for SlowestFrames {
 }
 
 impl SlowestFrames {
-    /// Keeps `frame` if it is among the [`SLOWEST_FRAMES`] slowest so far (of equal ones,
-    /// the first).
-    pub fn record(&mut self, frame: TaggedFrame) {
+    /// Keeps the frame `record` of match `match_id`, started `at_ns` into the window, if it
+    /// is among the [`SLOWEST_FRAMES`] slowest so far (of equal ones, the first). Only a
+    /// frame kept is copied.
+    pub fn record(&mut self, record: &FrameRecord, match_id: u32, at_ns: u64, late: bool) {
+        let full = self.len == SLOWEST_FRAMES;
+        if full && record.total_ns <= self.kept[self.fastest].record.total_ns {
+            return;
+        }
+        self.keep(TaggedFrame {
+            record: *record,
+            match_id,
+            at_ns,
+            late,
+        });
+    }
+
+    /// Puts `frame` in place of the fastest kept, or beside them while there is room.
+    fn keep(&mut self, frame: TaggedFrame) {
         if self.len < SLOWEST_FRAMES {
             self.kept[self.len] = frame;
             self.len += 1;
@@ -203,12 +218,12 @@ impl SlowestFrames {
     /// Keeps the slowest of both: another worker's frames of the same window.
     pub fn merge(&mut self, other: &SlowestFrames) {
         for f in other.frames() {
-            self.record(*f);
+            self.keep(*f);
         }
     }
 
     /// The frames kept, in no order.
-    pub fn frames(&self) -> &[TaggedFrame] {
+    fn frames(&self) -> &[TaggedFrame] {
         &self.kept[..self.len]
     }
 
@@ -272,15 +287,11 @@ mod tests {
         assert_eq!(p.replicate, Some(0.0));
     }
 
-    fn frame(total_ns: u64, at_ns: u64) -> TaggedFrame {
+    /// A frame of `total_ns`, all of it replication.
+    fn frame(total_ns: u64) -> FrameRecord {
         let mut record = FrameRecord::default();
         record.add(Category::Replication, Phase::Replicate, total_ns);
-        TaggedFrame {
-            record,
-            match_id: 7,
-            at_ns,
-            late: false,
-        }
+        record
     }
 
     #[test]
@@ -289,7 +300,7 @@ mod tests {
         let mut kept = SlowestFrames::default();
         for i in 0..1000u64 {
             let us = (i * 337) % 1000 + 1;
-            kept.record(frame(us * 1000, i));
+            kept.record(&frame(us * 1000), 7, i, false);
         }
         let report = kept.report();
         let got: Vec<f64> = report.iter().map(|f| f.frame_ms).collect();
@@ -307,8 +318,8 @@ mod tests {
     fn merged_slowest_frames_are_the_slowest_of_both_and_ties_keep_the_earlier() {
         let (mut a, mut b) = (SlowestFrames::default(), SlowestFrames::default());
         for i in 0..20u64 {
-            a.record(frame(i * 10, i));
-            b.record(frame(i * 10 + 5, 100 + i));
+            a.record(&frame(i * 10), 7, i, false);
+            b.record(&frame(i * 10 + 5), 7, 100 + i, false);
         }
         a.merge(&b);
         let got: Vec<u64> = a
@@ -320,9 +331,9 @@ mod tests {
         assert_eq!(got, want);
         // Fewer frames than it holds: all of them, slowest first, equal ones earliest first.
         let mut few = SlowestFrames::default();
-        few.record(frame(3, 2));
-        few.record(frame(5, 1));
-        few.record(frame(3, 0));
+        few.record(&frame(3), 7, 2, false);
+        few.record(&frame(5), 7, 1, false);
+        few.record(&frame(3), 7, 0, false);
         let order: Vec<f64> = few.report().iter().map(|f| f.at_s * 1e9).collect();
         assert_eq!(order, vec![1.0, 0.0, 2.0]);
     }

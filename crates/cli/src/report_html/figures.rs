@@ -1,7 +1,7 @@
 //! The report's charts, each built from its figures alone, or the reason there is none:
 //! a figure the run did not measure is said to be missing, never drawn as an empty chart.
 
-use tickforge_telemetry::report::{Percentiles, Report, Sweep, SweepStep};
+use tickforge_telemetry::report::{CategoryMs, Percentiles, Report, Sweep, SweepStep};
 use tickforge_telemetry::{Category, Phase};
 
 use super::chart::{Band, Bar, BarChart, LineChart, Point, Rule, Segment, Series, XLabel};
@@ -130,15 +130,9 @@ pub fn frame_time(r: &Report) -> Figure {
     Figure::Chart(c.svg(false))
 }
 
-/// A category table or the phase table as one stacked bar, in microseconds, with the
-/// budget.
-fn split(
-    name: &str,
-    title: &str,
-    parts: Vec<(&'static str, Option<f64>, &'static str)>,
-    budget_ms: f64,
-) -> Figure {
-    let segments: Vec<Segment> = parts
+/// The segments of a stacked bar in microseconds: one for each part measured.
+fn segments(parts: Vec<(&'static str, Option<f64>, &'static str)>) -> Vec<Segment> {
+    parts
         .into_iter()
         .filter_map(|(n, v, colour)| {
             v.map(|ms| Segment {
@@ -147,7 +141,35 @@ fn split(
                 colour,
             })
         })
-        .collect();
+        .collect()
+}
+
+/// A category table's parts, in [`Category::ALL`]'s order with their colours.
+fn category_parts(c: &CategoryMs) -> Vec<(&'static str, Option<f64>, &'static str)> {
+    Category::ALL
+        .iter()
+        .map(|&k| (k.name(), c.get(k), CATEGORY_COLOURS[k.index()]))
+        .collect()
+}
+
+/// The budget's line, in microseconds.
+fn budget_rule(budget_ms: f64) -> Rule {
+    Rule {
+        y: budget_ms * 1000.0,
+        label: format!("budget {:.1} µs", budget_ms * 1000.0),
+        colour: BUDGET,
+    }
+}
+
+/// A category table or the phase table as one stacked bar, in microseconds, with the
+/// budget.
+fn split(
+    name: &str,
+    title: &str,
+    parts: Vec<(&'static str, Option<f64>, &'static str)>,
+    budget_ms: f64,
+) -> Figure {
+    let segments = segments(parts);
     if segments.is_empty() {
         return Figure::Missing("not measured in this run (no match frame in the window)".into());
     }
@@ -156,30 +178,16 @@ fn split(
         label: "mean per match tick".into(),
         segments,
     });
-    c.rule = Some(Rule {
-        y: budget_ms * 1000.0,
-        label: format!("budget {:.1} µs", budget_ms * 1000.0),
-        colour: BUDGET,
-    });
+    c.rule = Some(budget_rule(budget_ms));
     Figure::Chart(c.svg())
 }
 
 /// Mean microseconds per match tick by category, stacked, with the budget.
 pub fn categories(r: &Report) -> Figure {
-    let parts = Category::ALL
-        .iter()
-        .map(|&c| {
-            (
-                c.name(),
-                r.categories_ms.get(c),
-                CATEGORY_COLOURS[c.index()],
-            )
-        })
-        .collect();
     split(
         "categories",
         "where the match frame goes, by category (VALORANT's)",
-        parts,
+        category_parts(&r.categories_ms),
         r.budget_ms,
     )
 }
@@ -194,19 +202,6 @@ pub fn slowest_frames(r: &Report) -> Figure {
             "not measured in this run (the report keeps no slowest frames)".into(),
         );
     }
-    let bar = |label: String, categories: &tickforge_telemetry::report::CategoryMs| Bar {
-        label,
-        segments: Category::ALL
-            .iter()
-            .filter_map(|&c| {
-                categories.get(c).map(|ms| Segment {
-                    name: c.name().into(),
-                    value: ms * 1000.0,
-                    colour: CATEGORY_COLOURS[c.index()],
-                })
-            })
-            .collect(),
-    };
     let mut c = BarChart::new(
         "slowest-frames",
         format!(
@@ -216,18 +211,18 @@ pub fn slowest_frames(r: &Report) -> Figure {
         "µs",
         1,
     );
-    c.bars
-        .push(bar("mean per match tick".into(), &r.categories_ms));
+    c.bars.push(Bar {
+        label: "mean per match tick".into(),
+        segments: segments(category_parts(&r.categories_ms)),
+    });
     for f in slow {
         let late = if f.late { ", late" } else { "" };
-        let label = format!("{:.2} s, match {}{late}", f.at_s, f.match_id);
-        c.bars.push(bar(label, &f.categories_ms));
+        c.bars.push(Bar {
+            label: format!("{:.2} s, match {}{late}", f.at_s, f.match_id),
+            segments: segments(category_parts(&f.categories_ms)),
+        });
     }
-    c.rule = Some(Rule {
-        y: r.budget_ms * 1000.0,
-        label: format!("budget {:.1} µs", r.budget_ms * 1000.0),
-        colour: BUDGET,
-    });
+    c.rule = Some(budget_rule(r.budget_ms));
     Figure::Chart(c.svg())
 }
 

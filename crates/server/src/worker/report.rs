@@ -13,7 +13,7 @@ use tickforge_telemetry::report::{
 use tickforge_telemetry::rounds::{slot_name, Budgets, BUDGET_SLOTS};
 use tickforge_telemetry::{
     match_budget_ms, projected_games_per_core, Category, DurationHistogram, FrameStats, Phase,
-    SlowestFrames, TaggedFrame,
+    SlowestFrames,
 };
 
 use super::preempt::merge_preemption;
@@ -322,12 +322,7 @@ impl Worker {
             }
             self.measure.frames.record(&record);
             let since_start = started.saturating_duration_since(window.start);
-            self.measure.slowest.record(TaggedFrame {
-                record,
-                match_id,
-                at_ns: nanos(since_start),
-                late: is_late,
-            });
+            (self.measure.slowest).record(&record, match_id, nanos(since_start), is_late);
             let second = since_start.as_secs();
             let host = cause.is_some_and(|c| c.is_stall());
             (self.measure.seconds).record(second as u32, record.total_ns, is_late, hitch, host);

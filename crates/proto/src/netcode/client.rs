@@ -102,15 +102,14 @@ impl Client {
 
     /// Starts loading what [`Client::handle_datagram`] reads for the server's next packet:
     /// a hint, which changes nothing. `deep` false, the connection's own fields (its keys,
-    /// state, times, the replay window's head); `deep` true, given once those have arrived,
-    /// what they point to (the server's address, the replay window's word for the next
-    /// sequence). A process that runs hundreds of clients finds each one's lines cold.
+    /// state, times, the replay window); `deep` true, given once those have arrived, what
+    /// they point to (the server's address). A process that runs hundreds of clients finds
+    /// each one's lines cold.
     pub fn prefetch(&self, deep: bool) {
         if deep {
             if let Some(addr) = self.token.server_addresses.get(self.server_index()) {
                 prefetch(addr);
             }
-            self.replay.prefetch_next();
             return;
         }
         prefetch(&self.server);
@@ -118,7 +117,7 @@ impl Client {
         prefetch_item(&self.s2c);
         prefetch(&self.state);
         prefetch(&self.last_recv);
-        prefetch(&self.replay);
+        self.replay.prefetch();
     }
 
     /// The server address in use.

@@ -152,17 +152,6 @@ pub struct Opened<'a> {
     pub body: &'a [u8],
 }
 
-/// The sequence number of an encrypted packet (any type but a request), read from its
-/// clear header without checking the rest; `None` when the header is not whole. A hint for
-/// what to load before [`open`], which checks everything.
-pub fn peek_sequence(data: &[u8]) -> Option<u64> {
-    let sequence_bytes = usize::from(*data.first()? >> 4);
-    if !(1..=8).contains(&sequence_bytes) {
-        return None;
-    }
-    data.get(1..1 + sequence_bytes).map(read_sequence)
-}
-
 /// A little-endian sequence number of 1 to 8 bytes.
 fn read_sequence(bytes: &[u8]) -> u64 {
     let mut sequence = 0u64;
@@ -437,29 +426,6 @@ pub(crate) mod tests {
             data[0] = (nibble << 4) | 4;
             let r = open(&mut data, PROTOCOL_ID, &cipher(&KEY), accept_all, None);
             assert_eq!(r, Err(Drop::BadSequenceBytes), "nibble {nibble}");
-        }
-    }
-
-    proptest::proptest! {
-        /// The hint reads the sequence `open` authenticates, whatever its length, and
-        /// nothing from a header that is not whole.
-        #[test]
-        fn the_peeked_sequence_is_the_one_opened(
-            sequence: u64,
-            cut in 0usize..12,
-            junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..12),
-        ) {
-            let mut data = Vec::new();
-            keepalive(&mut data, sequence);
-            proptest::prop_assert_eq!(peek_sequence(&data), Some(sequence));
-            let opened = open(&mut data.clone(), PROTOCOL_ID, &cipher(&KEY), accept_all, None)
-                .map(|o| o.sequence);
-            proptest::prop_assert_eq!(opened, Ok(sequence));
-            let header = 1 + sequence_bytes(sequence);
-            let peeked = peek_sequence(&data[..cut.min(data.len())]);
-            proptest::prop_assert_eq!(peeked.is_some(), cut >= header, "{} bytes", cut);
-            // Any bytes at all: no panic.
-            let _ = peek_sequence(&junk);
         }
     }
 

@@ -413,21 +413,18 @@ impl Server {
         self.stats.dropped[reason as usize] += 1;
     }
 
-    /// The connected client a datagram `data` from `from` would be handled for, with what
+    /// The connected client a datagram from `from` would be handled for, with what
     /// [`Server::handle_datagram`] reads of its connection started loading (its keys, times
-    /// and the replay window's word for the packet's sequence): a hint, which changes
-    /// nothing. A worker reads batches of datagrams from hundreds of connections and finds
+    /// and replay window): a hint, which changes nothing. A worker reads batches of datagrams from hundreds of connections and finds
     /// each one's state cold; hinted a few datagrams ahead, their misses overlap.
-    pub fn prefetch_connection(&self, from: SocketAddr, data: &[u8]) -> Option<ClientIndex> {
+    pub fn prefetch_connection(&self, from: SocketAddr) -> Option<ClientIndex> {
         let &client = self.by_addr.get(&from)?;
         if let Some(slot) = self.slots.get(client.as_usize()).and_then(Option::as_ref) {
             prefetch(&slot.addr);
             prefetch_item(&slot.c2s);
             prefetch(&slot.last_recv);
             prefetch(&slot.confirmed);
-            if let Some(sequence) = packet::peek_sequence(data) {
-                slot.replay.prefetch(sequence);
-            }
+            slot.replay.prefetch();
         }
         Some(client)
     }

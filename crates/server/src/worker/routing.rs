@@ -135,8 +135,8 @@ fn hint(
     matches: &[Box<dyn HostedMatch>],
     j: usize,
 ) -> Option<(usize, Seat)> {
-    let (from, data) = recv.get(j);
-    let client = transport.prefetch_connection(from, data)?;
+    let (from, _) = recv.get(j);
+    let client = transport.prefetch_connection(from)?;
     let (mi, seat) = (*routes.get(client.as_usize())?)?;
     matches.get(mi)?.prefetch_seat(seat, false);
     Some((mi, seat))

@@ -112,7 +112,10 @@ impl Match {
     /// The 1,000-player fight's shape at 30 Hz: `n` players spread over a disc of 320 m,
     /// two teams, each seeing its mates and a third of the enemies (changing every 64
     /// ticks), so that about 150 are relevant to each client and a packet holds ~90, one
-    /// ack in 6 lost so that baselines differ between clients.
+    /// ack in 6 lost so that baselines differ between clients. Each packet has 560 B of
+    /// room; `TICKFORGE_REPLICATE_FIGHT_BUDGET=B` gives it `B`, so that instructions at a
+    /// few budgets part what a write costs per record sent from what it costs whatever it
+    /// sends.
     fn fight(n: usize) -> Match {
         const PHASES: usize = 4;
         // The disc the players run in: 320 m by default (~143 relevant of 1,000, ~83
@@ -173,7 +176,10 @@ impl Match {
             outs: (0..n).map(|_| Vec::with_capacity(1500)).collect(),
             tick: 0,
             ack_loss_every: 6,
-            budget: 560,
+            budget: std::env::var("TICKFORGE_REPLICATE_FIGHT_BUDGET")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(560),
             wide_fog: Some(fog),
         }
     }

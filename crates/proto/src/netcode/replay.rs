@@ -31,17 +31,18 @@ impl ReplayWindow {
     }
 
     /// True when `sequence` was accepted before or is too old to tell.
-    ///
-    /// The age test subtracts from the most recent sequence instead of adding to the
-    /// packet's: `sequence + 256` overflows for a sequence near `u64::MAX` (a debug-build
-    /// panic any peer can trigger before decryption, as in renetcode and netcode-rs).
     pub fn already_received(&self, sequence: u64) -> bool {
-        if self.most_recent >= REPLAY_WINDOW as u64
+        self.too_old(sequence) || (sequence <= self.most_recent && self.bit(sequence))
+    }
+
+    /// `sequence` is 256 or more behind the newest accepted: out of the window.
+    ///
+    /// Subtracts from the most recent sequence instead of adding to the packet's:
+    /// `sequence + 256` overflows for a sequence near `u64::MAX` (a debug-build panic any
+    /// peer can trigger before decryption, as in renetcode and netcode-rs).
+    fn too_old(&self, sequence: u64) -> bool {
+        self.most_recent >= REPLAY_WINDOW as u64
             && sequence <= self.most_recent - REPLAY_WINDOW as u64
-        {
-            return true;
-        }
-        sequence <= self.most_recent && self.bit(sequence)
     }
 
     /// Starts loading what [`ReplayWindow::already_received`] and
@@ -67,9 +68,7 @@ impl ReplayWindow {
                 }
             }
             self.most_recent = sequence;
-        } else if self.most_recent >= REPLAY_WINDOW as u64
-            && sequence <= self.most_recent - REPLAY_WINDOW as u64
-        {
+        } else if self.too_old(sequence) {
             return;
         }
         let (w, b) = Self::at(sequence);

@@ -181,13 +181,25 @@ impl Default for SlowestFrames {
     }
 }
 
+/// How a frame ranks for [`SlowestFrames`]: the slower higher, and of equal ones the one
+/// that started first.
+fn rank(total_ns: u64, at_ns: u64) -> (u64, std::cmp::Reverse<u64>) {
+    (total_ns, std::cmp::Reverse(at_ns))
+}
+
+impl TaggedFrame {
+    fn rank(&self) -> (u64, std::cmp::Reverse<u64>) {
+        rank(self.record.total_ns, self.at_ns)
+    }
+}
+
 impl SlowestFrames {
     /// Keeps the frame `record` of match `match_id`, started `at_ns` into the window, if it
-    /// is among the [`SLOWEST_FRAMES`] slowest so far (of equal ones, the first). Only a
+    /// is among the [`SLOWEST_FRAMES`] slowest so far (of equal ones, the earliest). Only a
     /// frame kept is copied.
     pub fn record(&mut self, record: &FrameRecord, match_id: u32, at_ns: u64, late: bool) {
         let full = self.len == SLOWEST_FRAMES;
-        if full && record.total_ns <= self.kept[self.fastest].record.total_ns {
+        if full && rank(record.total_ns, at_ns) <= self.kept[self.fastest].rank() {
             return;
         }
         self.keep(TaggedFrame {
@@ -203,19 +215,20 @@ impl SlowestFrames {
         if self.len < SLOWEST_FRAMES {
             self.kept[self.len] = frame;
             self.len += 1;
-        } else if frame.record.total_ns > self.kept[self.fastest].record.total_ns {
+        } else if frame.rank() > self.kept[self.fastest].rank() {
             self.kept[self.fastest] = frame;
         } else {
             return;
         }
         if self.len == SLOWEST_FRAMES {
             self.fastest = (0..SLOWEST_FRAMES)
-                .min_by_key(|&i| self.kept[i].record.total_ns)
+                .min_by_key(|&i| self.kept[i].rank())
                 .expect("not empty");
         }
     }
 
-    /// Keeps the slowest of both: another worker's frames of the same window.
+    /// Keeps the slowest of both, of equal ones the earliest: another worker's frames of
+    /// the same window.
     pub fn merge(&mut self, other: &SlowestFrames) {
         for f in other.frames() {
             self.keep(*f);
@@ -231,7 +244,7 @@ impl SlowestFrames {
     /// category `None` where the frame did not enter it.
     pub fn report(&self) -> Vec<SlowFrame> {
         let mut frames = self.frames().to_vec();
-        frames.sort_by_key(|f| (std::cmp::Reverse(f.record.total_ns), f.at_ns));
+        frames.sort_by_key(|f| std::cmp::Reverse(f.rank()));
         frames
             .iter()
             .map(|f| {
@@ -329,6 +342,20 @@ mod tests {
             .collect();
         let want: Vec<u64> = (0..16).map(|k| 195 - 5 * k).collect();
         assert_eq!(got, want);
+        // Ties across workers: of two frames as slow as the fastest kept, the earlier stays,
+        // whichever worker had it.
+        let (mut a, mut b) = (SlowestFrames::default(), SlowestFrames::default());
+        for i in 0..16u64 {
+            a.record(&frame(100 + i), 7, 50 + i, false);
+        }
+        b.record(&frame(100), 7, 10, false);
+        a.merge(&b);
+        let fastest = a.report().last().map(|f| (f.frame_ms * 1e6).round() as u64);
+        assert_eq!(fastest, Some(100));
+        assert_eq!(a.report().last().map(|f| f.at_s * 1e9), Some(10.0));
+        // And within one worker: a later frame as slow as the fastest kept is not kept.
+        a.record(&frame(100), 7, 900, false);
+        assert_eq!(a.report().last().map(|f| f.at_s * 1e9), Some(10.0));
         // Fewer frames than it holds: all of them, slowest first, equal ones earliest first.
         let mut few = SlowestFrames::default();
         few.record(&frame(3), 7, 2, false);

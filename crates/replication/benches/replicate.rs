@@ -531,7 +531,8 @@ fn main() {
         return;
     }
     // `TICKFORGE_REPLICATE_FIGHT=N`: 96 warm ticks, then 64 of the shape of the fight
-    // (`Match::fight`), each timed: the median and the fastest tick.
+    // (`Match::fight`), each timed: the median and the fastest tick; and how long what a
+    // write left out had gone unsent (the scheduler's fairness, beside its cost).
     if let Some(n) = std::env::var("TICKFORGE_REPLICATE_FIGHT")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
@@ -564,6 +565,13 @@ fn main() {
             100.0 * hits as f64 / all.max(1) as f64,
             sent as f64 / writes,
             (s.relevant - before.relevant) as f64 / writes,
+        );
+        println!(
+            "left out: {:.2} ticks since last sent on average over the timed ticks; \
+             at most {} ticks over all",
+            (s.deferred_staleness_ticks - before.deferred_staleness_ticks) as f64
+                / (s.deferred - before.deferred).max(1) as f64,
+            s.worst_staleness_ticks,
         );
         return;
     }

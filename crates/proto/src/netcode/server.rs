@@ -415,8 +415,9 @@ impl Server {
 
     /// The connected client a datagram from `from` would be handled for, with what
     /// [`Server::handle_datagram`] reads of its connection started loading (its keys, times
-    /// and replay window): a hint, which changes nothing. A worker reads batches of datagrams from hundreds of connections and finds
-    /// each one's state cold; hinted a few datagrams ahead, their misses overlap.
+    /// and replay window): a hint, which changes nothing. A worker reads batches of
+    /// datagrams from hundreds of connections and finds each one's state cold; hinted a few
+    /// datagrams ahead, their misses overlap.
     pub fn prefetch_connection(&self, from: SocketAddr) -> Option<ClientIndex> {
         let &client = self.by_addr.get(&from)?;
         if let Some(slot) = self.slots.get(client.as_usize()).and_then(Option::as_ref) {

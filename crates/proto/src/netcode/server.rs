@@ -281,8 +281,11 @@ impl Slot {
 }
 
 struct Pending {
-    c2s: PacketKey,
-    s2c: PacketKey,
+    /// The token's keys, as bytes: a key schedule is 544 bytes, and a worker reserves
+    /// handshakes for four times its clients (1.2 KB each held both; a join touches one at
+    /// random, faulting in whatever page it falls on).
+    c2s: [u8; KEY_BYTES],
+    s2c: [u8; KEY_BYTES],
     created: Instant,
     last_recv: Instant,
     /// How long the handshake may take.
@@ -590,8 +593,8 @@ impl Server {
         // encryption manager does: a client that restarts from the same address with a new
         // token must have its response opened with the new token's key, not the old one's.
         let pending = Pending {
-            c2s: PacketKey::new(&token.client_to_server_key),
-            s2c: s2c.clone(),
+            c2s: token.client_to_server_key,
+            s2c: token.server_to_client_key,
             created: now,
             last_recv: now,
             timeout: connection_timeout.unwrap_or(Duration::from_secs(5)),
@@ -627,7 +630,7 @@ impl Server {
         let opened = match packet::open(
             data,
             protocol_id,
-            &pending.c2s,
+            &PacketKey::new(&pending.c2s),
             |t| t == PacketType::Response,
             None,
         ) {
@@ -652,7 +655,7 @@ impl Server {
             return None;
         }
         let Some(index) = self.slots.iter().position(Option::is_none) else {
-            let s2c = pending.s2c.clone();
+            let s2c = PacketKey::new(&pending.s2c);
             self.queue_global(from, PacketType::Denied, &s2c, |_| {});
             self.stats.denied += 1;
             return None;
@@ -662,8 +665,8 @@ impl Server {
         let slot = Slot {
             addr: from,
             client_id,
-            c2s: pending.c2s,
-            s2c: pending.s2c,
+            c2s: PacketKey::new(&pending.c2s),
+            s2c: PacketKey::new(&pending.s2c),
             sequence: 0,
             replay: ReplayWindow::new(),
             last_recv: now,

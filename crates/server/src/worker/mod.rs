@@ -76,6 +76,24 @@ use report::{Drops, Measure, Retired, Window};
 
 /// A tick that starts later than this after its deadline is late (DESIGN.md).
 const LATE_AFTER: Duration = Duration::from_millis(1);
+
+/// Client slots a worker reserves beyond its startup matches' seats: more than one core
+/// serves (a thousand clients at 30 Hz fill it). The transport reserves handshakes and
+/// control packets for several times its slots, spread over tables a join touches at
+/// random; sized for 120 matches of a thousand players (65,535 slots), they came to a
+/// gigabyte, faulted in on huge pages as the crowd's players joined: the worker stalled
+/// five seconds and its socket dropped 26,000 handshake packets.
+const MAX_EXTRA_CLIENT_SLOTS: usize = 4096;
+
+/// The transport's client slots for a worker: every seat of its `startup` matches, and room
+/// for as many more matches as `max_matches_per_worker` admits, up to
+/// [`MAX_EXTRA_CLIENT_SLOTS`] in all. Admission refuses a match whose seats do not fit.
+fn client_slots(startup: usize, max_matches_per_worker: u32, players_per_match: u16) -> u16 {
+    let players = usize::from(players_per_match);
+    let room = startup.max(max_matches_per_worker as usize) * players;
+    let slots = (startup * players).max(room.min(MAX_EXTRA_CLIENT_SLOTS));
+    slots.clamp(1, usize::from(u16::MAX)) as u16
+}
 /// Datagrams read per receive batch.
 const RECV_BATCH: usize = 256;
 /// While a match waits for its predecessor's result to be durable and its deadline has
@@ -475,13 +493,16 @@ impl Worker {
         socket: UdpSocket,
         setup: WorkerSetup,
     ) -> Result<Self, WorkerError> {
-        let players = usize::from(config.players_per_match);
         // Room for the startup matches and as many more as admission may let in.
         let room = setup
             .matches
             .len()
             .max(config.max_matches_per_worker as usize);
-        let max_clients = (room * players).clamp(1, usize::from(u16::MAX)) as u16;
+        let max_clients = client_slots(
+            setup.matches.len(),
+            config.max_matches_per_worker,
+            config.players_per_match,
+        );
         let start = setup.start;
         let maker = config.game.maker()?;
         let match_setup = MatchSetup {
@@ -963,6 +984,19 @@ mod tests {
         assert_eq!(shutdown.signal(), 2);
         assert!(shutdown.is_stopped() && shutdown.is_abandoned());
         assert_eq!(shutdown.signal(), 3, "serve exits outright at the third");
+    }
+
+    #[test]
+    fn client_slots_hold_the_startup_seats_and_room_for_more_up_to_a_core() {
+        // Ten-player matches: every match admission may let in.
+        assert_eq!(client_slots(10, 120, 10), 1200);
+        assert_eq!(client_slots(200, 120, 10), 2000);
+        // A crowd: its own seats and room for a few more, not 120 crowds' worth.
+        assert_eq!(client_slots(1, 120, 1000), 4096);
+        assert_eq!(client_slots(6, 120, 1000), 6000);
+        assert_eq!(client_slots(0, 120, 1000), 4096);
+        assert_eq!(client_slots(0, 0, 10), 1);
+        assert_eq!(client_slots(100, 120, u16::MAX), u16::MAX);
     }
 
     #[test]

@@ -142,6 +142,8 @@ impl Match {
                 halve_every_m: step,
                 slowest_every_ticks: slowest,
             },
+            // `TICKFORGE_REPLICATE_FIGHT_PLAN=0`: every write weighs (no plans).
+            plan_ahead: std::env::var_os("TICKFORGE_REPLICATE_FIGHT_PLAN").is_none_or(|v| v != "0"),
             ..ReplicationConfig::default()
         };
         let mut r = Replicator::new(config, &SCHEMA);
@@ -558,10 +560,11 @@ fn main() {
         let sent =
             (s.full_records + s.delta_records) - (before.full_records + before.delta_records);
         println!(
-            "64 ticks of the {n} fight: {bytes} B; tick median {:?} min {:?}; \
+            "64 ticks of the {n} fight: {bytes} B; tick median {:?} min {:?} max {:?}; \
              {:.1}% of encodings shared; {:.1} sent of {:.1} relevant",
             ticks[32],
             ticks[0],
+            ticks[63],
             100.0 * hits as f64 / all.max(1) as f64,
             sent as f64 / writes,
             (s.relevant - before.relevant) as f64 / writes,

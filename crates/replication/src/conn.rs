@@ -80,7 +80,20 @@ pub(crate) struct Conn {
     pub last_states: u16,
     /// The last write left a relevant entity out.
     pub crowded: bool,
+    /// What the write of tick `plan_for` takes from, in place of weighing every relevant
+    /// entity again: the [`candidate`](crate::writer) keys of the entities the write
+    /// before it left out, the highest first as far as there was room to plan.
+    pub plan: Box<[u64]>,
+    pub plan_len: u16,
+    /// The tick [`Conn::plan`] is for; [`NO_PLAN`] when there is none.
+    pub plan_for: u32,
 }
+
+/// [`Conn::plan_for`] when no plan is made.
+pub const NO_PLAN: u32 = u32::MAX;
+
+/// Most entities a plan holds: about what a crowd's packet carries, with room to spare.
+pub const PLAN_CAP: usize = 256;
 
 const _: () = assert!(
     std::mem::offset_of!(Conn, pending) + std::mem::size_of::<Vec<u32>>() <= 64
@@ -114,6 +127,9 @@ impl Conn {
             bucket: TokenBucket::default(),
             last_states: 0,
             crowded: false,
+            plan: vec![0; max_entities.min(PLAN_CAP)].into_boxed_slice(),
+            plan_len: 0,
+            plan_for: NO_PLAN,
         }
     }
 
@@ -137,6 +153,8 @@ impl Conn {
         self.bucket = TokenBucket::default();
         self.last_states = 0;
         self.crowded = false;
+        self.plan_len = 0;
+        self.plan_for = NO_PLAN;
     }
 
     /// Where the record of ring slot `tick % ring` starts in `slots`.

@@ -15,6 +15,23 @@ static GLOBAL: Counting = Counting;
 
 #[test]
 fn a_warm_tick_of_100_entities_for_100_connections_allocates_nothing() {
+    let s = warm_ticks_allocate_nothing(1400);
+    assert!(
+        s.delta_records > s.full_records && s.gone_records > 0 && s.cache_hits > 0,
+        "{s:?}"
+    );
+}
+
+/// Packets too small for every relevant entity: the crowd's path, its writes planned every
+/// other tick.
+#[test]
+fn a_warm_crowded_tick_allocates_nothing() {
+    let s = warm_ticks_allocate_nothing(300);
+    assert!(s.deferred > 0 && s.planned > 0, "{s:?}");
+}
+
+/// Runs 200 warm ticks, then 200 more counting allocations, with packets of `budget` bytes.
+fn warm_ticks_allocate_nothing(budget: usize) -> tickforge_replication::ReplicationStats {
     const N: usize = 100;
     let config = ReplicationConfig {
         max_entities: 128,
@@ -52,7 +69,7 @@ fn a_warm_tick_of_100_entities_for_100_connections_allocates_nothing() {
             }
             outs[c].clear();
             let viewer = viewer_of(&running(c, t, centre, 20.0 + c as f32));
-            r.write(c, &viewer, Some(&rows[c]), 1400, &mut outs[c]);
+            r.write(c, &viewer, Some(&rows[c]), budget, &mut outs[c]);
         }
         replica.read(&outs[0]).unwrap();
     };
@@ -63,9 +80,5 @@ fn a_warm_tick_of_100_entities_for_100_connections_allocates_nothing() {
         let ((), n) = allocations_in(|| tick(t, &mut r, &mut replica, &mut outs));
         assert_eq!(n, 0, "tick {t} allocated");
     }
-    let s = r.stats();
-    assert!(
-        s.delta_records > s.full_records && s.gone_records > 0 && s.cache_hits > 0,
-        "{s:?}"
-    );
+    r.stats()
 }

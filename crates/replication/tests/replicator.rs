@@ -260,10 +260,12 @@ fn the_grid_never_considers_far_entities() {
 
 #[test]
 fn a_crowd_is_scanned_rather_than_queried() {
-    // 1,000 entities within 40 m: the query's cells would hold all of them.
+    // 1,000 entities within 40 m: the query's cells would hold all of them. Every write
+    // weighs (a planned one would find the range as the last write left it).
     let config = ReplicationConfig {
         max_entities: 1000,
         max_connections: 2,
+        plan_ahead: false,
         ..ReplicationConfig::default()
     };
     let mut r = Replicator::new(config, &SCHEMA);
@@ -595,4 +597,107 @@ fn a_crowd_past_a_packets_worth_stays_in_budget_and_everyone_still_goes_out() {
         (1.0..=f64::from(s.worst_staleness_ticks)).contains(&mean),
         "{mean}"
     );
+}
+
+/// A crowd of 700 for two connections, packets of 1,200 bytes: what each write of tick `t`
+/// shows in the stats, as (planned writes, words scanned for the range).
+fn crowd_of_700(plan_ahead: bool, ticks: u32) -> Vec<(u64, u64)> {
+    let n = 700u16;
+    let config = ReplicationConfig {
+        max_entities: usize::from(n),
+        max_connections: 2,
+        plan_ahead,
+        ..ReplicationConfig::default()
+    };
+    let mut r = Replicator::new(config, &SCHEMA);
+    r.connect(0, Some(NetId(0)));
+    r.connect(1, Some(NetId(1)));
+    let state = |i: u16, t: u32| running(usize::from(i), t, ORIGIN, 5.0 + f32::from(i % 35));
+    let mut body = Vec::new();
+    let mut per_tick = Vec::new();
+    for t in 0..ticks {
+        r.begin_tick(t);
+        for i in 0..n {
+            r.push(NetId(i), &state(i, t));
+        }
+        let before = r.stats();
+        for c in 0..2 {
+            body.clear();
+            let info = r.write(c, &viewer_of(&state(c as u16, t)), None, 1200, &mut body);
+            assert!(info.deferred > 0, "tick {t}: a crowd");
+            r.on_ack(c, t);
+        }
+        let after = r.stats();
+        per_tick.push((
+            after.planned - before.planned,
+            after.scanned_words - before.scanned_words,
+        ));
+    }
+    per_tick
+}
+
+#[test]
+fn a_crowded_connection_weighs_every_other_write_and_the_connections_take_turns() {
+    // 700 entities are 11 words. From the second tick on, each tick one of the two
+    // connections weighs (and scans) and the other takes its plan.
+    let planned = crowd_of_700(true, 40);
+    assert_eq!(planned[0], (0, 22), "the first writes weigh");
+    for (t, &tick) in planned.iter().enumerate().skip(2) {
+        assert_eq!(tick, (1, 11), "tick {t}");
+    }
+    // Without plans every write weighs.
+    for (t, &tick) in crowd_of_700(false, 10).iter().enumerate() {
+        assert_eq!(tick, (0, 22), "tick {t}");
+    }
+}
+
+#[test]
+fn a_planned_write_sends_nothing_fog_now_hides_nor_what_left_the_match() {
+    let n = 700u16;
+    let config = ReplicationConfig {
+        max_entities: usize::from(n),
+        max_connections: 1,
+        ..ReplicationConfig::default()
+    };
+    let mut r = Replicator::new(config, &SCHEMA);
+    let mut replica = Replica::new(ReplicaConfig::matching(&config), &SCHEMA);
+    r.connect(0, Some(NetId(0)));
+    let state = |i: u16, t: u32| running(usize::from(i), t, ORIGIN, 5.0 + f32::from(i % 35));
+    let all = [u64::MAX; 11];
+    // Entities 1..=20 only: not the own entity, 0, nor 30.
+    let mut few = [0u64; 11];
+    few[0] = 0x1f_fffe;
+    let (planned_tick, left) = (11u32, NetId(30));
+    for t in 0..=planned_tick + 1 {
+        r.begin_tick(t);
+        for i in 0..n {
+            if !(t >= planned_tick && NetId(i) == left) {
+                r.push(NetId(i), &state(i, t));
+            }
+        }
+        if t == planned_tick {
+            r.remove_entity(left);
+        }
+        let row: &[u64] = if t == planned_tick { &few } else { &all };
+        let before = r.stats().planned;
+        exchange(&mut r, 0, &viewer_of(&state(0, t)), Some(row), &mut replica);
+        let planned = r.stats().planned - before;
+        if t == planned_tick {
+            assert_eq!(planned, 1, "tick {t} is a planned write");
+            let sent: Vec<u16> = (0..n)
+                .filter(|&i| replica.entity_tick(NetId(i)) == Some(t))
+                .collect();
+            assert!(sent.len() > 1, "{sent:?}");
+            assert!(
+                sent.iter().all(|&i| i <= 20),
+                "only the own entity and those still seen: {sent:?}"
+            );
+            assert!(
+                sent.contains(&0),
+                "the own entity goes through fog: {sent:?}"
+            );
+        }
+    }
+    // The weighed write after it sends the gone record of the entity that left.
+    assert!(replica.state(left).is_none());
 }

@@ -237,6 +237,8 @@ impl<G: Game> Match<G> {
             max_entities: usize::from(max_entities),
             max_connections: seats.max(1),
             rate_by_distance: G::rate_by_distance(&config),
+            // `TICKFORGE_REPLICATION_PLAN=0`: every write weighs, to compare.
+            plan_ahead: std::env::var_os("TICKFORGE_REPLICATION_PLAN").is_none_or(|v| v != "0"),
             ..ReplicationConfig::at_tick_hz(setup.tick_hz)
         };
         Match {

@@ -535,6 +535,23 @@ fn the_rate_bucket_holds_each_second_to_bytes_per_second() {
     assert!(r.stats().rate_limited > 400);
 }
 
+/// The crowd of the tests below: entities running circles of 5 to 39 m about the origin,
+/// more than a packet of 1,200 bytes holds.
+const CROWD: u16 = 700;
+
+fn crowd_state(i: u16, t: u32) -> EntityState {
+    running(usize::from(i), t, ORIGIN, 5.0 + f32::from(i % 35))
+}
+
+fn crowd_config(connections: usize, plan_ahead: bool) -> ReplicationConfig {
+    ReplicationConfig {
+        max_entities: usize::from(CROWD),
+        max_connections: connections,
+        plan_ahead,
+        ..ReplicationConfig::default()
+    }
+}
+
 /// More relevant entities than a packet could hold even at their smallest (the crowd): the
 /// writer encodes them in priority order until the packet is full. Every snapshot stays in
 /// its budget and reads back; each write accounts for every
@@ -542,12 +559,8 @@ fn the_rate_bucket_holds_each_second_to_bytes_per_second() {
 /// still goes out within a few ticks.
 #[test]
 fn a_crowd_past_a_packets_worth_stays_in_budget_and_everyone_still_goes_out() {
-    let n = 700u16;
-    let config = ReplicationConfig {
-        max_entities: usize::from(n),
-        max_connections: 1,
-        ..ReplicationConfig::default()
-    };
+    let n = CROWD;
+    let config = crowd_config(1, true);
     let mut r = Replicator::new(config, &SCHEMA);
     let mut replica = Replica::new(ReplicaConfig::matching(&config), &SCHEMA);
     r.connect(0, Some(NetId(0)));
@@ -556,7 +569,7 @@ fn a_crowd_past_a_packets_worth_stays_in_budget_and_everyone_still_goes_out() {
         usize::from(n) * 2 > budget,
         "the crowd's path, not the sort"
     );
-    let state = |i: u16, t: u32| running(usize::from(i), t, ORIGIN, 5.0 + f32::from(i % 35));
+    let state = crowd_state;
     let mut last_sent = vec![None::<u32>; usize::from(n)];
     let mut body = Vec::new();
     for t in 0..120u32 {
@@ -602,17 +615,11 @@ fn a_crowd_past_a_packets_worth_stays_in_budget_and_everyone_still_goes_out() {
 /// A crowd of 700 for two connections, packets of 1,200 bytes: what each write of tick `t`
 /// shows in the stats, as (planned writes, words scanned for the range).
 fn crowd_of_700(plan_ahead: bool, ticks: u32) -> Vec<(u64, u64)> {
-    let n = 700u16;
-    let config = ReplicationConfig {
-        max_entities: usize::from(n),
-        max_connections: 2,
-        plan_ahead,
-        ..ReplicationConfig::default()
-    };
-    let mut r = Replicator::new(config, &SCHEMA);
+    let n = CROWD;
+    let mut r = Replicator::new(crowd_config(2, plan_ahead), &SCHEMA);
     r.connect(0, Some(NetId(0)));
     r.connect(1, Some(NetId(1)));
-    let state = |i: u16, t: u32| running(usize::from(i), t, ORIGIN, 5.0 + f32::from(i % 35));
+    let state = crowd_state;
     let mut body = Vec::new();
     let mut per_tick = Vec::new();
     for t in 0..ticks {
@@ -653,16 +660,12 @@ fn a_crowded_connection_weighs_every_other_write_and_the_connections_take_turns(
 
 #[test]
 fn a_planned_write_sends_nothing_fog_now_hides_nor_what_left_the_match() {
-    let n = 700u16;
-    let config = ReplicationConfig {
-        max_entities: usize::from(n),
-        max_connections: 1,
-        ..ReplicationConfig::default()
-    };
+    let n = CROWD;
+    let config = crowd_config(1, true);
     let mut r = Replicator::new(config, &SCHEMA);
     let mut replica = Replica::new(ReplicaConfig::matching(&config), &SCHEMA);
     r.connect(0, Some(NetId(0)));
-    let state = |i: u16, t: u32| running(usize::from(i), t, ORIGIN, 5.0 + f32::from(i % 35));
+    let state = crowd_state;
     let all = [u64::MAX; 11];
     // Entities 1..=20 only: not the own entity, 0, nor 30.
     let mut few = [0u64; 11];

@@ -657,7 +657,6 @@ impl Replicator {
         if let Err(e) = config.validate() {
             panic!("replication config: {e}");
         }
-
         let n = config.max_entities;
         let words = n.div_ceil(64);
         let empty = Stored {

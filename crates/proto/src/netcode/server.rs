@@ -281,9 +281,9 @@ impl Slot {
 }
 
 struct Pending {
-    /// The token's keys, as bytes: a key schedule is 544 bytes, and a worker reserves
-    /// handshakes for four times its clients (1.2 KB each held both; a join touches one at
-    /// random, faulting in whatever page it falls on).
+    /// The token's keys as bytes, scheduled when a packet needs them: a schedule is 544
+    /// bytes, two made a handshake 1.2 KB, and the table reserves four handshakes a
+    /// client, which joins touch at random (each faulting in the page it falls on).
     c2s: [u8; KEY_BYTES],
     s2c: [u8; KEY_BYTES],
     created: Instant,

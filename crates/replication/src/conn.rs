@@ -81,8 +81,8 @@ pub(crate) struct Conn {
     /// The last write left a relevant entity out.
     pub crowded: bool,
     /// What the write of tick `plan_for` takes from, in place of weighing every relevant
-    /// entity again: the [`candidate`](crate::writer) keys of the entities the write
-    /// before it left out, the highest first as far as there was room to plan.
+    /// entity again: the candidate keys (priority, id) of the highest the write before it
+    /// left out, `plan_len` of them in no order (the planned write orders them).
     pub plan: Box<[u64]>,
     pub plan_len: u16,
     /// The tick [`Conn::plan`] is for; [`NO_PLAN`] when there is none.

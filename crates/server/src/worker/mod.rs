@@ -86,14 +86,14 @@ const LATE_AFTER: Duration = Duration::from_millis(1);
 const MAX_EXTRA_CLIENT_SLOTS: usize = 4096;
 
 /// The transport's client slots for a worker: every seat of its `startup` matches, and room
-/// for as many more matches as `max_matches_per_worker` admits, up to
+/// for the seats of the `room` matches admission may let in, up to
 /// [`MAX_EXTRA_CLIENT_SLOTS`] in all. Admission refuses a match whose seats do not fit.
-fn client_slots(startup: usize, max_matches_per_worker: u32, players_per_match: u16) -> u16 {
+fn client_slots(startup: usize, room: usize, players_per_match: u16) -> u16 {
     let players = usize::from(players_per_match);
-    let room = startup.max(max_matches_per_worker as usize) * players;
-    let slots = (startup * players).max(room.min(MAX_EXTRA_CLIENT_SLOTS));
+    let slots = (startup * players).max((room * players).min(MAX_EXTRA_CLIENT_SLOTS));
     slots.clamp(1, usize::from(u16::MAX)) as u16
 }
+
 /// Datagrams read per receive batch.
 const RECV_BATCH: usize = 256;
 /// While a match waits for its predecessor's result to be durable and its deadline has
@@ -498,11 +498,7 @@ impl Worker {
             .matches
             .len()
             .max(config.max_matches_per_worker as usize);
-        let max_clients = client_slots(
-            setup.matches.len(),
-            config.max_matches_per_worker,
-            config.players_per_match,
-        );
+        let max_clients = client_slots(setup.matches.len(), room, config.players_per_match);
         let start = setup.start;
         let maker = config.game.maker()?;
         let match_setup = MatchSetup {
@@ -987,10 +983,11 @@ mod tests {
     }
 
     #[test]
-    fn client_slots_hold_the_startup_seats_and_room_for_more_up_to_a_core() {
-        // Ten-player matches: every match admission may let in.
+    fn client_slots_hold_every_startup_seat_and_room_for_more_up_to_4096() {
+        // Ten-player matches: every match admission may let in (room: the larger of the
+        // startup matches and `max_matches_per_worker`, as `with_socket` gives it).
         assert_eq!(client_slots(10, 120, 10), 1200);
-        assert_eq!(client_slots(200, 120, 10), 2000);
+        assert_eq!(client_slots(200, 200, 10), 2000);
         // A crowd: its own seats and room for a few more, not 120 crowds' worth.
         assert_eq!(client_slots(1, 120, 1000), 4096);
         assert_eq!(client_slots(6, 120, 1000), 6000);

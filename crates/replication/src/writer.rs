@@ -116,7 +116,8 @@ pub enum ConfigError {
     /// `rate_by_distance.slowest_every_ticks` must be 1, 2, 4, 8 or 16, and its
     /// `halve_every_m` finite and positive.
     #[error(
-        "rate_by_distance: slowest_every_ticks must be 1, 2, 4, 8 or 16, halve_every_m finite and positive"
+        "rate_by_distance: slowest_every_ticks must be 1, 2, 4, 8 or 16, \
+         halve_every_m finite and positive"
     )]
     RateByDistance,
 }
@@ -1787,7 +1788,8 @@ mod tests {
                     misfits += 1;
                 }
             }
-            let mut got = Sizes { sizes: entities.iter().map(|&(_, s)| s).collect(), taken: vec![] };
+            let sizes = entities.iter().map(|&(_, s)| s).collect();
+            let mut got = Sizes { sizes, taken: vec![] };
             let mut got_room = room;
             take_by_priority(&mut keys, sure, first, &mut got_room, &mut got);
             want.sort_unstable();

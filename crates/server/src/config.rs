@@ -1478,6 +1478,7 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    #[cfg(unix)]
     #[test]
     fn an_unreadable_or_binary_token_file_is_called_the_admin_token_file() {
         use std::os::unix::fs::PermissionsExt;
@@ -1535,6 +1536,7 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_key_file_open_to_group_or_others_gets_a_warning_with_the_fix() {
         use std::os::unix::fs::PermissionsExt;

@@ -825,9 +825,9 @@ impl Worker {
 
     /// Takes the result of every match that ended in this wake-up's ticks and queues it for
     /// the persister; the match starts over (a startup match: its first tick waits until
-    /// the result is durable, at most [`RESULT_HOLD`]) or, on a draining server or for an admin-made match, is
-    /// marked for removal. Allocates (the result, a new world): after the send, off the
-    /// tick, so no match's tick waits for another's restart.
+    /// the result is durable, at most [`RESULT_HOLD`]) or, on a draining server or for an
+    /// admin-made match, is marked for removal. Allocates (the result, a new world): after
+    /// the send, off the tick, so no match's tick waits for another's restart.
     fn finish_ended(&mut self, draining: bool) {
         for k in 0..self.due.len() {
             let i = self.due[k].index;

@@ -1070,9 +1070,11 @@ mod tests {
         assert_eq!(w.retired.results_unwritten, 3);
     }
 
+    #[cfg(target_os = "linux")]
     /// A tmpfs of 64 KiB mounted on a scratch directory; unmounted when dropped.
     struct TinyFs(PathBuf);
 
+    #[cfg(target_os = "linux")]
     impl TinyFs {
         /// `None` where mounting is not permitted (not root, or in a container).
         fn mount() -> Option<TinyFs> {
@@ -1096,6 +1098,7 @@ mod tests {
         }
     }
 
+    #[cfg(target_os = "linux")]
     impl Drop for TinyFs {
         fn drop(&mut self) {
             use std::os::unix::ffi::OsStrExt;
@@ -1105,6 +1108,7 @@ mod tests {
         }
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn a_real_full_filesystem_is_retried_until_it_has_room() {
         let Some(fs) = TinyFs::mount() else {

@@ -619,6 +619,7 @@ pub(super) mod tests {
         assert_eq!(std::fs::read(&torn_files(&path)[0]).unwrap().len(), 200_000);
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_results_file_that_is_not_a_regular_file_takes_plain_writes() {
         // /dev/null, the natural "off": no fsync (EINVAL there), no truncation, no repair.

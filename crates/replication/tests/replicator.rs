@@ -543,6 +543,22 @@ fn crowd_state(i: u16, t: u32) -> EntityState {
     running(usize::from(i), t, ORIGIN, 5.0 + f32::from(i % 35))
 }
 
+/// Starts tick `t` with every entity of the crowd where it runs then.
+fn push_crowd(r: &mut Replicator, t: u32) {
+    r.begin_tick(t);
+    for i in 0..CROWD {
+        r.push(NetId(i), &crowd_state(i, t));
+    }
+}
+
+/// A crowd's server with connection 0 playing entity 0 (plans on), and that client's replica.
+fn one_crowd_client() -> (Replicator, Replica) {
+    let config = crowd_config(1, true);
+    let mut r = Replicator::new(config, &SCHEMA);
+    r.connect(0, Some(NetId(0)));
+    (r, Replica::new(ReplicaConfig::matching(&config), &SCHEMA))
+}
+
 fn crowd_config(connections: usize, plan_ahead: bool) -> ReplicationConfig {
     ReplicationConfig {
         max_entities: usize::from(CROWD),
@@ -560,10 +576,7 @@ fn crowd_config(connections: usize, plan_ahead: bool) -> ReplicationConfig {
 #[test]
 fn a_crowd_past_a_packets_worth_stays_in_budget_and_everyone_still_goes_out() {
     let n = CROWD;
-    let config = crowd_config(1, true);
-    let mut r = Replicator::new(config, &SCHEMA);
-    let mut replica = Replica::new(ReplicaConfig::matching(&config), &SCHEMA);
-    r.connect(0, Some(NetId(0)));
+    let (mut r, mut replica) = one_crowd_client();
     let budget = 1200;
     assert!(
         usize::from(n) * 2 > budget,
@@ -573,10 +586,7 @@ fn a_crowd_past_a_packets_worth_stays_in_budget_and_everyone_still_goes_out() {
     let mut last_sent = vec![None::<u32>; usize::from(n)];
     let mut body = Vec::new();
     for t in 0..120u32 {
-        r.begin_tick(t);
-        for i in 0..n {
-            r.push(NetId(i), &state(i, t));
-        }
+        push_crowd(&mut r, t);
         body.clear();
         let before = r.stats();
         let info = r.write(0, &viewer_of(&state(0, t)), None, budget, &mut body);
@@ -615,22 +625,23 @@ fn a_crowd_past_a_packets_worth_stays_in_budget_and_everyone_still_goes_out() {
 /// A crowd of 700 for two connections, packets of 1,200 bytes: what each write of tick `t`
 /// shows in the stats, as (planned writes, words scanned for the range).
 fn crowd_of_700(plan_ahead: bool, ticks: u32) -> Vec<(u64, u64)> {
-    let n = CROWD;
     let mut r = Replicator::new(crowd_config(2, plan_ahead), &SCHEMA);
     r.connect(0, Some(NetId(0)));
     r.connect(1, Some(NetId(1)));
-    let state = crowd_state;
     let mut body = Vec::new();
     let mut per_tick = Vec::new();
     for t in 0..ticks {
-        r.begin_tick(t);
-        for i in 0..n {
-            r.push(NetId(i), &state(i, t));
-        }
+        push_crowd(&mut r, t);
         let before = r.stats();
         for c in 0..2 {
             body.clear();
-            let info = r.write(c, &viewer_of(&state(c as u16, t)), None, 1200, &mut body);
+            let info = r.write(
+                c,
+                &viewer_of(&crowd_state(c as u16, t)),
+                None,
+                1200,
+                &mut body,
+            );
             assert!(info.deferred > 0, "tick {t}: a crowd");
             r.on_ack(c, t);
         }
@@ -661,10 +672,7 @@ fn a_crowded_connection_weighs_every_other_write_and_the_connections_take_turns(
 #[test]
 fn a_planned_write_sends_nothing_fog_now_hides_nor_what_left_the_match() {
     let n = CROWD;
-    let config = crowd_config(1, true);
-    let mut r = Replicator::new(config, &SCHEMA);
-    let mut replica = Replica::new(ReplicaConfig::matching(&config), &SCHEMA);
-    r.connect(0, Some(NetId(0)));
+    let (mut r, mut replica) = one_crowd_client();
     let state = crowd_state;
     let all = [u64::MAX; 11];
     // Entities 1..=20 only: not the own entity, 0, nor 30.
@@ -680,6 +688,12 @@ fn a_planned_write_sends_nothing_fog_now_hides_nor_what_left_the_match() {
         }
         if t == planned_tick {
             r.remove_entity(left);
+        }
+        if t == planned_tick {
+            assert!(
+                replica.state(left).is_some(),
+                "the entity that leaves was sent before it did"
+            );
         }
         let row: &[u64] = if t == planned_tick { &few } else { &all };
         let before = r.stats().planned;

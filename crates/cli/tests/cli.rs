@@ -1,4 +1,7 @@
 //! The binary end to end: the smoke scenario over real UDP on 127.0.0.1, and bad input.
+//!
+//! The tests compile for Windows too (CI checks it); those about signals and file modes
+//! are Unix's alone and marked `#[cfg(unix)]`.
 
 use std::process::Command;
 
@@ -640,7 +643,6 @@ fn serve_without_a_key_says_how_to_give_one() {
 
 #[test]
 fn token_mints_a_netcode_token_for_the_match_from_a_new_key() {
-    use std::os::unix::fs::PermissionsExt;
     let key = scratch("token.key");
     let _ = std::fs::remove_file(&key);
     let out = tickforge()
@@ -653,10 +655,15 @@ fn token_mints_a_netcode_token_for_the_match_from_a_new_key() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(
-        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
-        0o600
-    );
+    // Readable by its owner alone (Unix modes; Windows has none to check).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
     // Never overwrites a key.
     let again = tickforge()
         .args(["token", "--generate-key"])
@@ -849,6 +856,7 @@ fn serve_child_env(
 
 /// The bound on a server that stops "at once": well under the 30 s drain timeout it would
 /// otherwise wait out, so it tells the two apart on a host of any speed, however busy.
+#[cfg(unix)]
 const AT_ONCE: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// Waits for `child` to exit, up to `bound`; kills it and panics past that.
@@ -907,11 +915,13 @@ fn workers_print_their_addresses_and_the_round_robin_placement() {
 }
 
 /// Standard error of a child, collected by a thread as it comes.
+#[cfg(unix)]
 type Log = std::sync::Arc<std::sync::Mutex<String>>;
 
 /// Starts `serve` with `matches` startup matches, the admin server and `extra` flags, its
 /// standard error collected; returns the child, its game address, its admin address and
 /// the log.
+#[cfg(unix)]
 fn serve_logged(
     results: &std::path::Path,
     matches: usize,
@@ -959,6 +969,7 @@ fn serve_logged(
 }
 
 /// Waits until `log` holds `needle`, up to `bound`; returns the log.
+#[cfg(unix)]
 fn log_until(log: &Log, needle: &str, bound: std::time::Duration) -> String {
     let deadline = std::time::Instant::now() + bound;
     loop {
@@ -976,6 +987,7 @@ fn log_until(log: &Log, needle: &str, bound: std::time::Duration) -> String {
 
 /// SIGTERM to a server whose one match has two bots playing, then waits (up to 5 s) for
 /// the drain to say it waits for them.
+#[cfg(unix)]
 fn start_draining(server: &std::process::Child, log: &Log) {
     send(server, libc::SIGTERM);
     log_until(
@@ -986,12 +998,14 @@ fn start_draining(server: &std::process::Child, log: &Log) {
 }
 
 /// Sends `signal` to `child`.
+#[cfg(unix)]
 fn send(child: &std::process::Child, signal: libc::c_int) {
     // SAFETY: kill with the pid of a child we spawned and have not reaped.
     assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
 }
 
 /// A server with `players` bots connected to its match 1 (the bots play for a minute).
+#[cfg(unix)]
 fn serve_with_bots(
     name: &str,
     players: u32,
@@ -1012,6 +1026,7 @@ fn serve_with_bots(
 }
 
 #[test]
+#[cfg(unix)]
 fn sigterm_without_players_exits_at_once_and_says_so() {
     let results = scratch("idle-results.log");
     // Matches that would run for minutes (100 s rounds), and the default 30 s timeout.
@@ -1029,6 +1044,7 @@ fn sigterm_without_players_exits_at_once_and_says_so() {
 }
 
 #[test]
+#[cfg(unix)]
 fn sigterm_waits_for_a_match_with_players_to_finish_and_persists_it() {
     let (mut server, mut bots, log, results) = serve_with_bots("drain", 2, &SHORT_MATCH);
     let before = std::fs::read_to_string(&results)
@@ -1059,6 +1075,7 @@ fn sigterm_waits_for_a_match_with_players_to_finish_and_persists_it() {
 }
 
 #[test]
+#[cfg(unix)]
 fn the_drain_timeout_stops_a_match_with_players_and_names_it() {
     let (mut server, mut bots, log, _) =
         serve_with_bots("drain-timeout", 2, &["--drain-timeout-s", "0.5"]);
@@ -1081,6 +1098,7 @@ fn the_drain_timeout_stops_a_match_with_players_and_names_it() {
 }
 
 #[test]
+#[cfg(unix)]
 fn a_second_signal_exits_at_once_naming_what_it_abandoned() {
     let (mut server, mut bots, log, _) = serve_with_bots("abandon", 2, &[]);
     start_draining(&server, &log);
@@ -1105,6 +1123,7 @@ fn a_second_signal_exits_at_once_naming_what_it_abandoned() {
 }
 
 #[test]
+#[cfg(unix)]
 fn a_third_signal_exits_the_process_outright() {
     let (mut server, mut bots, log, _) = serve_with_bots("third-signal", 2, &[]);
     start_draining(&server, &log);
@@ -1251,6 +1270,7 @@ fn saturation_raises_the_players_of_one_match_and_charts_them() {
 }
 
 /// `bots` for match 1 with `n` bots, measuring `duration_s` after 1 s, reporting to `report`.
+#[cfg(unix)]
 fn bots_child(
     server: &str,
     n: u32,
@@ -1280,6 +1300,7 @@ fn bots_child(
 
 /// Polls the admin server's `/matches` until `ok` holds for match 1, up to `bound`;
 /// returns its entry.
+#[cfg(unix)]
 fn match_one_until(
     admin: std::net::SocketAddr,
     bound: std::time::Duration,
@@ -1308,6 +1329,7 @@ fn match_one_until(
 }
 
 #[test]
+#[cfg(unix)]
 fn killing_a_bot_process_mid_match_leaves_the_match_running_for_the_rest() {
     use std::io::BufRead;
     let results = scratch("killed-bots-results.log");
@@ -1569,6 +1591,7 @@ fn a_bind_error_names_the_address_and_the_os_error_once() {
 }
 
 #[test]
+#[cfg(unix)]
 fn a_garbled_key_file_is_called_the_key_file_and_an_open_one_gets_a_warning() {
     use std::os::unix::fs::PermissionsExt;
     let key = scratch("garbled.key");
@@ -1623,6 +1646,7 @@ fn a_garbled_key_file_is_called_the_key_file_and_an_open_one_gets_a_warning() {
 }
 
 #[test]
+#[cfg(unix)]
 fn a_bad_admin_token_file_is_called_the_token_file_and_an_open_one_gets_a_warning() {
     use std::os::unix::fs::PermissionsExt;
     let token = scratch("admin.token");
@@ -1772,6 +1796,7 @@ fn bots_that_receive_no_snapshot_exit_non_zero_and_say_so() {
 }
 
 #[test]
+#[cfg(unix)]
 fn a_printing_command_whose_reader_is_gone_ends_by_sigpipe_not_a_panic() {
     use std::io::Read;
     use std::os::unix::process::ExitStatusExt;

@@ -68,6 +68,13 @@
 //! worker. A spin wakes sooner, by a quarter to a half, but costs the receiving thread
 //! 40–90% more CPU per datagram, and a worker that drains once per tick does not wait per
 //! datagram. Nothing is adopted; this bench is the evidence.
+//!
+//! Steering the loopback's receive processing to the other core (RPS, `rps_cpus` of `lo`)
+//! was measured in the server's own bench instead, since it moves work between cores and
+//! this bench times one side: the server's send no longer runs its clients' delivery, so
+//! the run's I/O floor falls a fifth and the worker's network a tenth, while the bots' core,
+//! which now receives for both, needs a fifth to a third more. Work moved, not saved: not
+//! adopted (the measurement log, 2026-12-01).
 
 #[cfg(target_os = "linux")]
 mod netns;
